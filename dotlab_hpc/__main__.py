@@ -1,0 +1,7 @@
+"""``python -m dotlab_hpc`` is the same program as ``dotlab-hpc``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

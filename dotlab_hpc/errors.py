@@ -1,0 +1,89 @@
+"""One exception hierarchy: each class knows its exit code, a hint, and whether a retry helps.
+
+Library code raises these; only ``cli.py`` prints them and picks the exit code.
+"""
+
+from __future__ import annotations
+
+
+class DotlabError(Exception):
+    """Base of every error dotlab-hpc raises on purpose."""
+
+    exit_code: int = 2
+    retryable: bool = False
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def lines(self) -> list[str]:
+        """The lines to show a person: the message, then the hint."""
+        out = [self.message]
+        if self.hint:
+            out.append(f"hint: {self.hint}")
+        return out
+
+
+class UsageError(DotlabError):
+    """The command line, a path, or a directory is not usable as given (exit 2)."""
+
+
+class ManifestError(DotlabError):
+    """The manifest cannot be read or does not follow the contract; one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(problems[0] if problems else "invalid manifest")
+        self.problems = problems
+
+    def lines(self) -> list[str]:
+        return list(self.problems)
+
+
+class InputMismatch(DotlabError):
+    """A pinned input (dataset, checkout, image) is not what the manifest says (exit 1)."""
+
+    exit_code = 1
+
+    def __init__(self, mismatches: list[str]) -> None:
+        super().__init__(mismatches[0] if mismatches else "input mismatch")
+        self.mismatches = mismatches
+
+    def lines(self) -> list[str]:
+        return list(self.mismatches)
+
+
+class OperatorError(DotlabError):
+    """The cluster or the container runtime failed; not a finding about the claim (exit 2)."""
+
+
+class ToolMissing(OperatorError):
+    """A program dotlab-hpc needs (sbatch, git, apptainer…) is not installed or not on PATH."""
+
+
+class ProcTimeout(OperatorError):
+    """A program ran past the time dotlab-hpc allows it."""
+
+    retryable = True
+
+
+class SlurmError(OperatorError):
+    """Slurm refused or failed a request; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, hint: str | None = None, retryable: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        self.retryable = retryable
+
+
+class SifError(DotlabError):
+    """A file is not a readable SIF image (truncated, not SIF, or lying about its layout)."""
+
+
+class RunDirError(DotlabError):
+    """A run directory is missing, incomplete, or in a state the command cannot act on (exit 2)."""
+
+
+class NotFinished(DotlabError):
+    """``collect`` was asked about a job that has not finished yet (exit 2; try again later)."""
+
+    retryable = True
