@@ -11,12 +11,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -122,18 +124,35 @@ def _slurm_word(v: str) -> str:
     return v
 
 
-def _section_text(v: str) -> str:
-    if "\0" in v:
-        raise ValueError("must not contain a NUL byte")
-    for n, line in enumerate(v.splitlines(), 1):
+_STAGE_RE = re.compile(r"bootstrap:", re.IGNORECASE)
+
+
+def def_text_problem(text: str) -> str | None:
+    """Why ``text`` could break out of its .def section, or None.
+
+    Apptainer starts a section at any line whose first word begins with '%', and a new build
+    stage at any line starting with 'Bootstrap:' (pkg/build/types/parser/deffile.go).
+    """
+    if "\0" in text:
+        return "must not contain a NUL byte"
+    for n, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("%"):
-            raise ValueError(f"line {n} starts with '%', which would open a new .def section")
+            return f"line {n} starts with '%', which would open a new .def section"
+        if _STAGE_RE.match(line):
+            return f"line {n} starts with 'Bootstrap:', which would open a new build stage"
+    return None
+
+
+def _section_text(v: str) -> str:
+    problem = def_text_problem(v)
+    if problem:
+        raise ValueError(problem)
     return v
 
 
 def _label_key(k: str) -> str:
     if not LABEL_KEY_RE.fullmatch(k):
-        raise ValueError("label names hold only letters, digits, '.', '_', '-'")
+        raise ValueError("must hold only letters, digits, '.', '_', '-' (at most 128 characters)")
     return k
 
 
@@ -171,8 +190,23 @@ def parse_time_limit(v: str | int) -> int:
     return seconds
 
 
+def _time_type(v: object) -> object:
+    # Checked before the str|int union, so a wrong type is one line at `resources.time`
+    # instead of one line per union member (`resources.time.str`, `resources.time.int`).
+    if isinstance(v, bool) or not isinstance(v, str | int):
+        raise ValueError('must be a string like "01:00:00" or a whole number of minutes')
+    return v
+
+
 def _time(v: str | int) -> str | int:
     parse_time_limit(v)
+    return v
+
+
+def _version_one(v: object) -> object:
+    # Literal[1] alone accepts True and 1.0 (they compare equal to 1).
+    if type(v) is not int:
+        raise ValueError("must be 1")
     return v
 
 
@@ -229,7 +263,7 @@ class BuildSpec(_Frozen):
     from_: Annotated[StrictStr, AfterValidator(_pinned_from)] = Field(alias="from")
     post: SectionText | None = None
     environment: SectionText | None = None
-    files: tuple[SingleLine, ...] = ()
+    files: tuple[Annotated[SingleLine, AfterValidator(_section_text)], ...] = ()
     labels: dict[LabelKey, SingleLine] = Field(default_factory=dict)
     runscript: SectionText | None = None
     test: SectionText | None = None
@@ -254,7 +288,7 @@ class TargetSpec(_Frozen):
 class ResourcesSpec(_Frozen):
     """What the job asks Slurm for; ``time`` bounds the entrypoint itself."""
 
-    time: Annotated[StrictStr | StrictInt, AfterValidator(_time)]
+    time: Annotated[StrictStr | StrictInt, AfterValidator(_time), BeforeValidator(_time_type)]
     cpus: Annotated[StrictInt, Field(ge=1, le=4096)] = 1
     memory: Annotated[StrictStr, AfterValidator(_memory)] = "4G"
     gpus: Annotated[StrictInt, Field(ge=0, le=64)] = 0
@@ -284,7 +318,7 @@ class SandboxSpec(_Frozen):
 class ManifestSpec(_Frozen):
     """A claim: pinned inputs, how to run the analysis, and the numbers it must produce."""
 
-    version: Literal[1]
+    version: Annotated[Literal[1], BeforeValidator(_version_one)]
     claim: Name
     title: SingleLine | None = None
     code: CodeSpec
@@ -343,10 +377,15 @@ class _StrictLoader(yaml.SafeLoader):
     yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012 - class attribute by design
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+        # Refused before anything is expanded, so an alias bomb (billion laughs) costs nothing.
+        # Anchors go too: without aliases they are useless, and refusing them names the line.
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise yaml.MarkedYAMLError(
-                None, None, "YAML aliases (*name) are not allowed in a manifest", event.start_mark
+                None,
+                None,
+                "YAML anchors (&name) and aliases (*name) are not allowed in a manifest",
+                event.start_mark,
             )
         return super().compose_node(parent, index)
 
@@ -373,7 +412,8 @@ for _tag, _regexp, _first in (
     ("tag:yaml.org,2002:int", r"^[-+]?(?:0|[1-9][0-9]*)$", list("-+0123456789")),
     (
         "tag:yaml.org,2002:float",
-        r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?"
+        # No leading zeros (as in JSON): `claim: 0001` stays the string "0001".
+        r"^(?:[-+]?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
         list("-+0123456789."),
     ),
@@ -381,15 +421,62 @@ for _tag, _regexp, _first in (
     _StrictLoader.add_implicit_resolver(_tag, re.compile(_regexp), _first)
 
 
+def _scalar_error(node: Any, what: str) -> yaml.constructor.ConstructorError:
+    text = str(node.value)
+    shown = repr(text if len(text) <= 40 else text[:40] + "...")
+    return yaml.constructor.ConstructorError(None, None, f"{shown} {what}", node.start_mark)
+
+
 def _bool_from_text(loader: _StrictLoader, node: Any) -> bool:
-    return bool(loader.construct_scalar(node).lower() == "true")
+    # An explicit `!!bool yes` must not quietly become false.
+    text = loader.construct_scalar(node)
+    if text not in ("true", "True", "TRUE", "false", "False", "FALSE"):
+        raise _scalar_error(node, "is not true or false")
+    return text.lower() == "true"
+
+
+def _null_from_text(loader: _StrictLoader, node: Any) -> None:
+    if loader.construct_scalar(node) not in ("", "~", "null", "Null", "NULL"):
+        raise _scalar_error(node, "is not null")
+
+
+def _number_from_text(loader: _StrictLoader, node: Any) -> int | float:
+    # PyYAML lets int()/float() raise ValueError (and an explicit `!!int 1:2:3:...` is
+    # quadratic), so long or malformed numbers are refused here, with their line and column.
+    text = loader.construct_scalar(node)
+    if len(text) > 100:
+        raise _scalar_error(node, "is too long to be a number in a manifest")
+    try:
+        if node.tag == "tag:yaml.org,2002:int":
+            return loader.construct_yaml_int(node)
+        return loader.construct_yaml_float(node)
+    except (ValueError, IndexError) as e:  # IndexError: PyYAML reads text[0] of `!!int ""`
+        raise _scalar_error(node, "is not a number") from e
+
+
+def _refuse_tag(loader: _StrictLoader, node: Any) -> None:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the YAML tag {node.tag!r} is not allowed in a manifest", node.start_mark
+    )
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:bool", _bool_from_text)
+_StrictLoader.add_constructor("tag:yaml.org,2002:null", _null_from_text)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _number_from_text)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _number_from_text)
+for _tag in ("binary", "omap", "pairs", "set", "timestamp"):
+    _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a manifest may hold")
+
+
+def _json_int(text: str) -> int:
+    # int() of a huge literal raises with advice about sys.set_int_max_str_digits().
+    if len(text) > 100:
+        raise ValueError(f"a {len(text)}-digit integer is too long to be a number in a manifest")
+    return int(text)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -412,13 +499,18 @@ def parse_document(raw: bytes, suffix: str, label: str) -> Any:
     if suffix == ".json":
         try:
             return json.loads(
-                text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant
+                text,
+                object_pairs_hook=_no_duplicate_keys,
+                parse_constant=_reject_constant,
+                parse_int=_json_int,
             )
         except json.JSONDecodeError as e:
             raise ManifestError(
                 [f"{label}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}"]
             ) from e
-        except (ValueError, RecursionError) as e:
+        except RecursionError as e:
+            raise ManifestError([f"{label}: invalid JSON: nested too deeply"]) from e
+        except ValueError as e:
             raise ManifestError([f"{label}: invalid JSON: {e}"]) from e
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
@@ -427,10 +519,26 @@ def parse_document(raw: bytes, suffix: str, label: str) -> Any:
         mark = e.problem_mark or e.context_mark
         if mark is not None:
             where = f"line {mark.line + 1}, column {mark.column + 1}: "
-        what = e.problem or e.context or "invalid YAML"
+        # PyYAML splits one sentence in two ("expected a single document in the stream",
+        # "but found another document"); either half alone is unclear.
+        what = ", ".join(p for p in (e.context, e.problem) if p) or "not valid YAML"
         raise ManifestError([f"{label}: {where}invalid YAML: {what}"]) from e
-    except (yaml.YAMLError, RecursionError) as e:
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        column = e.position - text.rfind("\n", 0, e.position)
+        raise ManifestError(
+            [
+                f"{label}: line {line}, column {column}: invalid YAML: the character"
+                f" U+{e.character:04X} is not allowed (control characters and non-characters)"
+            ]
+        ) from e
+    except RecursionError as e:
+        raise ManifestError([f"{label}: invalid YAML: nested too deeply"]) from e
+    except yaml.YAMLError as e:
         raise ManifestError([f"{label}: invalid YAML: {type(e).__name__}"]) from e
+
+
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _loc_text(loc: tuple[str | int, ...]) -> str:
@@ -438,15 +546,86 @@ def _loc_text(loc: tuple[str | int, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
+        elif _PLAIN_KEY_RE.fullmatch(part):
             out += ("." if out else "") + part
+        else:
+            # A key the user wrote may hold dots, spaces or newlines: quote it, so the path
+            # stays exact and on one line.
+            out += f"[{part!r}]"
     return out or "(top level)"
 
 
-_MESSAGES = {
-    "missing": "required field is missing",
-    "extra_forbidden": "unknown field",
-    "string_type": "must be a string (put quotes around it)",
+def _one_line(text: str) -> str:
+    """``text`` with every unprintable character (newlines included) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    for kind, words in (
+        (int, "a whole number"),
+        (float, "a decimal number"),
+        (str, "a string"),
+        (dict, "a mapping"),
+        (list | tuple, "a list"),
+    ):
+        if isinstance(value, kind):
+            return words
+    return type(value).__name__
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``Annotated[X, ...]`` and ``X | None`` → ``X``."""
+    while True:
+        origin = get_origin(annotation)
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        if origin is Annotated or (origin in (Union, UnionType) and len(members) == 1):
+            annotation = members[0] if origin is not Annotated else get_args(annotation)[0]
+        else:
+            return annotation
+
+
+def _walk(loc: tuple[str | int, ...], kind: str) -> tuple[tuple[str | int, ...], bool, Any]:
+    """Pydantic's error location → (the path as the user wrote it, is it about a mapping key,
+    the type found at the end of the path, or None)."""
+    annotation: Any = ManifestSpec
+    out: list[str | int] = []
+    for i, part in enumerate(loc):
+        annotation = _unwrap(annotation)
+        origin = get_origin(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            info = annotation.model_fields.get(str(part)) or next(
+                (f for f in annotation.model_fields.values() if f.alias == part), None
+            )
+            annotation = info.annotation if info is not None else None
+        elif origin is dict:
+            # pydantic reports a bad key as (..., key, "[key]").
+            if i + 2 == len(loc) and loc[-1] == "[key]" and kind != "extra_forbidden":
+                return (*out, part), True, None
+            annotation = get_args(annotation)[1]
+        elif origin in (tuple, list):
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, UnionType):
+            annotation = None  # pydantic names the union member it tried: not a field
+            continue
+        else:
+            annotation = None
+        out.append(part)
+    return tuple(out), False, _unwrap(annotation)
+
+
+_BOUNDS = {
+    "greater_than_equal": ">=",
+    "greater_than": ">",
+    "less_than_equal": "<=",
+    "less_than": "<",
+}
+
+_TYPES = {
+    "string_type": "must be a string",
     "int_type": "must be a whole number",
     "float_type": "must be a number",
     "bool_type": "must be true or false",
@@ -455,88 +634,66 @@ _MESSAGES = {
     "model_attributes_type": "must be a mapping",
     "tuple_type": "must be a list",
     "list_type": "must be a list",
+}
+
+_MESSAGES = {
+    "missing": "required field is missing",
     "too_short": "must not be empty",
 }
 
 
 def _problem(err: Any) -> tuple[tuple[str | int, ...], str]:
-    loc: tuple[str | int, ...] = tuple(err["loc"])
     kind = err["type"]
     ctx = err.get("ctx") or {}
     inner = ctx.get("error")
     if isinstance(inner, _LocatedError):
         return inner.loc, inner.msg
+    loc, about_key, _ = _walk(tuple(err["loc"]), kind)
     if kind == "value_error" and inner is not None:
-        return loc, str(inner)
-    # Drop pydantic's union/function-wrapper markers from the path.
-    loc = tuple(
-        p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-")))
-    )
-    if kind == "literal_error":
-        return loc, f"must be {ctx.get('expected', 'one of the allowed values')}"
-    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        op = {
-            "greater_than_equal": ">=",
-            "greater_than": ">",
-            "less_than_equal": "<=",
-            "less_than": "<",
-        }[kind]
-        bound = next(iter(v for k, v in ctx.items()))
-        return loc, f"must be {op} {bound}"
-    if kind in ("string_type", "int_type", "float_type", "bool_type") and loc and loc[-1] == "time":
-        return loc, 'must be a string like "01:00:00" or a number of minutes'
-    return loc, _MESSAGES.get(kind, err["msg"])
+        msg = str(inner)
+    elif kind == "extra_forbidden":
+        parent = _walk(tuple(err["loc"])[:-1], kind)[2]
+        allowed = "see `dotlab-hpc schema`"
+        if isinstance(parent, type) and issubclass(parent, BaseModel):
+            allowed = ", ".join(f.alias or n for n, f in parent.model_fields.items())
+        msg = f"unknown field (allowed: {allowed})"
+    elif kind == "literal_error":
+        msg = f"must be {ctx.get('expected', 'one of the allowed values')}"
+    elif kind in _BOUNDS:
+        msg = f"must be {_BOUNDS[kind]} {next(iter(ctx.values()))}"
+    elif kind in _TYPES:
+        value = err.get("input")
+        msg = f"{_TYPES[kind]}, not {_describe(value)}"
+        if kind == "float_type" and type(value) is int:
+            msg = "must be a finite number; this one is too large"
+        elif kind == "string_type" and isinstance(value, int | float):
+            msg += " (put quotes around it)"
+    else:
+        msg = _MESSAGES.get(kind, err["msg"])
+    return loc, f"name {msg}" if about_key else msg
 
 
 def validate_data(data: Any, label: str) -> ManifestSpec:
     """Plain data → ManifestSpec, or ManifestError with one line per problem."""
     if not isinstance(data, dict):
-        kind = "empty" if data is None else type(data).__name__
-        raise ManifestError([f"{label}: must be a mapping of fields, not {kind}"])
+        kind = "empty" if data is None else _describe(data)
+        raise ManifestError([_one_line(f"{label}: must be a mapping of fields, not {kind}")])
     try:
         return ManifestSpec.model_validate(data)
     except ValidationError as e:
         lines: list[str] = []
         for err in e.errors():
             loc, msg = _problem(err)
-            if err["type"] == "extra_forbidden":
-                msg = f"unknown field (allowed: {_allowed_fields(loc[:-1])})"
-            line = f"{label}: {_loc_text(loc)}: {msg}"
+            line = _one_line(f"{label}: {_loc_text(loc)}: {msg}")
             if line not in lines:
                 lines.append(line)
         raise ManifestError(lines) from e
 
 
-def _allowed_fields(parent: tuple[str | int, ...]) -> str:
-    model: type[BaseModel] | None = ManifestSpec
-    for part in parent:
-        if model is None:
-            break
-        if isinstance(part, int):
-            continue
-        info = model.model_fields.get(part) or next(
-            (f for f in model.model_fields.values() if f.alias == part), None
-        )
-        model = _model_of(info.annotation) if info is not None else None
-    if model is None:
-        return "see `dotlab-hpc schema`"
-    return ", ".join(f.alias or n for n, f in model.model_fields.items())
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def load(path: Path | str) -> Manifest:
     """Read and validate a manifest file (.yaml, .yml or .json)."""
     p = Path(path)
-    label = str(path)
+    label = _one_line(str(path))
     suffix = p.suffix.lower()
     if p.is_dir():
         raise ManifestError([f"{label}: is a directory; give the manifest file inside it"])
@@ -553,6 +710,8 @@ def load(path: Path | str) -> Manifest:
         raise ManifestError([f"{label}: cannot be read (permission denied)"]) from e
     except OSError as e:
         raise ManifestError([f"{label}: cannot be read ({e.strerror})"]) from e
+    except ValueError as e:  # a NUL byte in the name
+        raise ManifestError([f"{label}: cannot be read ({e})"]) from e
     if len(raw) > MAX_MANIFEST_BYTES:
         raise ManifestError([f"{label}: larger than {MAX_MANIFEST_BYTES} bytes; not a manifest"])
     spec = validate_data(parse_document(raw, suffix, label), label)
