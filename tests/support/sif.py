@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 MINIMAL_DEF = "Bootstrap: docker\nFrom: debian:12@sha256:" + "0" * 64 + "\n"
@@ -54,3 +56,148 @@ def make_sif(
         stdout=subprocess.DEVNULL,
     )
     return path
+
+
+# --------------------------------------------------------------------------- richer siftool images
+SIGNER = "433FE984155206BD962725E20E8713472A879943"
+GROUP_LINK = 0xF0000000  # `siftool add --link` takes the raw value; this bit marks a group
+
+
+def siftool(*args: str | Path) -> str:
+    """Run siftool and return what it printed (fails the test on a non-zero exit)."""
+    cp = subprocess.run(["siftool", *map(str, args)], check=True, capture_output=True, text=True)
+    return cp.stdout
+
+
+def make_rich_sif(path: Path, *, deffile: str = MINIMAL_DEF) -> Path:
+    """A SIF with every object type siftool can add, three groups, object and group links.
+
+    IDs: 1 Def.FILE (g1), 2 squashfs *System amd64 (g1), 3 JSON.Labels (g1, links object 2),
+    4 Generic/Raw named ``notes.txt`` (g2), 5 JSON.Generic (g2), 6 Env.Vars (g3),
+    7 SBOM spdx-json, 8 Cryptographic Message, 9 raw data partition (Raw/Data/arm64, g3),
+    10 Signature SHA-256 linked to object 1, 11 Signature SHA-512 linked to group 1.
+    """
+    make_sif(path, deffile=deffile)  # objects 1 and 2, group 0 (siftool's default)
+    work = path.parent / (path.name + ".parts")
+    files = {
+        "labels.json": '{"org.dotlab.claim": "claim-0001"}\n',
+        "notes.txt": "generic bytes\n",
+        "meta.json": '{"k": [1, 2, 3]}\n',
+        "env.sh": "export A=1\n",
+        "sbom.json": '{"spdxVersion": "SPDX-2.3"}\n',
+        "msg.asc": "-----BEGIN PGP MESSAGE-----\n",
+        "data.raw": "x" * 5000,
+        "sig1.bin": "signature one",
+        "sig2.bin": "signature two!",
+    }
+    for name, text in files.items():
+        (work / name).write_text(text)
+    # make_sif put objects 1-2 in no group; rebuild them into group 1 for the richer layout.
+    path.unlink()
+    siftool("new", path)
+    siftool("add", path, work / "app.def", "--datatype", "1", "--groupid", "1")
+    siftool(
+        "add", path, work / "rootfs.squashfs", "--datatype", "4", "--parttype", "2",
+        "--partfs", "1", "--partarch", "2", "--groupid", "1",
+    )  # fmt: skip
+    siftool("add", path, work / "labels.json", "--datatype", "3", "--groupid", "1", "--link", "2")
+    siftool(
+        "add", path, work / "notes.txt", "--datatype", "7", "--groupid", "2",
+        "--filename", "notes.txt",
+    )  # fmt: skip
+    siftool("add", path, work / "meta.json", "--datatype", "6", "--groupid", "2")
+    siftool("add", path, work / "env.sh", "--datatype", "2", "--groupid", "3")
+    siftool("add", path, work / "sbom.json", "--datatype", "9", "--sbomformat", "spdx-json")
+    siftool("add", path, work / "msg.asc", "--datatype", "8")
+    siftool(
+        "add", path, work / "data.raw", "--datatype", "4", "--parttype", "3", "--partfs", "4",
+        "--partarch", "4", "--groupid", "3",
+    )  # fmt: skip
+    siftool(
+        "add", path, work / "sig1.bin", "--datatype", "5", "--signhash", "1",
+        "--signentity", SIGNER, "--link", "1",
+    )  # fmt: skip
+    siftool(
+        "add", path, work / "sig2.bin", "--datatype", "5", "--signhash", "3",
+        "--signentity", SIGNER, "--link", str(GROUP_LINK | 1),
+    )  # fmt: skip
+    return path
+
+
+# --------------------------------------------------------------------------- pure-Python images
+HEADER_STRUCT = struct.Struct("<32s10s3s3s16s8q")
+DESCRIPTOR_STRUCT = struct.Struct("<i?III7q128s384s")
+
+
+@dataclass(frozen=True)
+class ObjectSpec:
+    """One data object for ``pack_sif``."""
+
+    data: bytes
+    type_code: int = 0x4007
+    group: int = 0
+    link: int = 0
+    name: bytes = b""
+    extra: bytes = b""
+
+
+def pack_sif(
+    objects: list[ObjectSpec],
+    *,
+    total: int = 48,
+    launch: bytes = b"#!/usr/bin/env run-singularity\n",
+    arch: bytes = b"02\x00",
+    ident: bytes = bytes(range(16)),
+    created: int = 1_700_000_000,
+) -> bytes:
+    """A valid SIF image built in memory, laid out as sylabs/sif does (no subprocess)."""
+    desc_off = 4096
+    data_off = desc_off + total * DESCRIPTOR_STRUCT.size
+    table = bytearray(total * DESCRIPTOR_STRUCT.size)
+    data = bytearray()
+    for i, o in enumerate(objects):
+        DESCRIPTOR_STRUCT.pack_into(
+            table,
+            i * DESCRIPTOR_STRUCT.size,
+            o.type_code,
+            True,
+            i + 1,
+            0xF0000000 | o.group,
+            o.link,
+            data_off + len(data),
+            len(o.data),
+            len(o.data),
+            created,
+            created,
+            0,
+            0,
+            o.name,
+            o.extra,
+        )
+        data += o.data
+    header = HEADER_STRUCT.pack(
+        launch,
+        b"SIF_MAGIC\x00",
+        b"01\x00",
+        arch,
+        ident,
+        created,
+        created,
+        total - len(objects),
+        total,
+        desc_off,
+        len(table),
+        data_off,
+        len(data),
+    )
+    return header + bytes(desc_off - len(header)) + bytes(table) + bytes(data)
+
+
+def partition_extra(fs: int = 1, part: int = 2, arch: bytes = b"02\x00") -> bytes:
+    """The Extra field of a partition descriptor."""
+    return struct.pack("<ii3s", fs, part, arch)
+
+
+def signature_extra(hash_type: int = 1, fingerprint: bytes = bytes(range(1, 21))) -> bytes:
+    """The Extra field of a signature descriptor."""
+    return struct.pack("<i256s", hash_type, fingerprint)

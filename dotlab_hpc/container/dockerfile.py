@@ -1,0 +1,534 @@
+"""Turn a claim's Dockerfile into an Apptainer .def, refusing any base image not pinned by digest.
+
+spython's DockerParser and SingularityWriter do the conversion. They are lossy (continuation
+lines re-dispatched as instructions, ``LABEL a=b`` kept as a key ``a=b``, ENV not exported in
+%post, ``/bin/bash`` prefixed to CMD, unnamed stages merged), so each instruction is first
+checked and normalised here into a form spython maps faithfully; labels, environment and the
+runscript are set on its Recipe objects directly; and the written ``From:`` lines are checked
+against the pinned references before anything is returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..manifest import PINNED_FROM_RE
+
+MAX_DOCKERFILE_BYTES = 1 << 20
+DEFAULT_DEF_NAME = "claim.def"
+
+_INSTRUCTION_RE = re.compile(r"\s*([A-Za-z]+)(?:\s+(.*))?", re.S)
+_DIRECTIVE_RE = re.compile(r"#\s*([A-Za-z]+)\s*=\s*(\S*)\s*")
+_CONTINUED_RE = re.compile(r"\\[ \t]*$")
+_STAGE_NAME_RE = re.compile(r"[a-z][a-z0-9_.-]*")
+_ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEREDOC_RE = re.compile(r"(?<!<)<<-?(?!<)\s*['\"]?[A-Za-z_][A-Za-z0-9_]*")
+_BUILD_ARG_RE = re.compile(r"{{\s*\w+\s*}}")  # Apptainer's build-argument syntax
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|git@")
+_TAR_RE = re.compile(r"\.(tar|tgz|tbz2?|txz|tar\.(gz|bz2|xz|zst))$", re.I)
+_DROPPED = {
+    "EXPOSE": "ports are not part of an Apptainer image",
+    "VOLUME": "Apptainer binds folders at run time (--bind)",
+    "STOPSIGNAL": "Apptainer has no stop signal setting",
+    "HEALTHCHECK": "Apptainer has no health checks",
+    "USER": "an Apptainer container runs as the user who starts it",
+    "SHELL": "%post runs under /bin/sh; bash-only syntax in RUN will fail there",
+    "ONBUILD": "Apptainer has no ONBUILD triggers",
+}
+_DROPPED_COPY_FLAGS = ("--chown", "--chmod", "--link")
+
+
+@dataclass(frozen=True)
+class DefConversion:
+    """A converted .def: its text, the pinned base image of each stage, and what was lost."""
+
+    text: str
+    images: tuple[str, ...]
+    stages: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass
+class _Instruction:
+    line: int
+    keyword: str
+    lines: list[str]  # the arguments' physical lines, continuation backslashes kept
+
+    @property
+    def joined(self) -> str:
+        """The arguments as one line, continuations removed (as Docker reads them)."""
+        return " ".join(_CONTINUED_RE.sub("", x).strip() for x in self.lines).strip()
+
+
+@dataclass
+class _Stage:
+    name: str
+    image: str
+    spython_lines: list[str] = field(default_factory=list)
+    labels: list[list[str]] = field(default_factory=list)
+    environ: list[str] = field(default_factory=list)
+    entrypoint: list[str] | None = None
+    shell_entrypoint: bool = False  # Docker ignores CMD after a shell-form ENTRYPOINT
+    cmd: list[str] | None = None
+
+
+# --------------------------------------------------------------------------- public
+def convert_dockerfile(path: Path) -> DefConversion:
+    """Read a Dockerfile and convert it (see ``dockerfile_to_def``)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_DOCKERFILE_BYTES + 1)
+    except FileNotFoundError as e:
+        raise UsageError(f"{path}: no such file") from e
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror or e}") from e
+    if len(raw) > MAX_DOCKERFILE_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_DOCKERFILE_BYTES} bytes; not a Dockerfile")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from e
+    return dockerfile_to_def(text, source=str(path))
+
+
+def dockerfile_to_def(text: str, *, source: str = "Dockerfile") -> DefConversion:
+    """Convert Dockerfile text into Apptainer .def text; every FROM must be pinned by digest."""
+    warnings: list[str] = []
+    stages = _stages(_instructions(text, source), source, warnings)
+    recipes = _spython_parse(stages, source)
+    text_out = _spython_write(recipes, stages, source)
+    return DefConversion(
+        text=text_out,
+        images=tuple(s.image for s in stages),
+        stages=tuple(s.name for s in stages),
+        warnings=tuple(warnings),
+    )
+
+
+def write_def(conversion: DefConversion, out_dir: Path, name: str = DEFAULT_DEF_NAME) -> Path:
+    """Write the .def into ``out_dir`` (created if missing) atomically; return its path."""
+    out_dir = Path(out_dir)
+    target = out_dir / name
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = out_dir / f".{name}.tmp-{os.getpid()}"
+        tmp.write_text(conversion.text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as e:
+        raise UsageError(f"{target}: cannot write: {e.strerror or e}") from e
+    return target
+
+
+# --------------------------------------------------------------------------- reading
+def _instructions(text: str, source: str) -> list[_Instruction]:
+    out: list[_Instruction] = []
+    current: _Instruction | None = None
+    directives = True
+    for n, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if directives:
+            m = _DIRECTIVE_RE.fullmatch(stripped)
+            if m:
+                if m.group(1).lower() == "escape" and m.group(2) != "\\":
+                    raise UsageError(
+                        f"{source}:{n}: the escape directive {m.group(2)!r} is not supported",
+                        hint="use the default backslash escape character",
+                    )
+                continue
+            directives = False
+        if not stripped or stripped.startswith("#"):
+            continue  # Docker drops comment and empty lines, also inside a continuation
+        if current is None:
+            m = _INSTRUCTION_RE.fullmatch(raw)
+            if m is None:
+                raise UsageError(f"{source}:{n}: cannot read this line as an instruction")
+            current = _Instruction(n, m.group(1).upper(), [m.group(2) or ""])
+        else:
+            current.lines.append(raw.rstrip())
+        if not _CONTINUED_RE.search(raw):
+            out.append(current)
+            current = None
+    if current is not None:
+        out.append(current)
+    return out
+
+
+def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) -> list[_Stage]:
+    froms = [i for i in instructions if i.keyword == "FROM"]
+    if not froms:
+        raise UsageError(f"{source}: no FROM line; a Dockerfile starts from a base image")
+    multi = len(froms) > 1
+    stages: list[_Stage] = []
+    unpinned: list[tuple[int, str]] = []
+    first_error: UsageError | None = None  # reported after the pinning check, which comes first
+    for ins in instructions:
+        where = f"{source}:{ins.line}"
+        try:
+            if ins.keyword == "FROM":
+                stage, pinned = _from(ins, stages, multi, where)
+                if not pinned:
+                    unpinned.append((ins.line, stage.image))
+                stages.append(stage)
+            elif not stages:
+                if ins.keyword != "ARG":
+                    raise UsageError(f"{where}: {ins.keyword} before the first FROM")
+                # A global ARG only feeds FROM lines, and those must not use one (see _from).
+            else:
+                _instruction(ins, stages, where, warnings)
+        except UsageError as e:
+            first_error = first_error or e
+    if unpinned:
+        _refuse_unpinned(unpinned, source)
+    if first_error is not None:
+        raise first_error
+    return stages
+
+
+def _from(ins: _Instruction, stages: list[_Stage], multi: bool, where: str) -> tuple[_Stage, bool]:
+    words = ins.joined.split()
+    if any(w.startswith("--") for w in words):
+        raise UsageError(
+            f"{where}: FROM {ins.joined}: flags such as --platform are not supported",
+            hint="drop the flag; choose the architecture with `apptainer build --arch`",
+        )
+    if len(words) == 1:
+        ref, name = words[0], None
+    elif len(words) == 3 and words[1].lower() == "as":
+        ref, name = words[0], words[2].lower()
+    else:
+        raise UsageError(
+            f"{where}: cannot read `FROM {ins.joined}` (expected FROM image [AS name])"
+        )
+    if "$" in ref:
+        raise UsageError(
+            f"{where}: FROM {ref} takes its base image from a build argument",
+            hint="write the pinned reference itself, FROM name:tag@sha256:<digest>: a .def cannot "
+            "read Docker ARGs, and a pin inside an ARG default is one --build-arg away from gone",
+        )
+    earlier = {s.name for s in stages}
+    if ref.lower() in earlier:
+        raise UsageError(
+            f"{where}: FROM {ref} builds on an earlier stage, which an Apptainer .def cannot do",
+            hint="start every stage from a pinned image and move files with COPY --from=<stage>",
+        )
+    if ref.lower() == "scratch":
+        raise UsageError(
+            f"{where}: FROM scratch has no docker-bootstrap equivalent in a .def",
+            hint="start from a pinned base image, or write a .def by hand with Bootstrap: scratch",
+        )
+    if name is not None and (not _STAGE_NAME_RE.fullmatch(name) or name in earlier):
+        raise UsageError(f"{where}: {name!r} is not a usable stage name (or is used twice)")
+    if name is None and multi:
+        name = f"stage{len(stages)}"
+        if name in earlier:
+            name += "-unnamed"
+    stage = _Stage(name=name or "spython-base", image=ref)
+    stage.spython_lines.append(f"FROM {ref} AS {name}" if name else f"FROM {ref}")
+    pinned = PINNED_FROM_RE.fullmatch(ref) is not None and not ref.startswith("docker://")
+    return stage, pinned
+
+
+def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
+    lines = ", ".join(f"line {n} FROM {ref}" for n, ref in unpinned)
+    name = unpinned[0][1].split("@", 1)[0]
+    count = (
+        "a base image that is" if len(unpinned) == 1 else f"{len(unpinned)} base images that are"
+    )
+    raise UsageError(
+        f"{source}: {count} not pinned by digest ({lines})",
+        hint=f"pin it: FROM {name}@sha256:<digest>; find the digest with "
+        f"`docker buildx imagetools inspect {name}` or `skopeo inspect docker://{name}` "
+        "(pin every FROM of a multi-stage Dockerfile)",
+    )
+
+
+def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[str]) -> None:
+    stage = stages[-1]
+    kw = ins.keyword
+    if any(_BUILD_ARG_RE.search(x) for x in ins.lines):
+        warnings.append(
+            f"{where}: `{{{{ name }}}}` in {kw} will be read by Apptainer as a build argument"
+        )
+    if kw == "RUN":
+        stage.spython_lines.append("RUN " + _run(ins, where, warnings))
+    elif kw in ("COPY", "ADD"):
+        stage.spython_lines.append(_copy(ins, stages, where, warnings))
+    elif kw == "WORKDIR":
+        path = ins.joined
+        if not path or any(c.isspace() or c in "\"'" for c in path):
+            raise UsageError(f"{where}: WORKDIR {path!r}: only a path without spaces or quotes")
+        stage.spython_lines.append(f"WORKDIR {path}")
+    elif kw == "ENV":
+        pairs = _env_pairs(ins, where)
+        stage.environ += pairs
+        stage.spython_lines.append("RUN export " + " ".join(pairs))
+    elif kw == "ARG":
+        for word in _raw_words(ins.joined, where):
+            if "=" in word:
+                stage.spython_lines.append(f"RUN export {word}")
+            else:
+                warnings.append(f"{where}: ARG {word} has no default and is left out of the .def")
+    elif kw == "LABEL":
+        stage.labels += _labels(ins, where)
+    elif kw == "MAINTAINER":
+        stage.labels.append(["maintainer", ins.joined])
+    elif kw in ("CMD", "ENTRYPOINT"):
+        argv = _exec_or_shell(ins.joined)
+        if kw == "CMD":
+            stage.cmd = argv
+        else:
+            stage.entrypoint, stage.cmd = argv, None  # Docker: ENTRYPOINT resets CMD
+            stage.shell_entrypoint = _json_list(ins.joined) is None
+    elif kw in _DROPPED:
+        warnings.append(f"{where}: {kw} left out: {_DROPPED[kw]}")
+    else:
+        raise UsageError(f"{where}: unknown instruction {kw}")
+
+
+def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
+    body = "\n".join(ins.lines)
+    while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
+        warnings.append(f"{where}: RUN {m.group(1)} left out: %post has no BuildKit RUN options")
+        body = body[m.end() :]
+    body = _CONTINUED_RE.sub("", body.rstrip()).rstrip()
+    for x in body.split("\n"):
+        if x.lstrip().startswith("%") or x.lstrip().lower().startswith("bootstrap:"):
+            raise UsageError(
+                f"{where}: a RUN line starting with {x.lstrip()[:10]!r} would open a new"
+                " section or stage of the .def",
+                hint="reflow the command so that no line starts with it",
+            )
+    if _HEREDOC_RE.search(body.split("\n", 1)[0]):
+        raise UsageError(
+            f"{where}: RUN with a heredoc is not supported",
+            hint="put the script in a file, COPY it, and RUN sh it",
+        )
+    argv = _json_list(body)
+    if argv is not None:
+        return shlex.join(argv)
+    if not body:
+        raise UsageError(f"{where}: RUN without a command")
+    return body
+
+
+def _copy(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[str]) -> str:
+    argv = _json_list(ins.joined)
+    words = argv if argv is not None else ins.joined.split()
+    flags = [w for w in words if w.startswith("--")]
+    paths = [w for w in words if not w.startswith("--")]
+    source_stage = None
+    for flag in flags:
+        if flag.startswith("--from="):
+            source_stage = _copy_source(flag.split("=", 1)[1], stages, where)
+        elif flag.startswith(_DROPPED_COPY_FLAGS):
+            warnings.append(f"{where}: {ins.keyword} {flag} left out: %files copies as root")
+        else:
+            raise UsageError(f"{where}: {ins.keyword} {flag} is not supported")
+    if len(paths) < 2:
+        raise UsageError(f"{where}: {ins.keyword} needs a source and a destination")
+    if any(not p or any(c.isspace() for c in p) for p in paths):
+        raise UsageError(f"{where}: {ins.keyword} paths with spaces cannot go into %files")
+    if ins.keyword == "ADD":
+        for p in paths[:-1]:
+            if _URL_RE.match(p):
+                raise UsageError(
+                    f"{where}: ADD {p} downloads content that nothing pins",
+                    hint="download it in RUN and check it: curl -fsSLo f URL && "
+                    "echo '<sha256>  f' | sha256sum -c",
+                )
+            if _TAR_RE.search(p):
+                raise UsageError(
+                    f"{where}: ADD {p} would unpack the archive, which %files does not",
+                    hint="COPY the archive and unpack it in RUN (tar -xf)",
+                )
+    prefix = f"COPY --from={source_stage} " if source_stage else "COPY "
+    return prefix + " ".join(paths)
+
+
+def _copy_source(value: str, stages: list[_Stage], where: str) -> str:
+    names = [s.name for s in stages[:-1]]
+    if value.isdigit() and int(value) < len(names):
+        return names[int(value)]
+    if value.lower() in names:
+        return value.lower()
+    raise UsageError(
+        f"{where}: COPY --from={value} does not name an earlier stage",
+        hint=f"a .def copies only between its own stages; add FROM {value}@sha256:<digest> AS "
+        "<name> before this stage and COPY --from=<name>",
+    )
+
+
+def _raw_words(text: str, where: str) -> list[str]:
+    """Split on unquoted whitespace, keeping quotes and escapes as written (shell-ready)."""
+    words: list[str] = []
+    cur: list[str] = []
+    quote: str | None = None
+    escaped = False
+    for c in text:
+        if escaped:
+            cur.append(c)
+            escaped = False
+        elif c == "\\" and quote != "'":
+            cur.append(c)
+            escaped = True
+        elif quote:
+            cur.append(c)
+            if c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+            cur.append(c)
+        elif c.isspace():
+            if cur:
+                words.append("".join(cur))
+                cur = []
+        else:
+            cur.append(c)
+    if quote or escaped:
+        raise UsageError(f"{where}: unterminated quote or escape")
+    if cur:
+        words.append("".join(cur))
+    return words
+
+
+def _env_pairs(ins: _Instruction, where: str) -> list[str]:
+    words = _raw_words(ins.joined, where)
+    if not words:
+        raise UsageError(f"{where}: ENV without a variable")
+    if "=" not in words[0]:  # legacy form: ENV KEY value with spaces
+        key, value = words[0], ins.joined[len(words[0]) :].strip()
+        escaped = re.sub(r'(["\\`])', r"\\\1", value)
+        words = [f'{key}="{escaped}"']
+    for w in words:
+        key = w.split("=", 1)[0]
+        if "=" not in w or not _ENV_KEY_RE.fullmatch(key):
+            raise UsageError(f"{where}: cannot read {w!r} as ENV KEY=value")
+    return words
+
+
+def _labels(ins: _Instruction, where: str) -> list[list[str]]:
+    try:
+        words = [" ".join(shlex.split(w)) for w in _raw_words(ins.joined, where)]
+    except ValueError as e:
+        raise UsageError(f"{where}: cannot read LABEL {ins.joined!r}: {e}") from e
+    if words and "=" not in words[0]:  # legacy form: LABEL key value
+        return [[words[0], " ".join(words[1:])]]
+    pairs = []
+    for w in words:
+        key, eq, value = w.partition("=")
+        if not eq or not key or any(c.isspace() for c in key):
+            raise UsageError(f"{where}: cannot read {w!r} as LABEL key=value")
+        pairs.append([key, value])
+    return pairs
+
+
+def _json_list(text: str) -> list[str] | None:
+    if not text.lstrip().startswith("["):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return [str(x) for x in value]
+    return None
+
+
+def _exec_or_shell(text: str) -> list[str]:
+    argv = _json_list(text)
+    return argv if argv is not None else ["/bin/sh", "-c", text]
+
+
+# --------------------------------------------------------------------------- spython
+@contextmanager
+def _quiet_spython() -> Iterator[Any]:
+    """Silence spython's logger (it prints warnings and calls sys.exit on errors)."""
+    from spython.logger import bot
+    from spython.logger.message import QUIET
+
+    level = bot.level
+    bot.level = QUIET
+    try:
+        yield bot
+    finally:
+        bot.level = level
+
+
+def _spython_parse(stages: list[_Stage], source: str) -> dict[str, Any]:
+    from spython.main.parse.parsers import DockerParser
+
+    with _quiet_spython():
+        parser = DockerParser(filename=None, load=False)
+        parser.lines = [line for s in stages for line in s.spython_lines]
+        try:
+            recipes: dict[str, Any] = parser.parse()
+        except SystemExit as e:
+            raise UsageError(f"{source}: spython could not parse the Dockerfile") from e
+    if list(recipes) != [s.name for s in stages]:
+        raise UsageError(
+            f"{source}: spython read stages {list(recipes)}, expected {[s.name for s in stages]}",
+            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
+        )
+    for stage in stages:
+        recipe = recipes[stage.name]
+        if (recipe.fromHeader or "").strip() != stage.image:
+            raise UsageError(
+                f"{source}: spython changed FROM {stage.image} into {recipe.fromHeader!r}",
+                hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
+            )
+        recipe.fromHeader = stage.image
+        recipe.labels = stage.labels
+        recipe.environ = stage.environ
+        recipe.entrypoint = None
+        recipe.cmd = None
+        recipe.test = None
+    final = stages[-1]
+    if final.entrypoint is not None and final.shell_entrypoint:
+        command = final.entrypoint
+    else:
+        command = (final.entrypoint or []) + (final.cmd or [])
+    if command:
+        recipes[final.name].entrypoint = shlex.join(command)
+    return recipes
+
+
+def _spython_write(recipes: dict[str, Any], stages: list[_Stage], source: str) -> str:
+    from spython.main.parse.writers import SingularityWriter
+
+    with _quiet_spython():
+        try:
+            text: str = SingularityWriter(recipes).convert(runscript="")
+        except SystemExit as e:
+            raise UsageError(f"{source}: spython could not write the .def") from e
+    lines = text.split("\n")
+    if len(stages) == 1:
+        lines = [x for x in lines if x != "Stage: spython-base"]
+    # No CMD/ENTRYPOINT: leave %runscript out so Apptainer keeps the base image's own.
+    if recipes[stages[-1].name].entrypoint is None and "%runscript" in lines:
+        lines = lines[: len(lines) - 1 - lines[::-1].index("%runscript")]
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    _check_header(text, stages, source)
+    return text
+
+
+def _check_header(text: str, stages: list[_Stage], source: str) -> None:
+    lines = text.split("\n")
+    boots = [x for x in lines if x.startswith("Bootstrap:")]
+    froms = [x[len("From:") :].strip() for x in lines if x.startswith("From:")]
+    if boots != ["Bootstrap: docker"] * len(stages) or froms != [s.image for s in stages]:
+        raise UsageError(
+            f"{source}: the written .def does not carry the pinned FROM lines exactly",
+            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
+        )
+    if not lines[0].startswith("Bootstrap:"):
+        raise UsageError(f"{source}: the written .def does not start with Bootstrap:")

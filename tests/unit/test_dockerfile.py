@@ -1,0 +1,264 @@
+"""Dockerfile → Apptainer .def through spython, with every FROM pinned by digest."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dotlab_hpc.cli import main
+from dotlab_hpc.container.dockerfile import (
+    DefConversion,
+    convert_dockerfile,
+    dockerfile_to_def,
+    write_def,
+)
+from dotlab_hpc.errors import UsageError
+
+A = "sha256:" + "a" * 64
+B = "sha256:" + "b" * 64
+PY = f"python:3.11-slim@{A}"
+
+
+def sections(text: str) -> list[tuple[str, list[str]]]:
+    """Split a .def into (header-or-%section, lines) pairs, one header per stage."""
+    out: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("Bootstrap:"):
+            out.append(("header", [line]))
+        elif line.startswith("%"):
+            out.append((line, []))
+        elif line.strip():
+            out[-1][1].append(line)
+    return out
+
+
+def convert(text: str) -> DefConversion:
+    return dockerfile_to_def(text, source="Dockerfile")
+
+
+def test_pinned_single_stage_maps_env_run_copy_workdir(capsys: pytest.CaptureFixture[str]) -> None:
+    conv = convert(
+        f"""FROM {PY}
+ENV PIP_NO_CACHE_DIR=1 GREETING="hello world"
+RUN apt-get update && \\
+    apt-get install -y --no-install-recommends curl
+WORKDIR /opt/claim
+COPY requirements.lock run.py /opt/claim/
+RUN ["pip", "install", "--require-hashes", "-r", "requirements.lock"]
+CMD ["python", "run.py"]
+"""
+    )
+    assert conv.text == (
+        f"""Bootstrap: docker
+From: {PY}
+
+%files
+requirements.lock /opt/claim/
+run.py /opt/claim/
+%post
+export PIP_NO_CACHE_DIR=1 GREETING="hello world"
+apt-get update && \\
+    apt-get install -y --no-install-recommends curl
+mkdir -p /opt/claim
+cd /opt/claim
+pip install --require-hashes -r requirements.lock
+%environment
+export PIP_NO_CACHE_DIR=1
+export GREETING="hello world"
+%runscript
+cd /opt/claim
+exec python run.py "$@"
+%startscript
+cd /opt/claim
+exec python run.py "$@"
+"""
+    )
+    assert conv.images == (PY,)
+    assert conv.warnings == ()
+    assert capsys.readouterr() == ("", "")  # spython's logger stays quiet
+
+
+def test_pinned_multi_stage_keeps_every_pin_and_stage() -> None:
+    conv = convert(
+        f"""# syntax=docker/dockerfile:1
+FROM {PY} AS Build
+RUN pip wheel -w /wheels numpy
+FROM debian:12-slim@{B}
+COPY --from=build /wheels /wheels
+COPY --from=0 /etc/os-release /build-os-release
+LABEL org.opencontainers.image.title="Claim 1" version=2
+"""
+    )
+    parts = sections(conv.text)
+    assert [name for name, _ in parts] == [
+        "header",
+        "%post",
+        "header",
+        "%files from build",
+        "%labels",
+    ]
+    assert parts[0][1] == ["Bootstrap: docker", f"From: {PY}", "Stage: build"]
+    assert parts[2][1] == ["Bootstrap: docker", f"From: debian:12-slim@{B}", "Stage: stage1"]
+    assert parts[3][1] == ["/wheels /wheels", "/etc/os-release /build-os-release"]
+    assert parts[4][1] == ["org.opencontainers.image.title Claim 1", "version 2"]
+    assert conv.stages == ("build", "stage1")
+    assert "%runscript" not in conv.text  # no CMD: Apptainer keeps the base image's own
+
+
+def test_digest_and_case_survive_exactly() -> None:
+    ref = f"Registry.Example.org:5000/team/image:V1.2@{A}"
+    conv = convert(f"FROM {ref}\n")
+    assert conv.text == f"Bootstrap: docker\nFrom: {ref}\n"
+
+
+@pytest.mark.parametrize("ref", ["python:3.11-slim", "python", "python:3.11@sha256:abc"])
+def test_unpinned_from_is_refused_with_the_fix(ref: str) -> None:
+    with pytest.raises(UsageError) as info:
+        convert(f"FROM {ref}\nRUN true\n")
+    name = ref.split("@")[0]
+    assert info.value.message == (
+        f"Dockerfile: a base image that is not pinned by digest (line 1 FROM {ref})"
+    )
+    assert info.value.hint is not None
+    assert info.value.hint.startswith(f"pin it: FROM {name}@sha256:<digest>;")
+    assert f"`docker buildx imagetools inspect {name}`" in info.value.hint
+    assert f"`skopeo inspect docker://{name}`" in info.value.hint
+
+
+def test_pinning_is_reported_before_other_problems() -> None:
+    with pytest.raises(UsageError, match="not pinned by digest"):
+        convert("FROM python:3.11-slim\nADD https://example.org/x /x\nFROBNICATE\n")
+
+
+def test_every_stage_must_be_pinned() -> None:
+    with pytest.raises(UsageError, match=r"2 base images .*line 3 FROM debian:12, line 4 FROM"):
+        convert(f"FROM {PY} AS a\nRUN true\nFROM debian:12\nFROM alpine AS c\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"ARG BASE={PY}\nFROM $BASE\n",
+        "ARG TAG=3.11\nFROM python:${TAG}@" + A + "\n",
+    ],
+)
+def test_from_a_build_argument_is_refused(text: str) -> None:
+    with pytest.raises(UsageError, match="takes its base image from a build argument") as info:
+        convert(text)
+    assert info.value.hint is not None and "name:tag@sha256:<digest>" in info.value.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("RUN true\n", "no FROM line"),
+        (f"RUN true\nFROM {PY}\n", "RUN before the first FROM"),
+        (f"FROM --platform=linux/amd64 {PY}\n", "flags such as --platform"),
+        (f"FROM {PY} AS a\nFROM a\n", "builds on an earlier stage"),
+        ("FROM scratch\n", "FROM scratch"),
+        (f"FROM {PY}\nCOPY --from=nginx:1 /a /b\n", "does not name an earlier stage"),
+        (f"FROM {PY}\nADD https://example.org/x.tgz /x\n", "downloads content that nothing pins"),
+        (f"FROM {PY}\nADD data.tar.gz /data\n", "would unpack the archive"),
+        (f"FROM {PY}\nRUN <<EOF\necho hi\nEOF\n", "heredoc"),
+        (f'FROM {PY}\nCOPY ["a b", "/c"]\n', "paths with spaces"),
+        (f"FROM {PY}\nFROBNICATE x\n", "unknown instruction FROBNICATE"),
+        (f"# escape=`\nFROM {PY}\n", "escape directive"),
+        (f"FROM {PY}\nRUN echo \\\n%post\n", "would open a new section"),
+        (f"FROM {PY}\nRUN echo \\\n  Bootstrap: x\n", "would open a new section or stage"),
+    ],
+)
+def test_what_a_def_cannot_express_is_refused(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        convert(text)
+
+
+def test_lossy_instructions_warn() -> None:
+    conv = convert(
+        f"""FROM {PY}
+ARG VERSION
+ARG LEVEL=3
+USER nobody
+EXPOSE 8080
+RUN --mount=type=cache,target=/root/.cache pip install x
+COPY --chown=1000:1000 a /a
+RUN docker inspect --format '{{{{ json }}}}' x
+"""
+    )
+    assert [w.split(": ", 1)[0] for w in conv.warnings] == [
+        "Dockerfile:2",
+        "Dockerfile:4",
+        "Dockerfile:5",
+        "Dockerfile:6",
+        "Dockerfile:7",
+        "Dockerfile:8",
+    ]
+    assert "build argument" in conv.warnings[-1]
+    post = dict(sections(conv.text))["%post"]
+    assert post == [
+        "export LEVEL=3",
+        "pip install x",
+        "docker inspect --format '{{ json }}' x",
+    ]
+
+
+def test_shell_form_entrypoint_runs_under_sh() -> None:
+    conv = convert(f"FROM {PY}\nENTRYPOINT python -m claim --seed 1\nCMD ignored\n")
+    assert dict(sections(conv.text))["%runscript"] == [
+        "exec /bin/sh -c 'python -m claim --seed 1' \"$@\""
+    ]
+
+
+def test_write_def_and_read_from_file(tmp_path: Path) -> None:
+    src = tmp_path / "Dockerfile"
+    src.write_text(f"FROM {PY}\n")
+    out = write_def(convert_dockerfile(src), tmp_path / "out")
+    assert out == tmp_path / "out" / "claim.def"
+    assert out.read_text() == f"Bootstrap: docker\nFrom: {PY}\n"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["claim.def"]
+    with pytest.raises(UsageError, match="no such file"):
+        convert_dockerfile(tmp_path / "missing")
+    (tmp_path / "bin").write_bytes(b"FROM \xff\n")
+    with pytest.raises(UsageError, match="not UTF-8"):
+        convert_dockerfile(tmp_path / "bin")
+
+
+def test_render_from_dockerfile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "Dockerfile"
+    src.write_text(f"FROM {PY}\nUSER nobody\n")
+    assert main(["render", "--from-dockerfile", str(src), "-o", str(tmp_path / "o")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == f"{tmp_path / 'o' / 'claim.def'}\n"
+    assert captured.err.startswith(f"dotlab-hpc: warning: {src}:2: USER left out")
+    assert (tmp_path / "o" / "claim.def").read_text().startswith("Bootstrap: docker\n")
+
+    src.write_text("FROM python:3.11-slim\n")
+    assert main(["render", "--from-dockerfile", str(src), "-o", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    unpinned = "a base image that is not pinned by digest (line 1 FROM python:3.11-slim)"
+    assert err[0] == f"dotlab-hpc: {src}: {unpinned}"
+    assert err[1].startswith("  hint: pin it: FROM python:3.11-slim@sha256:<digest>;")
+    assert not (tmp_path / "p").exists()
+
+
+KEYWORDS = ["FROM", "RUN", "ENV", "ARG", "COPY", "ADD", "WORKDIR", "LABEL", "CMD", "ENTRYPOINT",
+            "USER", "EXPOSE", "MAINTAINER", "SHELL", "from", "run"]  # fmt: skip
+ARGS = st.one_of(
+    st.sampled_from([PY, f"{PY} AS b", "--from=0 /a /b", "a=b", '["x", "y"]', "x \\", "$X"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.tuples(st.sampled_from(KEYWORDS), ARGS), max_size=8))
+def test_any_dockerfile_converts_or_gives_a_usage_error(lines: list[tuple[str, str]]) -> None:
+    text = f"FROM {PY}\n" + "".join(f"{k} {a}\n" for k, a in lines)
+    try:
+        conv = convert(text)
+    except UsageError:
+        return
+    assert conv.text.startswith("Bootstrap: docker\n")
+    assert conv.images[0] == PY
