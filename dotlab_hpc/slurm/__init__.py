@@ -1,0 +1,81 @@
+"""SEAM: Slurm. Pure argv builders, pure parsers of recorded outputs, and a client over a Runner."""
+
+from __future__ import annotations
+
+from .argv import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    check_job_ids,
+    sacct_argv,
+    sacct_by_name_argv,
+    sbatch_argv,
+    sbatch_version_argv,
+    scancel_argv,
+    scontrol_show_config_argv,
+    scontrol_show_job_argv,
+    slurm_time,
+    squeue_argv,
+    squeue_by_name_argv,
+)
+from .client import SlurmClient, read_tail
+from .failures import (
+    AccountingDisabled,
+    accounting_disabled,
+    classify_query_failure,
+    classify_sbatch_failure,
+)
+from .parse import (
+    expand_job_id,
+    expand_task_ids,
+    parse_duration,
+    parse_exit_code,
+    parse_jobcomp,
+    parse_key_values,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_sbatch_version,
+    parse_scontrol_show_config,
+    parse_scontrol_show_job,
+    parse_squeue,
+)
+from .states import TERMINAL_STATES, JobInfo, JobState, is_success, is_terminal, parse_state
+
+__all__ = [
+    "SACCT_FIELDS",
+    "SQUEUE_FORMAT",
+    "TERMINAL_STATES",
+    "AccountingDisabled",
+    "JobInfo",
+    "JobState",
+    "SlurmClient",
+    "accounting_disabled",
+    "check_job_ids",
+    "classify_query_failure",
+    "classify_sbatch_failure",
+    "expand_job_id",
+    "expand_task_ids",
+    "is_success",
+    "is_terminal",
+    "parse_duration",
+    "parse_exit_code",
+    "parse_jobcomp",
+    "parse_key_values",
+    "parse_sacct",
+    "parse_sbatch_parsable",
+    "parse_sbatch_version",
+    "parse_scontrol_show_config",
+    "parse_scontrol_show_job",
+    "parse_squeue",
+    "parse_state",
+    "read_tail",
+    "sacct_argv",
+    "sacct_by_name_argv",
+    "sbatch_argv",
+    "sbatch_version_argv",
+    "scancel_argv",
+    "scontrol_show_config_argv",
+    "scontrol_show_job_argv",
+    "slurm_time",
+    "squeue_argv",
+    "squeue_by_name_argv",
+]

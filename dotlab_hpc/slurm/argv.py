@@ -1,0 +1,170 @@
+"""Pure argv builders for the Slurm client commands; each returns a tuple, never a string."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import SlurmError
+
+# sacct -P columns, in this order (parse.parse_sacct reads them by position)
+SACCT_FIELDS: tuple[str, ...] = (
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Elapsed",
+    "Start",
+    "End",
+    "NodeList",
+    "Reason",
+)
+# squeue -o: user-facing id (12_3 with -r), long state, reason, time used, start, end, nodes,
+# and the job name last, so that a name holding "|" cannot shift the other columns
+SQUEUE_FIELDS: tuple[str, ...] = ("%i", "%T", "%r", "%M", "%S", "%e", "%N", "%j")
+SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
+
+_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")
+
+
+def check_job_ids(job_ids: Sequence[str]) -> tuple[str, ...]:
+    """The ids as a tuple, or SlurmError when one is not ``123`` / ``123_4`` or none is given."""
+    ids = tuple(job_ids)
+    if not ids:
+        raise SlurmError("no Slurm job id given")
+    for job_id in ids:
+        if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+            raise SlurmError(
+                f"not a Slurm job id: {job_id!r}",
+                hint="a job id is digits, or digits_digits for an array task (12_3)",
+            )
+    return ids
+
+
+def slurm_time(when: datetime) -> str:
+    """``when`` as sacct's ``-S`` wants it: local wall-clock time, ``YYYY-MM-DDTHH:MM:SS``."""
+    if when.tzinfo is not None:
+        when = when.astimezone().replace(tzinfo=None)
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _no_option(value: str, what: str) -> str:
+    if "\n" in value or "\0" in value:
+        raise SlurmError(f"{what} must not hold a newline or NUL: {value!r}")
+    return value
+
+
+def _one_name(name: str) -> str:
+    # squeue/sacct read "--name=a,b" as two names
+    if not name or "," in name:
+        raise SlurmError(f"a job name to look up must be non-empty and hold no comma: {name!r}")
+    return _no_option(name, "job name")
+
+
+def sbatch_argv(
+    script: Path,
+    *,
+    job_name: str,
+    output: str,
+    error: str | None = None,
+    export: str = "NONE",
+    array: str | None = None,
+    extra: Sequence[str] = (),
+) -> tuple[str, ...]:
+    """``sbatch --parsable`` for ``script``, ``--opt=value`` form: no value reads as an option."""
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={_no_option(job_name, 'job name')}",
+        f"--output={_no_option(output, 'output path')}",
+    ]
+    if error is not None:
+        argv.append(f"--error={_no_option(error, 'error path')}")
+    argv.append(f"--export={_no_option(export, '--export value')}")
+    if array is not None:
+        argv.append(f"--array={_no_option(array, 'array spec')}")
+    argv.extend(extra)
+    path = str(script)
+    # a script path starting with "-" would be read as an option
+    argv.append(f"./{path}" if path.startswith("-") else path)
+    return tuple(argv)
+
+
+def sbatch_version_argv() -> tuple[str, ...]:
+    """``sbatch --version`` (prints ``slurm 23.02.1`` or Debian's ``slurm-wlm 22.05.8``)."""
+    return ("sbatch", "--version")
+
+
+def sacct_argv(job_ids: Sequence[str], *, since: datetime) -> tuple[str, ...]:
+    """One ``sacct`` for many jobs: allocations only, ``|``-separated, no header.
+
+    ``-S`` is needed because sacct's default window without it is "since midnight" once
+    other filters are given. ``--noconvert`` is not needed: no memory columns are asked for.
+    """
+    ids = check_job_ids(job_ids)
+    return (
+        "sacct",
+        "-X",
+        "-P",
+        "-n",
+        "-S",
+        slurm_time(since),
+        "-j",
+        ",".join(ids),
+        "-o",
+        ",".join(SACCT_FIELDS),
+    )
+
+
+def sacct_by_name_argv(name: str, *, since: datetime) -> tuple[str, ...]:
+    """``sacct`` for every job named ``name`` since ``since`` (exactly-once submission check)."""
+    return (
+        "sacct",
+        "-X",
+        "-P",
+        "-n",
+        "-S",
+        slurm_time(since),
+        f"--name={_one_name(name)}",
+        "-o",
+        ",".join(SACCT_FIELDS),
+    )
+
+
+def squeue_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
+    """One ``squeue`` for many jobs, array tasks expanded (``-r``), finished ones too (``-t``)."""
+    ids = check_job_ids(job_ids)
+    return ("squeue", "-h", "-r", "-t", "all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT)
+
+
+def squeue_by_name_argv(name: str) -> tuple[str, ...]:
+    """``squeue`` for every job the controller still knows by the name ``name``."""
+    return (
+        "squeue",
+        "-h",
+        "-r",
+        "-t",
+        "all",
+        f"--name={_one_name(name)}",
+        "-o",
+        SQUEUE_FORMAT,
+    )
+
+
+def scontrol_show_job_argv(job_id: str) -> tuple[str, ...]:
+    """``scontrol -o show job ID``: one line of ``Key=Value`` per job (or array task)."""
+    (one,) = check_job_ids([job_id])
+    return ("scontrol", "-o", "show", "job", one)
+
+
+def scontrol_show_config_argv() -> tuple[str, ...]:
+    """``scontrol show config``: the running controller's settings, ``Key = Value`` lines."""
+    return ("scontrol", "show", "config")
+
+
+def scancel_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
+    """``scancel`` for the given jobs (an array's id cancels all its tasks)."""
+    return ("scancel", *check_job_ids(job_ids))

@@ -1,0 +1,254 @@
+"""SlurmClient: submit, query, look up by name, cancel, through one injected Runner.
+
+Polling follows SchedMD's advice to keep client calls to a minimum ("PERFORMANCE" in
+sacct(1)/squeue(1)): ``query`` costs one sacct call per chunk of ids, and when the cluster keeps
+no accounting (decided once, then cached) one squeue call per chunk plus a read of the
+jobcomp file (no Slurm call) for jobs the controller has already forgotten.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import ProcTimeout, SlurmError
+from ..proc import Completed, Runner
+from .argv import (
+    check_job_ids,
+    sacct_argv,
+    sacct_by_name_argv,
+    sbatch_version_argv,
+    scancel_argv,
+    scontrol_show_config_argv,
+    scontrol_show_job_argv,
+    slurm_time,
+    squeue_argv,
+    squeue_by_name_argv,
+)
+from .failures import accounting_disabled, classify_query_failure, classify_sbatch_failure
+from .parse import (
+    parse_jobcomp,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_sbatch_version,
+    parse_scontrol_show_config,
+    parse_scontrol_show_job,
+    parse_squeue,
+)
+from .states import JobInfo
+
+# squeue/scontrol for one id the controller no longer holds (MinJobAge passed): rc 1 and this
+INVALID_JOB_ID = "Invalid job id specified"
+ALREADY_DONE = "already completing or completed"
+DEFAULT_CHUNK = 500
+# the jobcomp file grows forever; recent jobs are at its end
+JOBCOMP_TAIL_BYTES = 16 * 1024 * 1024
+
+TailReader = Callable[[Path, int], "str | None"]
+
+
+def read_tail(path: Path, limit: int) -> str | None:
+    """The last ``limit`` bytes of ``path`` as text, or None when it cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _chunks(ids: Sequence[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(ids), size):
+        yield list(ids[i : i + size])
+
+
+def _wanted(job_id: str, asked: set[str]) -> bool:
+    """``12_3`` answers a question about ``12_3`` or about the whole array ``12``."""
+    return job_id in asked or job_id.split("_", 1)[0] in asked
+
+
+class SlurmClient:
+    """The Slurm commands dotlab-hpc needs, run through ``runner`` with a timeout each."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        timeout_s: float = 30.0,
+        chunk_size: int = DEFAULT_CHUNK,
+        env: Mapping[str, str] | None = None,
+        tail_reader: TailReader = read_tail,
+    ) -> None:
+        self._runner = runner
+        self._timeout_s = timeout_s
+        self._chunk = max(1, chunk_size)
+        self._env = dict(env) if env is not None else None
+        self._read_tail = tail_reader
+        self._version: tuple[int, int] | None = None
+        self._accounting: bool | None = None  # None until sacct has answered once
+        self._jobcomp_known = False
+        self._jobcomp: Path | None = None
+
+    @property
+    def accounting(self) -> bool | None:
+        """Whether sacct works here: True, False (disabled), or None (not asked yet)."""
+        return self._accounting
+
+    def _run(self, argv: Sequence[str]) -> Completed:
+        try:
+            return self._runner.run(argv, timeout=self._timeout_s, env=self._env)
+        except ProcTimeout as e:
+            raise SlurmError(
+                f"{argv[0]} did not answer within {self._timeout_s:g} s",
+                hint="the Slurm controller is slow or unreachable; try again later",
+                retryable=True,
+            ) from e
+
+    def version(self) -> tuple[int, int]:
+        """(major, minor) of the installed Slurm, from ``sbatch --version`` (asked once)."""
+        if self._version is None:
+            done = self._run(sbatch_version_argv())
+            if done.returncode != 0:
+                raise classify_query_failure("sbatch", done.returncode, done.stderr)
+            self._version = parse_sbatch_version(done.stdout)
+        return self._version
+
+    def export_value(self) -> str:
+        """The ``--export`` value that passes no login environment into the job.
+
+        Since 23.02 ``NONE`` loads the user's login environment on the node
+        (as --get-user-env would); ``NIL`` is the new "nothing". 22.05 has no NIL.
+        https://slurm.schedmd.com/sbatch.html#OPT_export
+        """
+        return "NIL" if self.version() >= (23, 2) else "NONE"
+
+    def submit(self, argv: Sequence[str]) -> str:
+        """Run an ``sbatch --parsable`` argv and return the job id; SlurmError if refused."""
+        try:
+            done = self._runner.run(argv, timeout=self._timeout_s, env=self._env)
+        except ProcTimeout as e:
+            raise SlurmError(
+                f"sbatch did not answer within {self._timeout_s:g} s",
+                hint="the job may have been created anyway: look it up by name before "
+                "submitting again",
+                retryable=True,
+            ) from e
+        if done.returncode != 0:
+            raise classify_sbatch_failure(done.returncode, done.stderr)
+        return parse_sbatch_parsable(done.stdout)
+
+    def query(self, job_ids: Sequence[str], *, since: datetime) -> dict[str, JobInfo]:
+        """The state of every job (and array task) asked for, keyed by user-facing job id.
+
+        One sacct call per chunk of ids. An id Slurm does not report is absent from the result
+        (a job just submitted may not have reached slurmdbd yet; a job too old for squeue and
+        the jobcomp file is gone): the caller treats absence as UNKNOWN, never as success.
+        slurmdbd learns of jobs a moment late: an array's tasks appear one by one (ask for
+        ``12_0``, ``12_1``… to know each), and a just-finished job's name may read
+        ``allocation`` (a placeholder record) for a moment (its state was right when seen).
+        """
+        ids = list(dict.fromkeys(check_job_ids(job_ids)))
+        if self._accounting is not False:
+            out: dict[str, JobInfo] = {}
+            for chunk in _chunks(ids, self._chunk):
+                done = self._run(sacct_argv(chunk, since=since))
+                if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
+                    self._accounting = False
+                    break
+                if done.returncode != 0:
+                    raise classify_query_failure("sacct", done.returncode, done.stderr)
+                self._accounting = True
+                out.update(parse_sacct(done.stdout))
+            else:
+                return out
+        return self._query_without_accounting(ids, since)
+
+    def _query_without_accounting(self, ids: list[str], since: datetime) -> dict[str, JobInfo]:
+        out: dict[str, JobInfo] = {}
+        for chunk in _chunks(ids, self._chunk):
+            done = self._run(squeue_argv(chunk))
+            if done.returncode != 0:
+                if INVALID_JOB_ID in done.stderr:
+                    continue  # squeue fails like this only when asked for a single gone id
+                raise classify_query_failure("squeue", done.returncode, done.stderr)
+            out.update(parse_squeue(done.stdout))
+        # squeue shows no exit code and forgets finished jobs after MinJobAge: ask the jobcomp
+        # file about every job that is finished or gone
+        settled = {i for i in ids if any(_wanted(k, {i}) for k, v in out.items() if not v.terminal)}
+        rest = set(ids) - settled
+        if rest:
+            found = self._from_jobcomp(lambda info: _wanted(info.job_id, rest), since)
+            out.update(found)
+        return out
+
+    def _jobcomp_path(self) -> Path | None:
+        """Where the controller writes jobcomp/filetxt records (one scontrol call per client)."""
+        if not self._jobcomp_known:
+            done = self._run(scontrol_show_config_argv())
+            if done.returncode != 0:
+                raise classify_query_failure("scontrol", done.returncode, done.stderr)
+            config = parse_scontrol_show_config(done.stdout)
+            loc = config.get("JobCompLoc", "")
+            if config.get("JobCompType") == "jobcomp/filetxt" and loc.startswith("/"):
+                self._jobcomp = Path(loc)
+            self._jobcomp_known = True
+        return self._jobcomp
+
+    def _from_jobcomp(self, keep: Callable[[JobInfo], bool], since: datetime) -> dict[str, JobInfo]:
+        path = self._jobcomp_path()
+        text = self._read_tail(path, JOBCOMP_TAIL_BYTES) if path is not None else None
+        if text is None:
+            return {}
+        records = parse_jobcomp(text, since=slurm_time(since))
+        return {k: v for k, v in records.items() if keep(v)}
+
+    def show_job(self, job_id: str) -> dict[str, JobInfo]:
+        """``scontrol show job`` for one job (all tasks of an array); {} once Slurm forgot it."""
+        done = self._run(scontrol_show_job_argv(job_id))
+        if done.returncode != 0:
+            if INVALID_JOB_ID in done.stderr:
+                return {}
+            raise classify_query_failure("scontrol", done.returncode, done.stderr)
+        return parse_scontrol_show_job(done.stdout)
+
+    def find_by_name(self, name: str, *, since: datetime) -> list[str]:
+        """Ids (as sbatch printed them) of jobs named ``name`` submitted since ``since``.
+
+        For exactly-once submission: squeue (the controller knows every job it just created,
+        even before slurmdbd does) plus sacct (or the jobcomp file) for jobs already forgotten.
+        Two calls; this runs only before a retry, never in a poll loop. Note: a submission that
+        sbatch refused with "Requested node configuration is not available" still leaves a
+        FAILED job record under its name (Slurm 22.05).
+        """
+        found: set[str] = set()
+        done = self._run(squeue_by_name_argv(name))
+        if done.returncode != 0:
+            raise classify_query_failure("squeue", done.returncode, done.stderr)
+        found.update(info.base_id for info in parse_squeue(done.stdout).values())
+        if self._accounting is not False:
+            done = self._run(sacct_by_name_argv(name, since=since))
+            if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
+                self._accounting = False
+            elif done.returncode != 0:
+                raise classify_query_failure("sacct", done.returncode, done.stderr)
+            else:
+                self._accounting = True
+                found.update(info.base_id for info in parse_sacct(done.stdout).values())
+        if self._accounting is False:
+            records = self._from_jobcomp(lambda info: info.name == name, since)
+            found.update(info.base_id for info in records.values())
+        return sorted(found, key=lambda job_id: (len(job_id), job_id))
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """``scancel`` the jobs; jobs that already ended or are unknown are not an error."""
+        ids = list(dict.fromkeys(check_job_ids(job_ids)))
+        for chunk in _chunks(ids, self._chunk):
+            done = self._run(scancel_argv(chunk))
+            if done.returncode != 0 and not (
+                INVALID_JOB_ID in done.stderr or ALREADY_DONE in done.stderr
+            ):
+                raise classify_query_failure("scancel", done.returncode, done.stderr)

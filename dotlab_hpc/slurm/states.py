@@ -1,0 +1,135 @@
+"""What Slurm says about a job: its state, and one frozen record per job (or array task)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    """Slurm's base job states, plus UNKNOWN for anything Slurm did not (or no longer) tell.
+
+    https://slurm.schedmd.com/job_state_codes.html
+    """
+
+    PENDING = "PENDING"
+    CONFIGURING = "CONFIGURING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    SUSPENDED = "SUSPENDED"
+    REQUEUED = "REQUEUED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    CANCELLED = "CANCELLED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    NODE_FAIL = "NODE_FAIL"
+    BOOT_FAIL = "BOOT_FAIL"
+    PREEMPTED = "PREEMPTED"
+    DEADLINE = "DEADLINE"
+    UNKNOWN = "UNKNOWN"
+
+
+# PREEMPTED, NODE_FAIL and BOOT_FAIL are followed by a requeue only for requeueable jobs;
+# dotlab-hpc submits with --no-requeue (SPEC section 8), so for its jobs they are final.
+# REQUEUED is the moment a job goes back to the queue under the same id: not done.
+# UNKNOWN is not terminal: the caller decides (truth file in the run directory, grace period).
+TERMINAL_STATES: frozenset[JobState] = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.CANCELLED,
+        JobState.OUT_OF_MEMORY,
+        JobState.NODE_FAIL,
+        JobState.BOOT_FAIL,
+        JobState.PREEMPTED,
+        JobState.DEADLINE,
+    }
+)
+
+# squeue/sacct compact codes and the state flags Slurm shows instead of a base state
+# (squeue(1) "JOB STATE CODES"), mapped onto the base state a poller should act on.
+_ALIASES: dict[str, JobState] = {
+    "PD": JobState.PENDING,
+    "CF": JobState.CONFIGURING,
+    "R": JobState.RUNNING,
+    "CG": JobState.COMPLETING,
+    "S": JobState.SUSPENDED,
+    "ST": JobState.SUSPENDED,
+    "STOPPED": JobState.SUSPENDED,
+    "RQ": JobState.REQUEUED,
+    "RH": JobState.REQUEUED,
+    "RF": JobState.REQUEUED,
+    "SE": JobState.REQUEUED,
+    "REQUEUE_HOLD": JobState.REQUEUED,
+    "REQUEUE_FED": JobState.REQUEUED,
+    "SPECIAL_EXIT": JobState.REQUEUED,
+    "RD": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING,
+    "RS": JobState.RUNNING,
+    "RESIZING": JobState.RUNNING,
+    "SI": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "SO": JobState.COMPLETING,
+    "STAGE_OUT": JobState.COMPLETING,
+    "CD": JobState.COMPLETED,
+    "F": JobState.FAILED,
+    "TO": JobState.TIMEOUT,
+    "CA": JobState.CANCELLED,
+    "OOM": JobState.OUT_OF_MEMORY,
+    "NF": JobState.NODE_FAIL,
+    "BF": JobState.BOOT_FAIL,
+    "PR": JobState.PREEMPTED,
+    "DL": JobState.DEADLINE,
+}
+
+
+def parse_state(raw: str) -> JobState:
+    """Map Slurm's state text (``CANCELLED by 0``, ``OOM``, ``RUNNING+``) to a JobState."""
+    words = raw.strip().split()
+    if not words:
+        return JobState.UNKNOWN
+    # sacct prints "CANCELLED by <uid>" (src/sacct/print.c); truncated columns end in "+"
+    token = words[0].rstrip("+").upper()
+    try:
+        return JobState(token)
+    except ValueError:
+        return _ALIASES.get(token, JobState.UNKNOWN)
+
+
+def is_terminal(state: JobState) -> bool:
+    """True when the job will not change state again (UNKNOWN is not terminal)."""
+    return state in TERMINAL_STATES
+
+
+def is_success(state: JobState) -> bool:
+    """True only for COMPLETED: no other state, UNKNOWN least of all, counts as success."""
+    return state is JobState.COMPLETED
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One job or array task as Slurm reported it; ``job_id`` is the user-facing id (``12_3``)."""
+
+    job_id: str
+    state: JobState
+    raw_state: str
+    exit_code: int | None = None
+    signal: int | None = None
+    node: str | None = None
+    reason: str | None = None
+    elapsed_s: int | None = None
+    start: str | None = None
+    end: str | None = None
+    name: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        """Whether this state is final (see ``is_terminal``)."""
+        return is_terminal(self.state)
+
+    @property
+    def base_id(self) -> str:
+        """The id sbatch printed for this job: ``12`` for array task ``12_3``."""
+        return self.job_id.split("_", 1)[0]

@@ -1,0 +1,140 @@
+"""Integration fixtures: the REAL local Slurm cluster started by ``slurm/local-cluster up``.
+
+The cluster is found through ``SLURM_CONF`` in the environment, else through
+``$DOTLAB_SLURM_DIR/env.sh`` (default /tmp/dotlab-slurm). When it does not answer, a test that
+needs it is skipped on a developer's machine and FAILS when ``CI`` is set: in CI a missing
+cluster is a failure, never a skip. Every test using ``slurm_env`` (directly or through another
+fixture) gets the ``slurm`` marker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import NoReturn, Protocol
+
+import pytest
+
+from dotlab_hpc.errors import DotlabError
+from dotlab_hpc.proc import SubprocessRunner
+from dotlab_hpc.slurm import JobInfo, SlurmClient
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL_CLUSTER = REPO / "slurm" / "local-cluster"
+DEFAULT_DIR = Path("/tmp/dotlab-slurm")
+
+
+class WaitFor(Protocol):
+    """Poll until every job asked for (every task of an array) is terminal; return them all."""
+
+    def __call__(self, job_ids: Sequence[str], timeout_s: float = 120.0) -> dict[str, JobInfo]: ...
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the cluster with ``slurm``."""
+    for item in items:
+        if "slurm_env" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
+
+
+def _cluster_dir() -> Path:
+    return Path(os.environ.get("DOTLAB_SLURM_DIR") or DEFAULT_DIR)
+
+
+def _find_slurm_conf() -> str | None:
+    conf = os.environ.get("SLURM_CONF")
+    if conf:
+        return conf
+    env_sh = _cluster_dir() / "env.sh"
+    try:
+        text = env_sh.read_text()
+    except OSError:
+        return None
+    match = re.search(r"^export SLURM_CONF=(\S+)\s*$", text, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def _unavailable(why: str) -> NoReturn:
+    message = (
+        f"the local Slurm cluster is not available: {why}. "
+        "Start it with `slurm/local-cluster up` (as root)."
+    )
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"CI is set, so this is a failure: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def slurm_env() -> dict[str, str]:
+    """The environment for Slurm client commands: this process's plus ``SLURM_CONF``."""
+    conf = _find_slurm_conf()
+    if conf is None:
+        _unavailable(f"SLURM_CONF is unset and {_cluster_dir() / 'env.sh'} is missing")
+    env = {**os.environ, "SLURM_CONF": conf}
+    try:
+        done = SubprocessRunner().run(("sinfo", "-h", "-o", "%T"), timeout=15, env=env)
+    except DotlabError as e:
+        _unavailable(f"sinfo could not run ({e.message})")
+    if done.returncode != 0 or not done.stdout.strip():
+        _unavailable(f"sinfo failed (exit {done.returncode}): {done.stderr.strip()}")
+    return env
+
+
+@pytest.fixture(scope="session")
+def slurm_dir(slurm_env: dict[str, str]) -> Path:
+    """The cluster's state folder (``$DIR``, holding etc/, log/, spool/…)."""
+    return Path(slurm_env["SLURM_CONF"]).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def slurm_runner() -> SubprocessRunner:
+    """The real Runner (records every argv it ran in ``.calls``)."""
+    return SubprocessRunner()
+
+
+@pytest.fixture(scope="session")
+def slurm_client(slurm_env: dict[str, str], slurm_runner: SubprocessRunner) -> SlurmClient:
+    """A SlurmClient pointed at the local cluster."""
+    return SlurmClient(slurm_runner, timeout_s=60, env=slurm_env)
+
+
+@pytest.fixture(scope="session")
+def slurm_since() -> datetime:
+    """A time before any job of this test session was submitted (for sacct's -S)."""
+    return datetime.now() - timedelta(minutes=5)
+
+
+@pytest.fixture
+def spool_dir(slurm_dir: Path, request: pytest.FixtureRequest) -> Path:
+    """A fresh world-writable folder under ``$DIR/spool``: jobs of any user can write there."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60]
+    path = slurm_dir / "spool" / f"{name}-{secrets.token_hex(4)}"
+    path.mkdir(parents=True)
+    path.chmod(0o1777)
+    return path
+
+
+@pytest.fixture(scope="session")
+def wait_for_jobs(slurm_client: SlurmClient, slurm_since: datetime) -> WaitFor:
+    """A function that polls ``query`` until every asked job (all array tasks) is terminal."""
+
+    def wait(job_ids: Sequence[str], timeout_s: float = 120.0) -> dict[str, JobInfo]:
+        deadline = time.monotonic() + timeout_s
+        jobs: dict[str, JobInfo] = {}
+        while time.monotonic() < deadline:
+            jobs = slurm_client.query(job_ids, since=slurm_since)
+            answered = [
+                [info for key, info in jobs.items() if key == i or key.startswith(f"{i}_")]
+                for i in job_ids
+            ]
+            if all(infos and all(info.terminal for info in infos) for infos in answered):
+                return jobs
+            time.sleep(0.5)
+        raise AssertionError(f"jobs {list(job_ids)} not finished after {timeout_s} s: {jobs}")
+
+    return wait

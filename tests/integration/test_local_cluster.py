@@ -1,0 +1,72 @@
+"""slurm/local-cluster itself: status, the node, and a harmless second `up`.
+
+`down` is not tested here: it would stop the cluster the other integration tests use. It is
+exercised by .ci/run's exit trap (and by hand: see the script's header).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.proc import Completed, SubprocessRunner
+
+from .conftest import LOCAL_CLUSTER
+
+pytestmark = pytest.mark.slurm
+
+USABLE = {"idle", "mixed", "allocated", "completing"}
+
+
+def _local_cluster(verb: str, slurm_dir: Path) -> Completed:
+    env = {**os.environ, "DOTLAB_SLURM_DIR": str(slurm_dir)}
+    return SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), verb), timeout=120, env=env)
+
+
+def test_status_reports_up(slurm_dir: Path, slurm_env: dict[str, str]) -> None:
+    done = _local_cluster("status", slurm_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"local-cluster: up ({slurm_dir},")
+    assert "PARTITION" in done.stdout  # sinfo's table follows
+
+
+def test_node_becomes_idle(slurm_env: dict[str, str]) -> None:
+    runner = SubprocessRunner()
+    deadline = time.monotonic() + 60
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        done = runner.run(("sinfo", "-h", "-N", "-o", "%N %T"), timeout=30, env=slurm_env)
+        assert done.returncode == 0, done.stderr
+        node, state = done.stdout.split()
+        seen.append(state)
+        assert state.rstrip("*~#") in USABLE, f"node {node} is {state}"
+        if state == "idle":
+            return
+        time.sleep(0.5)  # jobs of other tests may still hold CPUs
+    pytest.fail(f"node never idle within 60 s: {seen[-5:]}")
+
+
+def test_up_twice_is_harmless(slurm_dir: Path, slurm_env: dict[str, str]) -> None:
+    pid_file = slurm_dir / "run" / "slurmctld.pid"
+    before = pid_file.read_text()
+    done = _local_cluster("up", slurm_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "already up" in done.stdout
+    assert f"export SLURM_CONF={slurm_env['SLURM_CONF']}" in done.stdout
+    assert pid_file.read_text() == before  # the same slurmctld, not a restarted one
+    assert _local_cluster("status", slurm_dir).returncode == 0
+
+
+def test_status_of_a_cluster_that_is_not_there(tmp_path: Path) -> None:
+    done = _local_cluster("status", tmp_path / "nothing")
+    assert done.returncode == 3
+    assert done.stdout.startswith("local-cluster: down")
+
+
+def test_unknown_verb() -> None:
+    done = SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), "sideways"), timeout=30)
+    assert done.returncode == 2
+    assert "up" in done.stderr
