@@ -1,0 +1,107 @@
+"""Frozen Apptainer command builders: the exact `apptainer exec`/`build` argv dotlab-hpc emits.
+
+Flag semantics are in shared/notes/apptainer-slurm-facts.md section 1; the sources are
+https://apptainer.org/docs/user/latest/cli/apptainer_exec.html and
+https://apptainer.org/docs/user/latest/bind_paths_and_mounts.html.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..errors import UsageError
+
+CODE_MOUNT = PurePosixPath("/work/code")
+DATA_MOUNT = PurePosixPath("/work/data")
+OUT_MOUNT = PurePosixPath("/work/out")
+WRAPPER_NAME = "dotlab-wrapper"
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    """Everything one `apptainer exec` of a claim needs, as finished values."""
+
+    apptainer: str
+    image: Path
+    code_dir: Path
+    data_dir: Path
+    out_dir: Path
+    workdir: PurePosixPath
+    env: tuple[tuple[str, str], ...]
+    writable_tmpfs: bool
+    gpu: bool
+    wrapper: str
+    wrapper_args: tuple[str, ...]
+
+
+def bind_arg(src: Path, dst: PurePosixPath, mode: str) -> str:
+    """``src:dst:mode`` for --bind; Apptainer cannot express ':' or ',' in a bind path."""
+    s = str(src)
+    if not src.is_absolute():
+        raise UsageError(f"{s}: bind sources must be absolute paths")
+    # Apptainer's bind-path parser splits on ',' ':' and '^', reads '\\' as an escape and
+    # trims spaces around each part (internal/pkg/util/bind, "--bind" in bind_paths_and_mounts).
+    for ch in (":", ",", "^", "\\", "\n"):
+        if ch in s:
+            raise UsageError(
+                f"{s!r}: Apptainer's --bind cannot express a path containing {ch!r}",
+                hint="move or link the folder to a path without : , ^ \\ or newlines",
+            )
+    if s != s.strip():
+        raise UsageError(f"{s!r}: Apptainer's --bind trims spaces at the ends of a path")
+    return f"{s}:{dst}:{mode}"
+
+
+def exec_argv(spec: ExecSpec) -> tuple[str, ...]:
+    """The `apptainer exec` argv: contained, no network, read-only inputs, one writable output.
+
+    --containall gives PID and IPC namespaces, a clean environment and tmpfs /tmp and $HOME;
+    --no-eval stops Apptainer from shell-evaluating --env values inside the container;
+    --net --network none is the one network setting unprivileged users may use.
+    """
+    argv: list[str] = [spec.apptainer, "exec", "--containall", "--no-eval"]
+    argv += ["--net", "--network", "none"]
+    if spec.writable_tmpfs:
+        argv.append("--writable-tmpfs")
+    if spec.gpu:
+        argv.append("--nv")
+    argv += ["--bind", bind_arg(spec.code_dir, CODE_MOUNT, "ro")]
+    argv += ["--bind", bind_arg(spec.data_dir, DATA_MOUNT, "ro")]
+    argv += ["--bind", bind_arg(spec.out_dir, OUT_MOUNT, "rw")]
+    argv += ["--pwd", str(spec.workdir)]
+    for key, value in spec.env:
+        argv += ["--env", f"{key}={value}"]
+    argv += [str(spec.image), "/bin/sh", "-c", spec.wrapper, WRAPPER_NAME, *spec.wrapper_args]
+    return tuple(argv)
+
+
+def build_argv(
+    apptainer: str, deffile: Path, output: Path, *, force: bool = False
+) -> tuple[str, ...]:
+    """`apptainer build --fakeroot OUT DEF`: never sudo (see the fakeroot docs)."""
+    argv = [apptainer, "build", "--fakeroot"]
+    if force:
+        argv.append("--force")
+    return (*argv, str(output), str(deffile))
+
+
+def find_apptainer(explicit: str | None) -> str:
+    """The apptainer program a job runs: --apptainer, $DOTLAB_APPTAINER, PATH, or the bare name.
+
+    The path is written into the job script, whose PATH is fixed (the login environment is not
+    exported), so an absolute path found here is what the compute node runs.
+    """
+    if explicit:
+        return explicit
+    from_env = os.environ.get("DOTLAB_APPTAINER")
+    if from_env:
+        return from_env
+    for name in ("apptainer", "singularity"):
+        found = shutil.which(name)
+        if found:
+            return str(Path(found).absolute())
+    # Not on this login node: leave it to the job's PATH on the compute node.
+    return "apptainer"

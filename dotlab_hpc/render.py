@@ -1,0 +1,345 @@
+"""Render: view models of finished, shell-quoted strings → the sbatch script and the Apptainer .def.
+
+Python decides and quotes everything; the Jinja templates in ``templates/`` only lay it out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path, PurePosixPath
+
+import jinja2
+
+from . import TOOL_NAME, __version__
+from .container.apptainer import CODE_MOUNT, DATA_MOUNT, OUT_MOUNT, ExecSpec, exec_argv
+from .errors import UsageError
+from .manifest import Manifest, ManifestSpec, def_text_problem
+
+# Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
+# the container's start. Slurm's resolution is one minute (sbatch --time rounds seconds up).
+DEFAULT_MARGIN_S = 300
+# Slurm sends USR1 to the batch shell this long before the job's limit (`--signal=B:USR1@N`);
+# its resolution is coarse (up to 60 s early, see the notes), so stay well inside the margin.
+USR1_LEAD_S = 90
+
+# The only options a rendered script may carry as #SBATCH lines.
+SBATCH_OPTIONS = frozenset(
+    {
+        "time",
+        "nodes",
+        "ntasks",
+        "cpus-per-task",
+        "mem",
+        "gres",
+        "partition",
+        "account",
+        "qos",
+        "constraint",
+        "no-requeue",
+        "signal",
+        "export",
+    }
+)
+_DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:=@&|!*\[\]()+/-]{1,256}")
+
+
+def sh_quote(value: str) -> str:
+    """The one quoting function for values written into a shell script."""
+    if "\0" in value:
+        raise UsageError("a value for the job script contains a NUL byte, which no shell can hold")
+    return shlex.quote(value)
+
+
+def sbatch_directive(option: str, value: str | None = None) -> str:
+    """One ``#SBATCH --option[=value]`` line, for allow-listed options and plain values only."""
+    if option not in SBATCH_OPTIONS:
+        raise UsageError(f"#SBATCH --{option} is not an option dotlab-hpc renders")
+    if value is None:
+        return f"#SBATCH --{option}"
+    if not _DIRECTIVE_VALUE.fullmatch(value):
+        raise UsageError(
+            f"#SBATCH --{option}: value {value!r} has characters an sbatch directive cannot hold"
+        )
+    return f"#SBATCH --{option}={value}"
+
+
+def slurm_minutes(seconds: int) -> str:
+    """Slurm's ``--time`` in whole minutes (``D-HH:MM:00``), rounded up."""
+    minutes = max(1, math.ceil(seconds / 60))
+    d, rest = divmod(minutes, 24 * 60)
+    h, m = divmod(rest, 60)
+    return f"{d}-{h:02d}:{m:02d}:00" if d else f"{h:02d}:{m:02d}:00"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One claim of a submission: its manifest and where everything lives on the cluster."""
+
+    manifest: Manifest
+    run_dir: Path
+    code_dir: Path
+    data_dir: Path
+    out_dir: Path
+    image: Path
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One sbatch submission: one task, or a job array of many."""
+
+    tasks: tuple[TaskSpec, ...]
+    job_name: str
+    apptainer: str
+    export: str = "NONE"
+    margin_s: int = DEFAULT_MARGIN_S
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task's block of the script: every string already quoted for bash."""
+
+    index: int
+    run_dir: str
+    image: str
+    image_digest: str
+    out_dir: str
+    apptainer_lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScriptView:
+    """What ``job.sbatch.j2`` lays out."""
+
+    tool: str
+    version: str
+    job_name: str
+    directives: tuple[str, ...]
+    wrapper: str
+    tasks: tuple[TaskView, ...]
+
+
+# Flags of `apptainer exec` that take a value: rendered with it on one line of the script.
+_VALUE_FLAGS = frozenset({"--network", "--bind", "--pwd", "--env"})
+WRAPPER_REF = '"$DOTLAB_WRAPPER"'
+
+
+def argv_lines(argv: Sequence[str], wrapper: str) -> tuple[str, ...]:
+    """The quoted argv as script lines: a flag with its value per line, the wrapper by reference."""
+    lines: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in _VALUE_FLAGS and i + 1 < len(argv):
+            lines.append(f"{sh_quote(arg)} {sh_quote(argv[i + 1])}")
+            i += 2
+            continue
+        lines.append(WRAPPER_REF if arg == wrapper else sh_quote(arg))
+        i += 1
+    return tuple(lines)
+
+
+@dataclass(frozen=True)
+class DefView:
+    """What ``claim.def.j2`` lays out: the From line, labels and user sections, all finished."""
+
+    from_ref: str
+    labels: tuple[tuple[str, str], ...]
+    sections: tuple[tuple[str, str], ...]
+
+
+# --------------------------------------------------------------------------- templates
+def _template_dir() -> Path:
+    packaged = resources.files("dotlab_hpc") / "templates"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    source = Path(__file__).resolve().parent.parent / "templates"
+    if source.is_dir():
+        return source
+    raise UsageError("dotlab-hpc's templates are missing from this installation; reinstall it")
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_template_dir()),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # noqa: S701 - shell scripts and .def files, not HTML
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+@cache
+def wrapper_script() -> str:
+    """The POSIX sh wrapper that runs inside the container (templates/wrapper.sh)."""
+    return (_template_dir() / "wrapper.sh").read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the job
+def container_env(spec: ManifestSpec) -> tuple[tuple[str, str], ...]:
+    """The DOTLAB_* variables of SPEC section 4 (HOME=/tmp is set by the wrapper)."""
+    env = [
+        ("DOTLAB_CLAIM", spec.claim),
+        ("DOTLAB_DATA_DIR", str(DATA_MOUNT)),
+        ("DOTLAB_OUT_DIR", str(OUT_MOUNT)),
+    ]
+    if spec.seed is not None:
+        env.append(("DOTLAB_SEED", str(spec.seed)))
+    return tuple(env)
+
+
+def workdir(spec: ManifestSpec) -> PurePosixPath:
+    """The container's working directory: /work/code or /work/code/<working_dir>."""
+    wd = spec.code.working_dir
+    return CODE_MOUNT / wd if wd and wd != "." else CODE_MOUNT
+
+
+def task_exec_spec(task: TaskSpec, apptainer: str) -> ExecSpec:
+    """The apptainer exec of one task."""
+    spec = task.manifest.spec
+    return ExecSpec(
+        apptainer=apptainer,
+        image=task.image,
+        code_dir=task.code_dir,
+        data_dir=task.data_dir,
+        out_dir=task.out_dir,
+        workdir=workdir(spec),
+        env=container_env(spec),
+        writable_tmpfs=spec.sandbox.writable_tmpfs,
+        gpu=spec.is_gpu,
+        wrapper=wrapper_script(),
+        wrapper_args=(str(spec.resources.time_s), "1" if spec.is_gpu else "0", spec.entrypoint),
+    )
+
+
+def job_directives(job: JobSpec) -> tuple[str, ...]:
+    """The #SBATCH lines: the largest request of any task, since an array shares one request."""
+    specs = [t.manifest.spec for t in job.tasks]
+    for field in ("partition", "account", "qos", "constraint"):
+        values = {getattr(s.resources, field) for s in specs}
+        if len(values) > 1:
+            raise UsageError(
+                f"resources.{field} differs between the manifests ({sorted(map(str, values))});"
+                " one job array has one " + field,
+                hint="submit those claims separately",
+            )
+    seconds = max(s.resources.time_s for s in specs) + job.margin_s
+    lead = min(USR1_LEAD_S, max(30, job.margin_s // 2))
+    lines = [
+        sbatch_directive("time", slurm_minutes(seconds)),
+        sbatch_directive("nodes", "1"),
+        sbatch_directive("ntasks", "1"),
+        sbatch_directive("cpus-per-task", str(max(s.resources.cpus for s in specs))),
+        sbatch_directive("mem", f"{max(s.resources.memory_mib for s in specs)}M"),
+    ]
+    gpus = max(s.resources.gpus for s in specs)
+    if gpus:
+        lines.append(sbatch_directive("gres", f"gpu:{gpus}"))
+    first = specs[0].resources
+    for field in ("partition", "account", "qos", "constraint"):
+        value = getattr(first, field)
+        if value is not None:
+            lines.append(sbatch_directive(field, value))
+    lines += [
+        sbatch_directive("no-requeue"),
+        sbatch_directive("signal", f"B:USR1@{lead}"),
+        sbatch_directive("export", job.export),
+    ]
+    return tuple(lines)
+
+
+def script_view(job: JobSpec) -> ScriptView:
+    """The view model of the sbatch script: directives plus one quoted block per task."""
+    if not job.tasks:
+        raise UsageError("nothing to render: no claims given")
+    tasks = []
+    if len({t.index for t in job.tasks}) != len(job.tasks):
+        raise UsageError("two tasks of one job share an array index")
+    for task in job.tasks:
+        argv = exec_argv(task_exec_spec(task, job.apptainer))
+        digest = task.manifest.spec.image.digest.removeprefix("sha256:")
+        tasks.append(
+            TaskView(
+                index=task.index,
+                run_dir=sh_quote(str(task.run_dir)),
+                image=sh_quote(str(task.image)),
+                image_digest=sh_quote(digest),
+                out_dir=sh_quote(str(task.out_dir)),
+                apptainer_lines=argv_lines(argv, wrapper_script()),
+            )
+        )
+    return ScriptView(
+        tool=TOOL_NAME,
+        version=__version__,
+        job_name=sh_quote(job.job_name),
+        directives=job_directives(job),
+        wrapper=sh_quote(wrapper_script()),
+        tasks=tuple(tasks),
+    )
+
+
+def render_script(job: JobSpec) -> str:
+    """The sbatch script for ``job``."""
+    template = _environment().get_template("job.sbatch.j2")
+    return template.render(**_fields(script_view(job)))
+
+
+def apptainer_argvs(job: JobSpec) -> tuple[tuple[str, ...], ...]:
+    """The exact apptainer argv of each task (what ``submit --dry-run`` prints)."""
+    return tuple(exec_argv(task_exec_spec(t, job.apptainer)) for t in job.tasks)
+
+
+# --------------------------------------------------------------------------- the .def
+_DEF_SECTIONS = ("files", "environment", "post", "runscript", "test", "help")
+
+
+def def_view(manifest: Manifest) -> DefView:
+    """The .def's view model from ``image.build``; user text is checked, never interpreted."""
+    build = manifest.spec.image.build
+    if build is None:
+        raise UsageError(
+            f"{manifest.path}: image.build is not set; there is no .def to render",
+            hint="add image.build.from (pinned by digest) to the manifest",
+        )
+    labels = [
+        ("dotlab.claim", manifest.spec.claim),
+        ("dotlab.manifest.sha256", manifest.sha256),
+        *sorted(build.labels.items()),
+    ]
+    sections: list[tuple[str, str]] = []
+    for name in _DEF_SECTIONS:
+        value: str | Sequence[str] | None = getattr(build, name)
+        if not value:
+            continue
+        body = "\n".join(value) if isinstance(value, tuple) else str(value)
+        sections.append((name, _section_body(name, body)))
+    return DefView(
+        from_ref=build.from_.removeprefix("docker://"),
+        labels=tuple(labels),
+        sections=tuple(sections),
+    )
+
+
+def _section_body(name: str, body: str) -> str:
+    """A section's text as given (heredocs need column 0), refused if it could break out."""
+    problem = def_text_problem(body)
+    if problem:
+        raise UsageError(f"image.build.{name}: {problem}")
+    return body.rstrip("\n")
+
+
+def render_def(manifest: Manifest) -> str:
+    """The Apptainer .def for ``image.build``; Apptainer's ``{{ arg }}`` placeholders survive."""
+    return _environment().get_template("claim.def.j2").render(**_fields(def_view(manifest)))
+
+
+def _fields(view: object) -> dict[str, object]:
+    return {k: getattr(view, k) for k in view.__dataclass_fields__}  # type: ignore[attr-defined]

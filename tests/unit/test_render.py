@@ -1,0 +1,294 @@
+"""Rendering: #SBATCH allow-list, the apptainer argv, the job's request, and the .def."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from dotlab_hpc import manifest as manifest_mod
+from dotlab_hpc.container.apptainer import ExecSpec, bind_arg, exec_argv
+from dotlab_hpc.errors import UsageError
+from dotlab_hpc.render import (
+    JobSpec,
+    TaskSpec,
+    apptainer_argvs,
+    argv_lines,
+    job_directives,
+    render_def,
+    render_script,
+    sbatch_directive,
+    sh_quote,
+    slurm_minutes,
+    wrapper_script,
+)
+
+SHA = "a" * 64
+COMMIT = "b" * 40
+
+
+def manifest(**over: object) -> manifest_mod.Manifest:
+    data: dict[str, object] = {
+        "version": 1,
+        "claim": "claim-1",
+        "code": {"commit": COMMIT},
+        "image": {"digest": "sha256:" + SHA},
+        "entrypoint": "python run.py",
+        "targets": {"acc": {"value": 0.9, "abs_tol": 0.01}},
+        "resources": {"time": "00:10:00"},
+    }
+    data.update(over)
+    spec = manifest_mod.validate_data(data, "m.yaml")
+    return manifest_mod.Manifest(spec=spec, path=Path("m.yaml"), sha256="c" * 64, raw=b"")
+
+
+def task(m: manifest_mod.Manifest, index: int = 0) -> TaskSpec:
+    return TaskSpec(
+        manifest=m,
+        run_dir=Path(f"/runs/r{index}"),
+        code_dir=Path("/src/code"),
+        data_dir=Path("/src/data"),
+        out_dir=Path(f"/src/out{index}"),
+        image=Path("/img/claim.sif"),
+        index=index,
+    )
+
+
+def job(*tasks: TaskSpec) -> JobSpec:
+    return JobSpec(tasks=tasks, job_name="dotlab-r", apptainer="/usr/bin/apptainer")
+
+
+# --------------------------------------------------------------------------- #SBATCH lines
+def test_directive_allow_list() -> None:
+    assert sbatch_directive("time", "01:00:00") == "#SBATCH --time=01:00:00"
+    assert sbatch_directive("no-requeue") == "#SBATCH --no-requeue"
+    with pytest.raises(UsageError, match="not an option"):
+        sbatch_directive("wrap", "id")
+    with pytest.raises(UsageError, match="not an option"):
+        sbatch_directive("output", "/tmp/x")
+
+
+@pytest.mark.parametrize(
+    "value", ["gpu\n#SBATCH --wrap=id", "a b", "a'b", "$(id)", "`id`", "a;b", "x\r", "", "a\\b"]
+)
+def test_directive_refuses_unsafe_values(value: str) -> None:
+    with pytest.raises(UsageError):
+        sbatch_directive("partition", value)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (1, "00:01:00"),
+        (60, "00:01:00"),
+        (61, "00:02:00"),
+        (3600 + 300, "01:05:00"),
+        (86400 + 60, "1-00:01:00"),
+        (3 * 86400, "3-00:00:00"),
+    ],
+)
+def test_slurm_minutes_round_up(seconds: int, text: str) -> None:
+    assert slurm_minutes(seconds) == text
+
+
+def test_job_directives_single() -> None:
+    m = manifest(resources={"time": "01:00:00", "cpus": 4, "memory": "2G", "partition": "p1"})
+    assert job_directives(job(task(m))) == (
+        "#SBATCH --time=01:05:00",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --cpus-per-task=4",
+        "#SBATCH --mem=2048M",
+        "#SBATCH --partition=p1",
+        "#SBATCH --no-requeue",
+        "#SBATCH --signal=B:USR1@90",
+        "#SBATCH --export=NONE",
+    )
+
+
+def test_job_directives_gpu_and_accounting() -> None:
+    m = manifest(
+        resources={
+            "time": "5",
+            "gpus": 2,
+            "account": "proj",
+            "qos": "high",
+            "constraint": "a100&ib",
+        }
+    )
+    lines = job_directives(job(task(m)))
+    assert "#SBATCH --gres=gpu:2" in lines
+    assert "#SBATCH --account=proj" in lines
+    assert "#SBATCH --qos=high" in lines
+    assert "#SBATCH --constraint=a100&ib" in lines
+
+
+def test_array_takes_the_largest_request() -> None:
+    a = manifest(claim="a", resources={"time": "10", "cpus": 2, "memory": "1G"})
+    b = manifest(claim="b", resources={"time": "30", "cpus": 1, "memory": "3G", "gpus": 1})
+    lines = job_directives(job(task(a, 0), task(b, 1)))
+    assert "#SBATCH --time=00:35:00" in lines
+    assert "#SBATCH --cpus-per-task=2" in lines
+    assert "#SBATCH --mem=3072M" in lines
+    assert "#SBATCH --gres=gpu:1" in lines
+
+
+def test_array_refuses_different_partitions() -> None:
+    a = manifest(claim="a", resources={"time": "10", "partition": "x"})
+    b = manifest(claim="b", resources={"time": "10", "partition": "y"})
+    with pytest.raises(UsageError, match="partition differs"):
+        job_directives(job(task(a, 0), task(b, 1)))
+
+
+def test_export_follows_the_slurm_version() -> None:
+    m = manifest()
+    j = JobSpec((task(m),), job_name="j", apptainer="apptainer", export="NIL")
+    assert "#SBATCH --export=NIL" in job_directives(j)
+
+
+# --------------------------------------------------------------------------- apptainer argv
+def test_exec_argv_exact() -> None:
+    m = manifest(code={"commit": COMMIT, "working_dir": "analysis/sub"}, seed=7)
+    (argv,) = apptainer_argvs(job(task(m)))
+    assert argv == (
+        "/usr/bin/apptainer", "exec", "--containall", "--no-eval",
+        "--net", "--network", "none", "--writable-tmpfs",
+        "--bind", "/src/code:/work/code:ro",
+        "--bind", "/src/data:/work/data:ro",
+        "--bind", "/src/out0:/work/out:rw",
+        "--pwd", "/work/code/analysis/sub",
+        "--env", "DOTLAB_CLAIM=claim-1",
+        "--env", "DOTLAB_DATA_DIR=/work/data",
+        "--env", "DOTLAB_OUT_DIR=/work/out",
+        "--env", "DOTLAB_SEED=7",
+        "/img/claim.sif", "/bin/sh", "-c", wrapper_script(), "dotlab-wrapper",
+        "600", "0", "python run.py",
+    )  # fmt: skip
+
+
+def test_exec_argv_gpu_and_no_tmpfs() -> None:
+    m = manifest(resources={"time": "1", "gpus": 1}, sandbox={"writable_tmpfs": False})
+    (argv,) = apptainer_argvs(job(task(m)))
+    assert "--nv" in argv
+    assert "--writable-tmpfs" not in argv
+    assert argv[-3:] == ("60", "1", "python run.py")
+
+
+@pytest.mark.parametrize("bad", ["/a:b", "/a,b", "/a\nb", "/a^b", "/a\\b", "/a "])
+def test_bind_refuses_what_apptainer_cannot_express(bad: str) -> None:
+    with pytest.raises(UsageError):
+        bind_arg(Path(bad), PurePosixPath("/work/code"), "ro")
+
+
+def test_bind_needs_absolute_paths() -> None:
+    with pytest.raises(UsageError, match="absolute"):
+        bind_arg(Path("rel"), PurePosixPath("/work/code"), "ro")
+
+
+def test_exec_spec_is_frozen() -> None:
+    spec = ExecSpec("a", Path("/i"), Path("/c"), Path("/d"), Path("/o"), PurePosixPath("/w"),
+                    (), True, False, "w", ())  # fmt: skip
+    with pytest.raises(AttributeError):
+        spec.gpu = True  # type: ignore[misc]
+    assert exec_argv(spec)[0] == "a"
+
+
+# --------------------------------------------------------------------------- the script
+def test_script_layout() -> None:
+    text = render_script(job(task(manifest())))
+    assert text.startswith("#!/bin/bash\n#SBATCH --time=00:15:00\n")
+    directives = [ln for ln in text.splitlines() if ln.startswith("#SBATCH")]
+    assert len(directives) == 8
+    # sbatch stops reading directives at the first command: all of them come first
+    first_command = next(
+        i for i, ln in enumerate(text.splitlines()) if ln and not ln.startswith("#")
+    )
+    assert all(
+        i < first_command for i, ln in enumerate(text.splitlines()) if ln.startswith("#SBATCH")
+    )
+    assert "RUN_DIR=/runs/r0\n" in text
+    assert "--bind /src/code:/work/code:ro\n" in text
+    assert '"$DOTLAB_WRAPPER"' in text
+
+
+def test_script_array_blocks() -> None:
+    text = render_script(job(task(manifest(claim="a"), 0), task(manifest(claim="b"), 2)))
+    assert re.search(r"^  0\)$", text, re.M)
+    assert re.search(r"^  2\)$", text, re.M)
+    assert not re.search(r"^  1\)$", text, re.M)
+
+
+def test_argv_lines_pairs_flags_with_values() -> None:
+    lines = argv_lines(["x", "--bind", "/a b:/c:ro", "--pwd", "/w", "WRAP", "tail"], "WRAP")
+    assert lines == ("x", "--bind '/a b:/c:ro'", "--pwd /w", '"$DOTLAB_WRAPPER"', "tail")
+
+
+def test_sh_quote_refuses_nul() -> None:
+    with pytest.raises(UsageError):
+        sh_quote("a\0b")
+
+
+# --------------------------------------------------------------------------- the .def
+def build(**over: object) -> manifest_mod.Manifest:
+    b: dict[str, object] = {"from": "docker://python:3.11-slim@sha256:" + SHA}
+    b.update(over)
+    return manifest(image={"digest": "sha256:" + SHA, "build": b})
+
+
+def test_def_header_and_labels() -> None:
+    text = render_def(build(labels={"org.example.paper": "doi:10/xyz"}))
+    lines = text.splitlines()
+    assert lines[0] == "Bootstrap: docker"
+    assert lines[1] == "From: python:3.11-slim@sha256:" + SHA
+    assert "    dotlab.claim claim-1" in lines
+    assert "    dotlab.manifest.sha256 " + "c" * 64 in lines
+    assert "    org.example.paper doi:10/xyz" in lines
+
+
+def test_def_keeps_apptainer_build_args() -> None:
+    post = "pip install torch=={{ TORCH_VERSION }}\necho {{name}} {{  other_1 }}\n"
+    text = render_def(build(post=post, environment="export V={{ V }}"))
+    assert "pip install torch=={{ TORCH_VERSION }}" in text
+    assert "echo {{name}} {{  other_1 }}" in text
+    assert "export V={{ V }}" in text
+
+
+def test_def_sections_round_trip_at_column_zero() -> None:
+    post = "cat > /etc/x <<EOF\nline\nEOF\n  indented\n# a comment {% raw %}\n"
+    text = render_def(build(post=post, files=["req.txt /opt/req.txt"], runscript="exec python"))
+    sections = split_sections(text)
+    assert sections["post"] == post.rstrip("\n")
+    assert sections["files"] == "req.txt /opt/req.txt"
+    assert sections["runscript"] == "exec python"
+
+
+def test_def_refuses_breakout_even_without_the_manifest_check() -> None:
+    m = build()
+    assert m.spec.image.build is not None
+    hostile = m.spec.image.build.model_copy(update={"post": "ok\n%runscript\nrm -rf /"})
+    image = m.spec.image.model_copy(update={"build": hostile})
+    m2 = manifest_mod.Manifest(
+        spec=m.spec.model_copy(update={"image": image}), path=m.path, sha256=m.sha256, raw=m.raw
+    )
+    with pytest.raises(UsageError, match=r"new \.def section"):
+        render_def(m2)
+
+
+def test_def_without_build_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"image\.build"):
+        render_def(manifest())
+
+
+def split_sections(text: str) -> dict[str, str]:
+    """Apptainer's rule: a section starts at a line whose first word begins with '%'."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.split("\n"):
+        words = line.split()
+        if words and words[0].startswith("%"):
+            current = out.setdefault(words[0][1:], [])
+            continue
+        if current is not None:
+            current.append(line)
+    return {k: "\n".join(v).strip("\n") for k, v in out.items()}
