@@ -1,0 +1,353 @@
+"""Collect: gather what a finished job left behind, classify it, and write the record.
+
+Reading the output never follows a symlink and never reads more than the limit; reading logs
+never reads more than a fixed window at the head and the tail.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from . import manifest as manifest_mod
+from .classify import JobFacts, OutputFacts, Verdict, classify
+from .errors import DotlabError, NotFinished, OperatorError, ProcTimeout, RunDirError, SlurmError
+from .fsio import locked
+from .manifest import Manifest
+from .record import (
+    ClaimRecord,
+    EvidenceRecord,
+    InputsRecord,
+    SlurmRecord,
+    build_record,
+    event,
+    write_record,
+)
+from .rundir import RECORD_JSON, RUN_JSON, STATUS_JSON, SUBMISSION_JSON, RunDir
+from .slurm import JobInfo, SlurmClient
+
+RESULTS_NAME = "results.json"
+DEFAULT_RESULTS_LIMIT = 1 << 20
+LOG_WINDOW = 256 * 1024
+MARKER = "@@dotlab "
+MAX_OUTPUT_ENTRIES = 1_000_000
+
+
+# --------------------------------------------------------------------------- bounded reads
+def read_window(path: Path, window: int = LOG_WINDOW) -> str:
+    """The head and the tail of a text file (at most ``2*window`` bytes), or '' if absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        head = os.read(fd, window)
+        tail = b""
+        if st.st_size > 2 * window:
+            os.lseek(fd, st.st_size - window, os.SEEK_SET)
+            tail = b"\n" + os.read(fd, window)
+        elif st.st_size > window:
+            tail = os.read(fd, window)
+        return (head + tail).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Markers:
+    """What the wrapper wrote inside the container (stderr lines starting ``@@dotlab``)."""
+
+    started_at: str | None
+    ended_at: str | None
+    end_rc: int | None
+    timed_out: bool
+    gpu_lines: tuple[str, ...]
+    probe_failed: bool
+    fatal_lines: tuple[str, ...]
+
+
+def parse_markers(text: str) -> Markers:
+    """Parse the wrapper's markers and Apptainer's FATAL lines out of container stderr."""
+    started = ended = None
+    rc: int | None = None
+    timed_out = probe_failed = False
+    gpus: list[str] = []
+    fatal: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("FATAL:") and started is None:
+            fatal.append(" ".join(line.split()))
+        if not line.startswith(MARKER):
+            continue
+        kind, _, rest = line[len(MARKER) :].partition(" ")
+        if kind == "start" and started is None:
+            started = rest.strip() or None
+        elif kind == "gpu" and ended is None:
+            gpus.append(rest)
+        elif kind == "probe-failed":
+            probe_failed = True
+        elif kind == "end":
+            words = rest.split()
+            ended = words[0] if words else None
+            fields = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+            rc = int(fields["rc"]) if fields.get("rc", "").isdigit() else None
+            timed_out = fields.get("timed_out") == "1"
+    return Markers(started, ended, rc, timed_out, tuple(gpus), probe_failed, tuple(fatal))
+
+
+# --------------------------------------------------------------------------- the output
+def _find_symlink(root: Path) -> str | None:
+    """The first symlink below ``root`` (relative path), never following one."""
+    stack = [root]
+    seen = 0
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if seen > MAX_OUTPUT_ENTRIES:
+                return None
+            if e.is_symlink():
+                return str(Path(e.path).relative_to(root))
+            if e.is_dir(follow_symlinks=False):
+                stack.append(Path(e.path))
+    return None
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def read_output(out_dir: Path, *, limit: int = DEFAULT_RESULTS_LIMIT) -> OutputFacts:
+    """The numbers in ``results.json``, or the reason they cannot be trusted (spec_issue)."""
+    if out_dir.is_symlink():
+        return OutputFacts(None, f"the output directory {out_dir} is a symlink")
+    link = _find_symlink(out_dir)
+    if link is not None:
+        return OutputFacts(None, f"the output holds a symlink ({link}); outputs must be files")
+    path = out_dir / RESULTS_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return OutputFacts(None, "the analysis wrote no results.json to /work/out")
+    except OSError as e:
+        return OutputFacts(None, f"results.json cannot be opened ({e.strerror})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return OutputFacts(None, "results.json is not a regular file")
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        return OutputFacts(None, f"results.json is larger than {limit} bytes")
+    return parse_results(data)
+
+
+def parse_results(data: bytes) -> OutputFacts:
+    """``results.json`` bytes → a mapping of finite numbers, or why not."""
+    try:
+        obj = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        return OutputFacts(None, "results.json is not UTF-8 text")
+    except ValueError as e:
+        return OutputFacts(None, f"results.json is not valid JSON ({e})")
+    except RecursionError:
+        return OutputFacts(None, "results.json is nested too deeply")
+    if not isinstance(obj, dict):
+        return OutputFacts(
+            None, f"results.json is not a JSON object (it is a {type(obj).__name__})"
+        )
+    out: dict[str, float] = {}
+    for key, value in obj.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return OutputFacts(None, f"results.json: {key!r} is not a number")
+        number = float(value)
+        if not math.isfinite(number):
+            return OutputFacts(None, f"results.json: {key!r} is not a finite number")
+        out[key] = number
+    return OutputFacts(out, None)
+
+
+# --------------------------------------------------------------------------- the job
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything collect needs about one run, read from its directory."""
+
+    run_dir: RunDir
+    manifest: Manifest
+    run: dict[str, Any]
+    submission: dict[str, Any] | None
+    status: dict[str, Any] | None
+    markers: Markers
+    slurm_log: str
+
+
+def load_manifest(rd: RunDir, run: Mapping[str, Any]) -> Manifest:
+    """The manifest as submitted (the copy kept in the run directory)."""
+    name = str(run.get("manifest_file", ""))
+    if not name or "/" in name:
+        raise RunDirError(f"{rd.path}: run.json names no manifest copy")
+    m = manifest_mod.load(rd.file(name))
+    if m.sha256 != run.get("manifest_sha256"):
+        raise RunDirError(f"{rd.file(name)}: changed after submission (sha256 differs)")
+    return m
+
+
+def read_facts(rd: RunDir) -> RunFacts:
+    """Read a run directory's files (no Slurm call)."""
+    run = rd.require_json(RUN_JSON)
+    return RunFacts(
+        run_dir=rd,
+        manifest=load_manifest(rd, run),
+        run=run,
+        submission=rd.read_json(SUBMISSION_JSON),
+        status=rd.read_json(STATUS_JSON),
+        markers=parse_markers(read_window(rd.file("container.err"))),
+        slurm_log=read_window(rd.file("slurm.out"), 64 * 1024),
+    )
+
+
+def job_facts(facts: RunFacts, info: JobInfo | None) -> JobFacts:
+    """The classifier's view of the job."""
+    st = facts.status or {}
+    m = facts.markers
+    code = st.get("exit_code")
+    return JobFacts(
+        phase=st.get("phase") if facts.status is not None else None,
+        exit_code=code if isinstance(code, int) else None,
+        container_started=bool(st.get("container_started")) or m.started_at is not None,
+        timed_out=m.timed_out,
+        probe_failed=m.probe_failed,
+        probe_lines=m.gpu_lines,
+        fatal_lines=m.fatal_lines,
+        image_digest_on_node=st.get("image_digest_on_node") or None,
+        node=st.get("node") or (info.node if info else None),
+        slurm_state=info.state if info else None,
+        oom_in_log="oom-kill event" in facts.slurm_log,
+        time_limit_in_log="DUE TO TIME LIMIT" in facts.slurm_log,
+    )
+
+
+def collect_one(facts: RunFacts, info: JobInfo | None) -> ClaimRecord:
+    """Classify one run (raises OperatorError / NotFinished) and build its record."""
+    spec = facts.manifest.spec
+    jf = job_facts(facts, info)
+    out_dir = Path(str(facts.run["paths"]["out_dir"]))
+    needs_output = jf.phase == "finished" and jf.container_started and jf.exit_code == 0
+    verdict: Verdict = classify(spec, jf, read_output(out_dir) if needs_output else None)
+    return build_record(
+        verdict=verdict,
+        claim=spec.claim,
+        title=spec.title,
+        run_id=str(facts.run["run_id"]),
+        manifest_sha256=facts.manifest.sha256,
+        slurm=SlurmRecord(
+            job_id=str(facts.submission["job_id"]) if facts.submission else None,
+            state=info.state.value if info else None,
+            exit_code=jf.exit_code
+            if jf.exit_code is not None
+            else (info.exit_code if info else None),
+            node=jf.node,
+        ),
+        inputs=InputsRecord.model_validate(facts.run["inputs"]),
+        evidence=EvidenceRecord(
+            container_started_at=facts.markers.started_at,
+            container_ended_at=facts.markers.ended_at,
+            gpus=list(facts.markers.gpu_lines) if spec.is_gpu else [],
+        ),
+    )
+
+
+def existing_record(rd: RunDir) -> ClaimRecord | None:
+    """The record a previous collect wrote, if any (collecting twice gives the same record)."""
+    obj = rd.read_json(RECORD_JSON)
+    if obj is None:
+        return None
+    try:
+        return ClaimRecord.model_validate(obj)
+    except ValueError as e:
+        raise RunDirError(f"{rd.file(RECORD_JSON)}: is not a record this version can read") from e
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The result of collecting one run: its record, or why there is none."""
+
+    run_dir: Path
+    claim: str
+    record: ClaimRecord | None
+    error: DotlabError | None
+    reused: bool
+
+
+def collect_runs(
+    run_dirs: Sequence[RunDir],
+    client: SlurmClient,
+    *,
+    now: datetime,
+    extra_record: Path | None = None,
+    log: Callable[[RunDir, dict[str, Any]], None] | None = None,
+) -> list[Collected]:
+    """Collect many runs with ONE Slurm query; a run already collected keeps its record."""
+    done: dict[Path, Collected] = {}
+    todo: list[RunFacts] = []
+    for rd in run_dirs:
+        with locked(rd.lock_path):
+            rec = existing_record(rd)
+        if rec is not None:
+            done[rd.path] = Collected(rd.path, rec.claim, rec, None, True)
+        else:
+            todo.append(read_facts(rd))
+    infos: dict[str, JobInfo] = {}
+    ids = [str(f.submission["job_id"]) for f in todo if f.submission]
+    if ids:
+        try:
+            infos = client.query(ids, since=now - timedelta(days=7))
+        except (SlurmError, ProcTimeout):
+            infos = {}  # the status files still decide; the record says the state is unknown
+    for f in todo:
+        claim = f.manifest.spec.claim
+        job_id = str(f.submission["job_id"]) if f.submission else ""
+        try:
+            rec = collect_one(f, infos.get(job_id))
+        except (OperatorError, NotFinished) as e:
+            done[f.run_dir.path] = Collected(f.run_dir.path, claim, None, e, False)
+            continue
+        with locked(f.run_dir.lock_path):
+            again = existing_record(f.run_dir)
+            if again is not None:  # another collect won the race: keep its record
+                done[f.run_dir.path] = Collected(f.run_dir.path, claim, again, None, True)
+                continue
+            write_record(rec, f.run_dir.file(RECORD_JSON))
+        if log is not None:
+            log(
+                f.run_dir,
+                event(
+                    "collected",
+                    now,
+                    run_dir=str(f.run_dir.path),
+                    outcome=rec.outcome,
+                    reason=rec.reason,
+                ),
+            )
+        done[f.run_dir.path] = Collected(f.run_dir.path, claim, rec, None, False)
+    results = [done[rd.path] for rd in run_dirs]
+    if extra_record is not None:
+        recs = [c.record for c in results if c.record is not None]
+        if len(run_dirs) == 1 and recs:
+            write_record(recs[0], extra_record)
+    return results

@@ -1,0 +1,270 @@
+"""Poll: the state of many runs with one Slurm query per cycle, the job's status file first.
+
+A job that wrote its status file has finished and costs no Slurm call. A job Slurm no longer
+knows is UNKNOWN, never a success. Queries back off exponentially with jitter; SchedMD asks
+clients not to call slurmctld/slurmdbd in tight loops (sbatch/squeue/sacct man, PERFORMANCE).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .clock import Clock
+from .errors import OperatorError, ProcTimeout, SlurmError
+from .rundir import RECORD_JSON, RUN_JSON, STATUS_JSON, SUBMISSION_JSON, RunDir
+from .slurm import JobInfo, JobState, SlurmClient, is_terminal
+
+# A job just submitted may not be in sacct yet (slurmdbd lags the controller).
+NOT_YET_KNOWN_GRACE = timedelta(seconds=90)
+
+PENDING_REASONS = {
+    "Resources": "waiting for free resources on the nodes",
+    "Priority": "waiting behind jobs with higher priority",
+    "None": "just submitted; the scheduler has not looked at it yet",
+    "BeginTime": "waiting for its start time",
+    "Dependency": "waiting for another job to finish",
+    "DependencyNeverSatisfied": "its dependency can never be met; cancel it",
+    "JobHeldUser": "held by you (scontrol release)",
+    "JobHeldAdmin": "held by an administrator",
+    "ReqNodeNotAvail": "the nodes it needs are down, drained or reserved",
+    "PartitionDown": "the partition is down",
+    "PartitionTimeLimit": "its time limit is above the partition's maximum; it will never start",
+    "PartitionNodeLimit": "it asks for more nodes than the partition allows",
+    "QOSMaxGRESPerUser": "you already use the most GPUs (GRES) your QOS allows; it starts when"
+    " one of your GPU jobs ends",
+    "QOSMaxCpuPerUserLimit": "you already use the most CPUs your QOS allows",
+    "QOSMaxJobsPerUserLimit": "you already run the most jobs your QOS allows",
+    "QOSMaxMemoryPerUser": "you already use the most memory your QOS allows",
+    "QOSGrpGRES": "the QOS's shared GPU limit is reached",
+    "AssocGrpCpuLimit": "your account's CPU limit is reached",
+    "AssocGrpGRES": "your account's GPU limit is reached",
+    "AssocMaxJobsLimit": "your account runs the most jobs it may",
+    "AssocGrpMemLimit": "your account's memory limit is reached",
+    "Reservation": "waiting for its reservation",
+    "launch failed requeued held": "the launch failed and the job was held",
+}
+
+
+def explain_reason(reason: str | None) -> str:
+    """A pending reason in plain words (the Slurm code in brackets)."""
+    if not reason:
+        return ""
+    plain = PENDING_REASONS.get(reason)
+    return f"{plain} ({reason})" if plain else reason
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What is known now about one run."""
+
+    run_dir: Path
+    claim: str
+    job_id: str | None
+    state: str
+    finished: bool
+    node: str | None
+    elapsed_s: int | None
+    reason: str
+    source: str
+
+    def as_json(self) -> dict[str, Any]:
+        """For ``status --json``."""
+        return {
+            "run_dir": str(self.run_dir),
+            "claim": self.claim,
+            "job_id": self.job_id,
+            "state": self.state,
+            "finished": self.finished,
+            "node": self.node,
+            "elapsed_s": self.elapsed_s,
+            "reason": self.reason,
+            "source": self.source,
+        }
+
+
+def _parse_ts(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _seconds_between(a: object, b: object) -> int | None:
+    start, end = _parse_ts(a), _parse_ts(b)
+    if start is None or end is None:
+        return None
+    return max(0, int((end - start).total_seconds()))
+
+
+@dataclass(frozen=True)
+class _Local:
+    rd: RunDir
+    claim: str
+    job_id: str | None
+    submitted_at: datetime | None
+    done: RunState | None
+
+
+def _local_state(rd: RunDir) -> _Local:
+    """What the run directory alone says (no Slurm call)."""
+    run = rd.require_json(RUN_JSON)
+    claim = str(run.get("claim", "?"))
+    sub = rd.read_json(SUBMISSION_JSON)
+    record = rd.read_json(RECORD_JSON)
+    status = rd.read_json(STATUS_JSON)
+    job_id = str(sub["job_id"]) if sub and sub.get("job_id") else None
+    submitted = _parse_ts(sub.get("submitted_at")) if sub else None
+    done: RunState | None = None
+    if record is not None and sub is None:
+        done = RunState(
+            rd.path,
+            claim,
+            None,
+            "NOT_SUBMITTED",
+            True,
+            None,
+            None,
+            f"outcome {record.get('outcome')}: {record.get('reason', '')}",
+            "record",
+        )
+    elif status is not None:
+        phase = str(status.get("phase", "?"))
+        code = status.get("exit_code")
+        state = "FINISHED" if phase == "finished" else f"FINISHED:{phase}"
+        note = f"exit {code}" if code is not None else phase
+        if record is not None:
+            note = f"outcome {record.get('outcome')}"
+        done = RunState(
+            rd.path,
+            claim,
+            job_id,
+            state,
+            True,
+            status.get("node") or None,
+            _seconds_between(status.get("job_started_at"), status.get("ended_at")),
+            note,
+            "status",
+        )
+    elif sub is None:
+        done = RunState(
+            rd.path, claim, None, "NOT_SUBMITTED", True, None, None, "never submitted", "run-dir"
+        )
+    return _Local(rd, claim, job_id, submitted, done)
+
+
+def _from_slurm(local: _Local, info: JobInfo | None, now: datetime) -> RunState:
+    if info is None:
+        young = local.submitted_at is not None and now - local.submitted_at < NOT_YET_KNOWN_GRACE
+        if young:
+            return RunState(
+                local.rd.path,
+                local.claim,
+                local.job_id,
+                JobState.PENDING.value,
+                False,
+                None,
+                None,
+                "just submitted; not in Slurm's records yet",
+                "slurm",
+            )
+        return RunState(
+            local.rd.path,
+            local.claim,
+            local.job_id,
+            JobState.UNKNOWN.value,
+            True,
+            None,
+            None,
+            "Slurm no longer knows this job and it left no status file",
+            "slurm",
+        )
+    terminal = is_terminal(info.state)
+    reason = explain_reason(info.reason) if info.state is JobState.PENDING else ""
+    if terminal:
+        reason = f"ended {info.raw_state} without a status file"
+    return RunState(
+        local.rd.path,
+        local.claim,
+        local.job_id,
+        info.state.value,
+        terminal,
+        info.node,
+        info.elapsed_s,
+        reason,
+        "slurm",
+    )
+
+
+def poll_once(run_dirs: Sequence[RunDir], client: SlurmClient, *, now: datetime) -> list[RunState]:
+    """The state of every run: status files first, then ONE Slurm query for the rest."""
+    locals_ = [_local_state(rd) for rd in run_dirs]
+    ask = [lo for lo in locals_ if lo.done is None and lo.job_id]
+    infos: dict[str, JobInfo] = {}
+    if ask:
+        since = min((lo.submitted_at for lo in ask if lo.submitted_at), default=now) - timedelta(
+            days=1
+        )
+        infos = client.query([lo.job_id for lo in ask if lo.job_id], since=since)
+    out = []
+    for lo in locals_:
+        if lo.done is not None:
+            out.append(lo.done)
+        else:
+            out.append(_from_slurm(lo, infos.get(lo.job_id or ""), now))
+    return out
+
+
+def follow(
+    run_dirs: Sequence[RunDir],
+    client: SlurmClient,
+    clock: Clock,
+    *,
+    on_cycle: Callable[[list[RunState]], None] | None = None,
+    file_check_s: float = 1.0,
+    base_s: float = 5.0,
+    cap_s: float = 60.0,
+    max_failures: int = 8,
+    rng: random.Random | None = None,
+) -> list[RunState]:
+    """Wait until every run has finished; Slurm is asked with backoff, status files each second."""
+    r = rng or random.Random()
+    interval = base_s
+    next_query = clock.now()
+    last: list[RunState] = []
+    failures = 0
+    while True:
+        now = clock.now()
+        if now >= next_query:
+            try:
+                states = poll_once(run_dirs, client, now=now)
+                failures = 0
+            except (SlurmError, ProcTimeout) as e:
+                # Slurm may be briefly unreachable: keep waiting, backing off, a few times.
+                failures += 1
+                if failures > max_failures:
+                    raise OperatorError(
+                        f"cannot ask Slurm about the jobs ({failures} tries): {e}",
+                        hint="the jobs may still run; follow them later with `dotlab-hpc status`",
+                    ) from e
+                states = last
+            changed = [s.state for s in states] != [s.state for s in last]
+            interval = base_s if changed else min(cap_s, interval * 1.5)
+            next_query = now + timedelta(seconds=interval * (0.8 + 0.4 * r.random()))
+        else:
+            # Only the status files: a job that finished wrote one, and reading it is free.
+            states = [
+                s if s.finished else (_local_state(RunDir(s.run_dir)).done or s) for s in last
+            ]
+        last = states
+        if on_cycle is not None and states:
+            on_cycle(states)
+        if states and all(s.finished for s in states):
+            return states
+        clock.sleep(file_check_s)

@@ -1,0 +1,167 @@
+"""Polling: one Slurm query per cycle for all runs, none for runs that wrote their status file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.errors import OperatorError
+from dotlab_hpc.fsio import atomic_write_json
+from dotlab_hpc.poll import explain_reason, follow, poll_once
+from dotlab_hpc.proc import Completed
+from dotlab_hpc.rundir import RunDir
+from dotlab_hpc.slurm import SlurmClient
+
+NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class FakeSacct:
+    """A Runner that answers sacct from a table of job states and counts every call."""
+
+    states: dict[str, str]
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+    fail: bool = False
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> Completed:
+        args = tuple(argv)
+        self.calls.append(args)
+        if self.fail:
+            return Completed(args, 1, "", "sacct: error: Problem talking to the database")
+        assert args[0] == "sacct"
+        ids = args[args.index("-j") + 1].split(",")
+        lines = []
+        for i in ids:
+            state = self.states.get(i)
+            if state is None:
+                continue
+            lines.append(f"{i}|{i}|dotlab-x|{state}|0:0|00:01:00|{NOW:%Y-%m-%dT%H:%M:%S}|Unknown|n1|"
+                         f"{'Resources' if state == 'PENDING' else 'None'}")  # fmt: skip
+        return Completed(args, 0, "\n".join(lines) + ("\n" if lines else ""), "")
+
+
+def make_runs(root: Path, n: int, *, finished: set[int]) -> list[RunDir]:
+    runs = []
+    for i in range(n):
+        rd = RunDir(root / f"run{i}")
+        rd.path.mkdir(parents=True)
+        atomic_write_json(rd.file("run.json"), {"claim": f"c{i}", "run_id": f"r{i}"})
+        atomic_write_json(
+            rd.file("submission.json"),
+            {"job_id": str(1000 + i), "submitted_at": "2026-11-29T07:00:00Z"},
+        )
+        if i in finished:
+            atomic_write_json(
+                rd.file("status.json"),
+                {"phase": "finished", "exit_code": 0, "node": "n1",
+                 "job_started_at": "2026-11-29T07:00:00Z", "ended_at": "2026-11-29T07:02:03Z"},
+            )  # fmt: skip
+        runs.append(rd)
+    return runs
+
+
+def test_status_of_200_runs_costs_one_query(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 200, finished=set(range(0, 200, 2)))
+    fake = FakeSacct({str(1000 + i): "RUNNING" for i in range(200)})
+    states = poll_once(runs, SlurmClient(fake), now=NOW)
+    assert len(fake.calls) == 1
+    asked = fake.calls[0][fake.calls[0].index("-j") + 1].split(",")
+    assert sorted(asked) == sorted(str(1000 + i) for i in range(1, 200, 2))
+    assert [s.finished for s in states] == [i % 2 == 0 for i in range(200)]
+    assert states[0].source == "status" and states[0].elapsed_s == 123
+    assert states[1].state == "RUNNING" and states[1].source == "slurm"
+
+
+def test_finished_runs_cost_no_query(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 200, finished=set(range(200)))
+    fake = FakeSacct({})
+    states = poll_once(runs, SlurmClient(fake), now=NOW)
+    assert fake.calls == []
+    assert all(s.finished and s.state == "FINISHED" for s in states)
+
+
+def test_long_lists_are_chunked_not_looped(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 200, finished=set())
+    fake = FakeSacct({str(1000 + i): "PENDING" for i in range(200)})
+    poll_once(runs, SlurmClient(fake, chunk_size=64), now=NOW)
+    assert len(fake.calls) == 4  # ceil(200 / 64): one call per chunk, not per job
+
+
+def test_a_job_slurm_forgot_is_unknown_never_success(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 1, finished=set())
+    (state,) = poll_once(runs, SlurmClient(FakeSacct({})), now=NOW)
+    assert state.state == "UNKNOWN"
+    assert state.finished
+    assert "no longer knows" in state.reason
+
+
+def test_a_just_submitted_job_is_pending_not_unknown(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 1, finished=set())
+    (state,) = poll_once(
+        runs, SlurmClient(FakeSacct({})), now=datetime(2026, 11, 29, 7, 0, 30, tzinfo=UTC)
+    )
+    assert state.state == "PENDING"
+    assert not state.finished
+
+
+def test_pending_reason_in_plain_words(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 1, finished=set())
+    (state,) = poll_once(runs, SlurmClient(FakeSacct({"1000": "PENDING"})), now=NOW)
+    assert state.reason == "waiting for free resources on the nodes (Resources)"
+    assert "GPU" in explain_reason("QOSMaxGRESPerUser")
+    assert explain_reason("SomethingNew") == "SomethingNew"
+
+
+@dataclass
+class FakeClock:
+    t: datetime
+    slept: list[float] = field(default_factory=list)
+    on_sleep: list[object] = field(default_factory=list)
+
+    def now(self) -> datetime:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += timedelta(seconds=seconds)
+        for hook in list(self.on_sleep):
+            hook(self)  # type: ignore[operator]
+
+
+def test_follow_backs_off_and_reads_status_files_between_queries(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 3, finished=set())
+    fake = FakeSacct({"1000": "RUNNING", "1001": "RUNNING", "1002": "RUNNING"})
+    clock = FakeClock(NOW)
+
+    def finish_after_ten_minutes(c: FakeClock) -> None:
+        if c.t >= NOW + timedelta(minutes=10):
+            for rd in runs:
+                if not rd.file("status.json").exists():
+                    atomic_write_json(rd.file("status.json"), {"phase": "finished", "exit_code": 0})
+
+    clock.on_sleep.append(finish_after_ten_minutes)
+    states = follow(runs, SlurmClient(fake), clock, base_s=5, cap_s=60, file_check_s=2)
+    assert all(s.finished for s in states)
+    # 600 s of waiting with backoff from 5 s to at most 60 s: far fewer queries than seconds
+    assert 5 <= len(fake.calls) <= 20
+    assert all(len(call[call.index("-j") + 1].split(",")) == 3 for call in fake.calls)
+
+
+def test_follow_retries_then_fails_loudly_when_slurm_cannot_be_asked(tmp_path: Path) -> None:
+    runs = make_runs(tmp_path, 1, finished=set())
+    fake = FakeSacct({}, fail=True)
+    with pytest.raises(OperatorError, match="9 tries"):
+        follow(runs, SlurmClient(fake), FakeClock(NOW), max_failures=8)
+    assert len(fake.calls) == 9

@@ -1,0 +1,199 @@
+"""Exactly-once submission and planning (with a fake sbatch; the real one is in integration)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.errors import SlurmError, UsageError
+from dotlab_hpc.proc import Completed
+from dotlab_hpc.slurm import SlurmClient
+from dotlab_hpc.submit import SubmitOptions, backoff_delays, check_out_dirs, plan, submit_once
+
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+TIMED_OUT = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
+
+
+@dataclass
+class FakeSlurm:
+    """sbatch answers from a script of outcomes; squeue/sacct by name see created jobs."""
+
+    outcomes: list[str]
+    created: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> Completed:
+        args = tuple(argv)
+        self.calls.append(args[0])
+        if args[0] == "sbatch":
+            what = self.outcomes.pop(0)
+            if what == "ok":
+                self.created.append(str(100 + len(self.created)))
+                return Completed(args, 0, self.created[-1] + "\n", "")
+            if what == "created-then-timeout":
+                self.created.append(str(100 + len(self.created)))
+                return Completed(args, 1, "", TIMED_OUT)
+            if what == "timeout":
+                return Completed(args, 1, "", TIMED_OUT)
+            return Completed(args, 1, "", "sbatch: error: " + what + "\n")
+        if args[0] == "squeue":
+            rows = "".join(f"{j}|PENDING|None|0:00|N/A|N/A||dotlab-x\n" for j in self.created)
+            return Completed(args, 0, rows, "")
+        if args[0] == "sacct":
+            return Completed(args, 0, "", "")
+        raise AssertionError(args)
+
+
+@dataclass
+class NoSleep:
+    slept: list[float] = field(default_factory=list)
+
+    def now(self) -> datetime:
+        return NOW
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+ARGV = ("sbatch", "--parsable", "--job-name=dotlab-x", "/r/job.sbatch")
+
+
+def test_first_try() -> None:
+    fake = FakeSlurm(["ok"])
+    assert submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW,
+                       clock=NoSleep()) == ("100", False)  # fmt: skip
+    assert fake.calls == ["sbatch"]
+
+
+def test_timeout_that_created_the_job_is_adopted_not_resubmitted() -> None:
+    fake = FakeSlurm(["created-then-timeout", "ok"])
+    clock = NoSleep()
+    job, adopted = submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=clock)
+    assert (job, adopted) == ("100", True)
+    assert fake.created == ["100"]  # exactly one job exists
+    assert fake.calls.count("sbatch") == 1
+    assert len(clock.slept) == 1
+
+
+def test_timeout_that_created_nothing_is_retried() -> None:
+    fake = FakeSlurm(["timeout", "timeout", "ok"])
+    clock = NoSleep()
+    job, adopted = submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=clock,
+                               rng=random.Random(1))  # fmt: skip
+    assert (job, adopted) == ("100", False)
+    assert fake.calls.count("sbatch") == 3
+    assert clock.slept[0] < clock.slept[1]
+
+
+def test_permanent_errors_stop_at_once_with_advice() -> None:
+    fake = FakeSlurm(["Batch job submission failed: Invalid partition name specified"])
+    with pytest.raises(SlurmError) as e:
+        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep())
+    assert not e.value.retryable
+    assert "partition" in str(e.value)
+    assert e.value.hint
+    assert fake.calls == ["sbatch"]
+
+
+def test_gives_up_after_the_attempts() -> None:
+    fake = FakeSlurm(["timeout"] * 3)
+    with pytest.raises(SlurmError, match="failed 3 times"):
+        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep(),
+                    attempts=3)  # fmt: skip
+
+
+def test_backoff_grows_with_jitter_and_a_cap() -> None:
+    d = backoff_delays(8, base=2, cap=60, rng=random.Random(3))
+    assert all(1 <= x <= 60 for x in d)
+    assert d[0] <= 2 and d[-1] >= 30
+
+
+# --------------------------------------------------------------------------- planning
+def write_manifest(p: Path, claim: str = "c1", **extra: str) -> Path:
+    p.write_text(
+        f"version: 1\nclaim: {claim}\ncode: {{commit: {'a' * 40}}}\n"
+        f"image: {{digest: 'sha256:{'b' * 64}'}}\nentrypoint: 'true'\n"
+        "targets: {x: {value: 1}}\nresources: {time: '1'}\n"
+    )
+    return p
+
+
+def opts(tmp_path: Path, *manifests: Path, **over: object) -> SubmitOptions:
+    for d in ("code", "data"):
+        (tmp_path / d).mkdir(exist_ok=True)
+    (tmp_path / "img.sif").write_bytes(b"x")
+    base: dict[str, object] = {
+        "manifests": manifests,
+        "code_dir": tmp_path / "code",
+        "data_dir": tmp_path / "data",
+        "out_dir": tmp_path / "out",
+        "image": tmp_path / "img.sif",
+        "runs_root": tmp_path / "runs",
+    }
+    base.update(over)
+    return SubmitOptions(**base)  # type: ignore[arg-type]
+
+
+def test_plan_single(tmp_path: Path) -> None:
+    p = plan(opts(tmp_path, write_manifest(tmp_path / "m.yaml")), NOW)
+    (run,) = p.runs
+    assert run.run_id.startswith("c1-20261129T080000Z-")
+    assert run.run_dir == tmp_path / "runs" / run.run_id
+    assert p.job_name == "dotlab-" + run.run_id
+    assert p.slurm_output == str(run.run_dir / "slurm.out")
+    assert not p.is_array
+    assert not run.run_dir.exists()  # planning writes nothing
+
+
+def test_plan_array_out_dirs_and_log_pattern(tmp_path: Path) -> None:
+    a = write_manifest(tmp_path / "a.yaml", "ca")
+    b = write_manifest(tmp_path / "b.yaml", "cb")
+    p = plan(opts(tmp_path, a, b), NOW)
+    assert p.is_array
+    assert [r.out_dir for r in p.runs] == [tmp_path / "out" / "ca", tmp_path / "out" / "cb"]
+    assert p.slurm_output.endswith("-%a/slurm.out")
+    assert [r.run_dir.name[-2:] for r in p.runs] == ["-0", "-1"]
+
+
+def test_plan_escapes_percent_for_slurm(tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "m.yaml")
+    p = plan(opts(tmp_path, m, run_dir=tmp_path / "100%run"), NOW)
+    assert p.slurm_output.endswith("100%%run/slurm.out")
+
+
+def test_plan_refuses_duplicate_claims(tmp_path: Path) -> None:
+    a = write_manifest(tmp_path / "a.yaml", "same")
+    b = write_manifest(tmp_path / "b.yaml", "same")
+    with pytest.raises(UsageError, match="given twice"):
+        plan(opts(tmp_path, a, b), NOW)
+
+
+def test_plan_refuses_missing_inputs(tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "m.yaml")
+    with pytest.raises(UsageError, match="--code-dir"):
+        plan(opts(tmp_path, m, code_dir=tmp_path / "nope"), NOW)
+    with pytest.raises(UsageError, match="--image"):
+        plan(opts(tmp_path, m, image=tmp_path / "nope.sif"), NOW)
+
+
+def test_non_empty_out_dir_is_refused_and_missing_one_created(tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "m.yaml")
+    p = plan(opts(tmp_path, m), NOW)
+    check_out_dirs(p, create_missing=True)
+    assert (tmp_path / "out").is_dir()
+    (tmp_path / "out" / ".hidden").write_text("x")
+    with pytest.raises(UsageError, match="not empty"):
+        check_out_dirs(p, create_missing=True)
