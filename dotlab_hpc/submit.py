@@ -139,8 +139,9 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
         m = manifests[0]
         run_id = new_run_id(m.spec.claim, now)
         if opts.run_dir is not None:
+            # The run id stays the generated one: the job name must be unique on the cluster,
+            # whatever the user calls the folder (exactly-once submission looks it up by name).
             run_dir = _safe_path(opts.run_dir.absolute(), "--run-dir")
-            run_id = run_dir.name if run_dir.name else run_id
         else:
             run_dir = runs_root / run_id
         runs: tuple[PlannedRun, ...] = (PlannedRun(0, m, run_id, run_dir, out_root),)

@@ -174,6 +174,14 @@ def test_plan_escapes_percent_for_slurm(tmp_path: Path) -> None:
     assert p.slurm_output.endswith("100%%run/slurm.out")
 
 
+def test_job_name_is_unique_even_with_a_chosen_run_dir(tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "m.yaml")
+    a = plan(opts(tmp_path, m, run_dir=tmp_path / "run1"), NOW)
+    b = plan(opts(tmp_path, m, run_dir=tmp_path / "run1"), NOW)
+    assert a.job_name != b.job_name
+    assert a.job_name.startswith("dotlab-c1-20261129T080000Z-")
+
+
 def test_plan_refuses_duplicate_claims(tmp_path: Path) -> None:
     a = write_manifest(tmp_path / "a.yaml", "same")
     b = write_manifest(tmp_path / "b.yaml", "same")
