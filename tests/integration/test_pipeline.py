@@ -1,0 +1,390 @@
+"""The pipeline end to end on the REAL local Slurm cluster: every row of SPEC section 6.
+
+Each test submits real jobs with the real CLI (a separate process, as a user would run it); the
+container is the stand-in apptainer (tests/bin/apptainer), which enforces the isolation with
+bubblewrap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.claims import Kit
+from tests.support.sif import make_sif
+from tests.support.standin import gpu_wrapper, require_standin
+
+
+@pytest.fixture
+def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
+    require_standin()
+    return Kit(tmp_path, dict(slurm_env))
+
+
+def wait_for(predicate: object, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+def jobs_named(name: str, env: dict[str, str]) -> list[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], capture_output=True, text=True,
+        env=env, check=True,
+    ).stdout.split()  # fmt: skip
+    acct = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-S", "now-1hour", "--name", name, "-o", "JobID"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout.split()  # fmt: skip
+    return sorted(set(out) | set(acct))
+
+
+# --------------------------------------------------------------------------- reproduced
+def test_reproduced(kit: Kit) -> None:
+    res = kit.run(kit.manifest("good"), "--record", str(kit.root / "rec.json"))
+    assert res.rc == 0, res.stderr
+    rec = res.record
+    assert rec is not None and rec["outcome"] == "reproduced"
+    assert rec["reason"] == "all 2 targets within tolerance"
+    assert rec["targets"]["acc"] == {
+        "expected": 0.9, "actual": 0.9, "abs_tol": 0.01, "rel_tol": 0.0, "within": True
+    }  # fmt: skip
+    assert rec["slurm"]["state"] == "COMPLETED" and rec["slurm"]["exit_code"] == 0
+    assert rec["slurm"]["node"] and rec["slurm"]["job_id"]
+    assert rec["inputs"]["commit"] == kit.commit
+    assert rec["evidence"]["container_started_at"] and rec["evidence"]["container_ended_at"]
+    assert rec["tool"]["name"] == "dotlab-hpc"
+    assert json.loads((kit.root / "rec.json").read_text()) == rec
+    assert "reproduced" in res.stdout
+    assert res.run_dir is not None
+    events = [
+        json.loads(ln)["event"]
+        for ln in (res.run_dir / "events.jsonl").read_text().split("\n")
+        if ln
+    ]
+    assert events[:3] == ["verified", "rendered", "submitted"]
+    assert "state" in events and events[-1] == "collected"
+
+
+def test_status_and_collect_from_fresh_processes_are_stable(kit: Kit) -> None:
+    res = kit.run(kit.manifest("stable"))
+    assert res.rc == 0 and res.run_dir is not None
+    first = (res.run_dir / "record.json").read_bytes()
+    again = kit.cli("collect", str(res.run_dir))
+    assert again.rc == 0, again.stderr
+    assert (res.run_dir / "record.json").read_bytes() == first
+    status = kit.cli("status", "--json", str(res.run_dir))
+    assert status.rc == 0, status.stderr
+    (state,) = json.loads(status.stdout)
+    assert state["finished"] and state["source"] == "status"
+    human = kit.cli("status", str(res.run_dir))
+    assert human.stdout.splitlines()[0].split() == [
+        "CLAIM",
+        "JOB",
+        "STATE",
+        "ELAPSED",
+        "NODE",
+        "NOTE",
+    ]
+
+
+# --------------------------------------------------------------------------- not_reproduced
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [("wrong", "target acc: 0.5 is outside 0.9 ± 0.01"),
+     ("missing", "target loss is missing from results.json")],
+)  # fmt: skip
+def test_not_reproduced(kit: Kit, mode: str, reason: str) -> None:
+    res = kit.run(kit.manifest(mode, mode=mode))
+    assert res.rc == 1, res.stderr
+    assert res.outcome == "not_reproduced"
+    assert res.record is not None and res.record["reason"] == reason
+
+
+# --------------------------------------------------------------------------- spec_issue
+@pytest.mark.parametrize(
+    ("mode", "over", "fragment"),
+    [
+        ("exit3", {}, "exited with status 3"),
+        ("sleep 60", {"resources": {"time": "00:00:03"}}, "ran past resources.time (00:00:03)"),
+        ("oom", {"resources": {"time": "1", "memory": "100M"}}, "ran out of memory"),
+        ("good", {"entrypoint": "no-such-program --now"}, "could not be started inside"),
+        ("noresults", {}, "no results.json"),
+        ("malformed", {}, "results.json is not valid JSON"),
+        ("bool", {}, "'acc' is not a number"),
+        ("huge", {}, "results.json is larger than 1048576 bytes"),
+        ("symlink", {}, "the output holds a symlink (link)"),
+    ],
+)  # fmt: skip
+def test_spec_issue(kit: Kit, mode: str, over: dict[str, object], fragment: str) -> None:
+    name = "spec-" + mode.split()[0]
+    res = kit.run(kit.manifest(name, mode=mode, **over))
+    assert res.rc == 1, res.stderr
+    assert res.outcome == "spec_issue", (res.stdout, res.stderr)
+    assert res.record is not None and fragment in res.record["reason"]
+    assert all(t["actual"] is None for t in res.record["targets"].values())
+
+
+def test_oom_is_what_slurm_says(kit: Kit) -> None:
+    res = kit.run(kit.manifest("oom2", mode="oom", resources={"time": "1", "memory": "100M"}))
+    assert res.record is not None
+    assert res.record["slurm"]["state"] == "OUT_OF_MEMORY"
+
+
+# --------------------------------------------------------------------------- input_mismatch
+def test_input_mismatch_dataset(kit: Kit) -> None:
+    m = kit.manifest("bad-data")
+    (kit.data / "points.csv").write_text("x,y\n1,3\n")
+    res = kit.run(m)
+    assert res.rc == 1
+    assert res.outcome == "input_mismatch"
+    rec = res.record
+    assert rec is not None and "dataset points (points.csv)" in rec["reason"]
+    assert rec["slurm"]["job_id"] is None
+    assert res.run_dir is not None and not (res.run_dir / "submission.json").exists()
+    assert "not submitted" in res.stdout
+
+
+def test_input_mismatch_code(kit: Kit) -> None:
+    m = kit.manifest("bad-code")
+    (kit.code / "sub" / "untracked.py").write_text("print(1)\n")
+    res = kit.run(m)
+    assert res.rc == 1 and res.outcome == "input_mismatch"
+    assert res.record is not None and "untracked.py" in res.record["reason"]
+
+
+def test_input_mismatch_image(kit: Kit) -> None:
+    m = kit.manifest("bad-image")
+    make_sif(kit.image, deffile="Bootstrap: docker\nFrom: other@sha256:" + "1" * 64 + "\n")
+    res = kit.run(m)
+    assert res.rc == 1 and res.outcome == "input_mismatch"
+    assert res.record is not None and "image" in res.record["reason"]
+
+
+def test_input_mismatch_image_changed_before_the_job_started(
+    kit: Kit, slurm_env: dict[str, str]
+) -> None:
+    # Fill the node so the claim's job waits, change the image meanwhile, then free the node:
+    # the job's own check on the node must catch it.
+    blocker = subprocess.run(
+        ["sbatch", "--parsable", "--cpus-per-task=16", "--mem=100M", "-o", "/dev/null",
+         "--wrap", "sleep 120"], capture_output=True, text=True, env=slurm_env, check=True,
+    ).stdout.strip()  # fmt: skip
+    try:
+        sub = kit.submit(kit.manifest("node-image"))
+        assert sub.rc == 0, sub.stderr
+        make_sif(kit.image, deffile="Bootstrap: docker\nFrom: swapped@sha256:" + "2" * 64 + "\n")
+    finally:
+        subprocess.run(["scancel", blocker], env=slurm_env, check=True)
+    assert sub.run_dir is not None
+    wait_for(lambda: (sub.run_dir / "status.json").exists(), 120)
+    res = kit.cli("collect", str(sub.run_dir))
+    assert res.rc == 1, res.stderr
+    rec = json.loads((sub.run_dir / "record.json").read_text())
+    assert rec["outcome"] == "input_mismatch"
+    assert "on node" in rec["reason"]
+
+
+# --------------------------------------------------------------------------- operator problems
+def test_scancel_during_a_run_gives_exit_2_and_no_record(kit: Kit) -> None:
+    sub = kit.submit(kit.manifest("cancelled", mode="sleep 120"))
+    assert sub.rc == 0, sub.stderr
+    run_dir = sub.run_dir
+    assert run_dir is not None
+    wait_for(lambda: "@@dotlab start" in (run_dir / "container.err").read_text()
+             if (run_dir / "container.err").exists() else False)  # fmt: skip
+    cancel = kit.cli("cancel", str(run_dir))
+    assert cancel.rc == 0, cancel.stderr
+    wait_for(lambda: (run_dir / "status.json").exists())
+    deadline = time.monotonic() + 60
+    while True:
+        res = kit.cli("collect", str(run_dir))
+        if "still" not in res.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert res.rc == 2, (res.stdout, res.stderr)
+    assert "cancelled" in res.stderr
+    assert not (run_dir / "record.json").exists()
+
+
+def test_apptainer_failing_to_start_gives_exit_2(kit: Kit) -> None:
+    broken = kit.root / "broken-apptainer"
+    broken.write_text(
+        "#!/bin/sh\necho 'FATAL:   container creation failed: mount error' >&2\nexit 255\n"
+    )
+    broken.chmod(0o755)
+    res = kit.run(kit.manifest("broken"), apptainer=broken)
+    assert res.rc == 2, (res.stdout, res.stderr)
+    assert "apptainer failed to start the container" in res.stderr
+    assert res.record is None
+
+
+def test_non_empty_out_dir_is_refused_before_anything(kit: Kit) -> None:
+    out = kit.root / "full"
+    out.mkdir()
+    (out / "old.txt").write_text("x")
+    m = kit.manifest("full")
+    res = kit.cli("run", str(m), "--code-dir", str(kit.code), "--data-dir", str(kit.data),
+                  "--image", str(kit.image), "--out-dir", str(out),
+                  "--run-dir", str(kit.root / "never"))  # fmt: skip
+    assert res.rc == 2
+    assert "not empty" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (kit.root / "never").exists()
+
+
+# --------------------------------------------------------------------------- GPU claims
+def test_gpu_claim_keeps_the_probe_as_evidence(kit: Kit) -> None:
+    wrapper = gpu_wrapper(kit.root / "gpu2", 2)
+    m = kit.manifest("gpu", resources={"time": "1", "gpus": 1})
+    res = kit.run(m, apptainer=wrapper)
+    assert res.rc == 0, (res.stdout, res.stderr)
+    rec = res.record
+    assert rec is not None
+    assert [g.split(" (UUID")[0] for g in rec["evidence"]["gpus"]] == [
+        "GPU 0: NVIDIA H100 80GB HBM3", "GPU 1: NVIDIA H100 80GB HBM3"
+    ]  # fmt: skip
+    assert res.run_dir is not None
+    assert "#SBATCH --gres=gpu:1" in (res.run_dir / "job.sbatch").read_text()
+
+
+def test_gpu_probe_failure_is_an_operator_problem(kit: Kit) -> None:
+    wrapper = gpu_wrapper(kit.root / "gpufail", "fail")
+    res = kit.run(kit.manifest("gpufail", resources={"time": "1", "gpus": 1}), apptainer=wrapper)
+    assert res.rc == 2, (res.stdout, res.stderr)
+    assert "GPU probe" in res.stderr and "NVIDIA-SMI has failed" in res.stderr
+    assert res.record is None
+
+
+# --------------------------------------------------------------------------- many claims
+def test_many_claims_are_one_job_array(kit: Kit) -> None:
+    a = kit.manifest("arr-good")
+    b = kit.manifest("arr-wrong", mode="wrong")
+    runs_root = kit.root / "runs"
+    res = kit.cli("run", str(a), str(b), "--code-dir", str(kit.code), "--data-dir",
+                  str(kit.data), "--image", str(kit.image), "--out-dir", str(kit.root / "outs"),
+                  "--runs-root", str(runs_root), "--apptainer", str(kit_standin()))  # fmt: skip
+    assert res.rc == 1, (res.stdout, res.stderr)
+    dirs = sorted(runs_root.iterdir())
+    subs = [json.loads((d / "submission.json").read_text()) for d in dirs]
+    array_ids = {s["array_job_id"] for s in subs}
+    assert len(array_ids) == 1  # one sbatch call
+    (array_id,) = array_ids
+    assert sorted(s["job_id"] for s in subs) == [f"{array_id}_0", f"{array_id}_1"]
+    outcomes = sorted(json.loads((d / "record.json").read_text())["outcome"] for d in dirs)
+    assert outcomes == ["not_reproduced", "reproduced"]
+    assert (kit.root / "outs" / "arr-good" / "results.json").exists()
+    status = kit.cli("status", "--json", *map(str, dirs))
+    assert [s["finished"] for s in json.loads(status.stdout)] == [True, True]
+
+
+def kit_standin() -> Path:
+    from tests.support.standin import STANDIN
+
+    return STANDIN
+
+
+# --------------------------------------------------------------------------- exactly once
+def test_sbatch_that_times_out_after_creating_the_job_gives_exactly_one_job(
+    kit: Kit, slurm_env: dict[str, str]
+) -> None:
+    real = shutil.which("sbatch", path=slurm_env.get("PATH"))
+    assert real
+    bindir = kit.root / "flaky-bin"
+    bindir.mkdir()
+    flaky = bindir / "sbatch"
+    flaky.write_text(
+        "#!/bin/sh\n"
+        f"case \"$1\" in --version) exec {real} \"$@\";; esac\n"
+        f"{real} \"$@\" >/dev/null || exit $?\n"
+        "echo 'sbatch: error: Batch job submission failed:"
+        " Socket timed out on send/recv operation' >&2\n"
+        "exit 1\n"
+    )  # fmt: skip
+    flaky.chmod(0o755)
+    res = kit.run(kit.manifest("once"), env={"PATH": f"{bindir}:{slurm_env['PATH']}"})
+    assert res.rc == 0, (res.stdout, res.stderr)
+    assert "retrying" in res.stderr
+    assert res.run_dir is not None
+    sub = json.loads((res.run_dir / "submission.json").read_text())
+    assert sub["adopted_after_retry"] is True
+    run = json.loads((res.run_dir / "run.json").read_text())
+    assert jobs_named(run["job_name"], slurm_env) == [sub["job_id"]]
+
+
+# --------------------------------------------------------------------------- isolation (issue 4)
+@pytest.fixture
+def listener() -> Iterator[int]:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+                conn.close()
+            except OSError:
+                continue
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield srv.getsockname()[1]
+    stop.set()
+    t.join()
+    srv.close()
+
+
+def test_isolation_from_inside_the_container(kit: Kit, listener: int) -> None:
+    # The host can reach the listener: the container must not.
+    socket.create_connection(("127.0.0.1", listener), timeout=2).close()
+    nonce = secrets.token_hex(6)
+    facts = ["net_blocked", "code_read_only", "data_read_only", "no_secret", "home_is_tmp", "cwd",
+             "dotlab_env", "data_visible", "host_hidden", "pid_namespace"]  # fmt: skip
+    m = kit.manifest(
+        "probe",
+        mode=f"probe {listener} {nonce} {kit.root}",
+        targets={f: {"value": 1} for f in facts},
+    )
+    res = kit.run(m, env={"DOTLAB_TEST_SECRET": "hunter2"})
+    assert res.run_dir is not None
+    out = Path(json.loads((res.run_dir / "run.json").read_text())["paths"]["out_dir"])
+    details = json.loads((out / "details.json").read_text())
+    assert res.outcome == "reproduced", details
+    assert "DOTLAB_TEST_SECRET" not in details["env"]
+    # writes land only in the output directory
+    assert (out / f"marker-{nonce}").exists()
+    assert not Path(f"/tmp/probe-{nonce}").exists()
+    assert not Path(f"/probe-root-{nonce}").exists()
+    assert not (kit.code / "x").exists() and not (kit.data / "x").exists()
+    assert os.environ.get("DOTLAB_TEST_SECRET") is None
+
+
+# --------------------------------------------------------------------------- Slurm's own limit
+@pytest.mark.slurm_slow
+def test_slurm_time_limit_warning_stops_the_container(kit: Kit) -> None:
+    # No margin: the job's limit is the entrypoint's one minute, so Slurm's USR1 (sent ~30 s
+    # before the limit) arrives while the analysis still sleeps; the trap stops the container.
+    res = kit.run(kit.manifest("slurm-limit", mode="sleep 200", resources={"time": "1"}),
+                  env={"DOTLAB_TIME_MARGIN_S": "0"})  # fmt: skip
+    assert res.rc == 1, (res.stdout, res.stderr)
+    assert res.outcome == "spec_issue"
+    assert res.run_dir is not None
+    status = json.loads((res.run_dir / "status.json").read_text())
+    assert status["phase"] == "slurm_time_limit" and status["signal"] == "USR1"
+    assert "#SBATCH --time=00:01:00" in (res.run_dir / "job.sbatch").read_text()

@@ -1,0 +1,226 @@
+"""A claim kit for integration tests: a pinned git checkout, data, a SIF, manifests, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dotlab_hpc.hashing import sha256_file
+from dotlab_hpc.verify import hash_path
+
+from .standin import STANDIN
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_IMAGE = REPO_ROOT / "examples" / "claim" / "image.sif"
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
+
+# One analysis for every row of SPEC section 6; the mode is its first argument.
+ANALYSIS = r"""
+import json, os, socket, sys, time
+
+mode = sys.argv[1]
+out = os.environ.get("DOTLAB_OUT_DIR", "/work/out")
+GOOD = {"acc": 0.9, "loss": 0.1}
+
+
+def write(obj):
+    with open(os.path.join(out, "results.json"), "w") as f:
+        f.write(obj if isinstance(obj, str) else json.dumps(obj))
+
+
+def fails(action):
+    try:
+        action()
+    except OSError:
+        return 1
+    return 0
+
+
+def probe(port, nonce, host_path):
+    def connect():
+        s = socket.create_connection(("127.0.0.1", int(port)), timeout=2)
+        s.close()
+
+    def write_to(path):
+        with open(path, "w") as f:
+            f.write("x")
+
+    write_to("/tmp/probe-" + nonce)          # scratch: must not reach the host
+    write_to(os.path.join(out, "marker-" + nonce))
+    try:
+        write_to("/probe-root-" + nonce)      # the root fs: read-only or a discarded tmpfs
+    except OSError:
+        pass
+    env = os.environ
+    procs = [p for p in os.listdir("/proc") if p.isdigit()]
+    facts = {
+        "net_blocked": fails(connect),
+        "code_read_only": fails(lambda: write_to("/work/code/x")),
+        "data_read_only": fails(lambda: write_to("/work/data/x")),
+        "no_secret": int("DOTLAB_TEST_SECRET" not in env),
+        "home_is_tmp": int(env.get("HOME") == "/tmp"),
+        "cwd": int(os.getcwd() == "/work/code/sub"),
+        "dotlab_env": int(env.get("DOTLAB_DATA_DIR") == "/work/data"
+                          and env.get("DOTLAB_OUT_DIR") == "/work/out"
+                          and env.get("DOTLAB_SEED") == "42"
+                          and env.get("DOTLAB_CLAIM") == "probe"),
+        "data_visible": int(os.path.exists("/work/data/points.csv")),
+        "host_hidden": int(not os.path.exists(host_path)),
+        "pid_namespace": int(len(procs) < 20),
+    }
+    details = {"env": sorted(env), "cwd": os.getcwd(), "procs": len(procs), "facts": facts}
+    with open(os.path.join(out, "details.json"), "w") as f:
+        json.dump(details, f)
+    write(facts)
+
+
+if mode == "good":
+    print("computing"); write(GOOD)
+elif mode == "wrong":
+    write({"acc": 0.5, "loss": 0.1})
+elif mode == "missing":
+    write({"acc": 0.9})
+elif mode == "exit3":
+    print("failing on purpose", file=sys.stderr); sys.exit(3)
+elif mode == "sleep":
+    time.sleep(float(sys.argv[2])); write(GOOD)
+elif mode == "oom":
+    hog = []
+    while True:
+        hog.append(bytearray(32 * 1024 * 1024))
+elif mode == "noresults":
+    pass
+elif mode == "malformed":
+    write("{not json")
+elif mode == "bool":
+    write('{"acc": true, "loss": 0.1}')
+elif mode == "huge":
+    write('{"acc": 0.9, "loss": 0.1, "pad": "' + "x" * (2 * 1024 * 1024) + '"}')
+elif mode == "symlink":
+    write(GOOD); os.symlink("/etc/passwd", os.path.join(out, "link"))
+elif mode == "probe":
+    probe(*sys.argv[2:5])
+else:
+    sys.exit("unknown mode " + mode)
+"""
+
+TARGETS = {"acc": {"value": 0.9, "abs_tol": 0.01}, "loss": {"value": 0.1, "abs_tol": 0.01}}
+
+
+@dataclass
+class Result:
+    """What one CLI call did."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    run_dir: Path | None
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        if self.run_dir is None or not (self.run_dir / "record.json").exists():
+            return None
+        obj: dict[str, Any] = json.loads((self.run_dir / "record.json").read_text())
+        return obj
+
+    @property
+    def outcome(self) -> str | None:
+        rec = self.record
+        return str(rec["outcome"]) if rec else None
+
+
+@dataclass
+class Kit:
+    """Everything one claim needs, under ``root``; ``env`` is the submitting shell's."""
+
+    root: Path
+    env: dict[str, str]
+    code: Path = field(init=False)
+    data: Path = field(init=False)
+    image: Path = field(init=False)
+    commit: str = field(init=False)
+    runs: int = 0
+
+    def __post_init__(self) -> None:
+        self.code = self.root / "code"
+        self.data = self.root / "data"
+        self.image = self.root / "image.sif"
+        (self.code / "sub").mkdir(parents=True)
+        (self.code / "sub" / "analysis.py").write_text(ANALYSIS)
+        self.git("init", "-q", "-b", "main")
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", "analysis")
+        self.commit = self.git("rev-parse", "HEAD").strip()
+        self.data.mkdir()
+        (self.data / "points.csv").write_text("x,y\n1,2\n")
+        shutil.copyfile(EXAMPLE_IMAGE, self.image)
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(self.code), *args], check=True, capture_output=True, text=True,
+            env={**os.environ, **GIT_ENV},
+        ).stdout  # fmt: skip
+
+    def manifest(self, name: str, *, mode: str = "good", **over: Any) -> Path:
+        """Write a JSON manifest whose inputs match this kit (``over`` replaces top-level keys)."""
+        points_sha = hash_path(self.data / "points.csv")
+        data: dict[str, Any] = {
+            "version": 1,
+            "claim": name,
+            "code": {"commit": self.commit, "working_dir": "sub"},
+            "data": [{"name": "points", "path": "points.csv", "sha256": points_sha}],
+            "image": {"digest": "sha256:" + sha256_file(self.image)},
+            "entrypoint": f"python3 analysis.py {mode}",
+            "seed": 42,
+            "targets": TARGETS,
+            "resources": {"time": "00:02:00", "memory": "1G"},
+        }  # fmt: skip
+        data.update(over)
+        path = self.root / f"{name}.json"
+        path.write_text(json.dumps(data, indent=1))
+        return path
+
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> Result:
+        """Run ``python -m dotlab_hpc ARGS`` as a separate process, like a user would."""
+        done = subprocess.run(
+            [sys.executable, "-m", "dotlab_hpc", *args], capture_output=True, text=True,
+            env={**self.env, **(env or {})}, timeout=timeout, cwd=self.root,
+        )  # fmt: skip
+        return Result(done.returncode, done.stdout, done.stderr, None)
+
+    def inputs(self, manifest: Path, *, apptainer: Path | str = STANDIN) -> list[str]:
+        """The input options of submit/run, with a fresh run directory and output directory."""
+        self.runs += 1
+        return [
+            str(manifest), "--code-dir", str(self.code), "--data-dir", str(self.data),
+            "--image", str(self.image), "--out-dir", str(self.root / f"out{self.runs}"),
+            "--run-dir", str(self.root / f"run{self.runs}"), "--apptainer", str(apptainer),
+        ]  # fmt: skip
+
+    def run(self, manifest: Path, *extra: str, env: dict[str, str] | None = None,
+            apptainer: Path | str = STANDIN) -> Result:  # fmt: skip
+        """``dotlab-hpc run`` the manifest to the end; the Result knows the run directory."""
+        args = self.inputs(manifest, apptainer=apptainer)
+        res = self.cli("run", *args, *extra, env=env)
+        res.run_dir = Path(args[args.index("--run-dir") + 1])
+        return res
+
+    def submit(self, manifest: Path, *extra: str, apptainer: Path | str = STANDIN) -> Result:
+        """``dotlab-hpc submit`` (no wait)."""
+        args = self.inputs(manifest, apptainer=apptainer)
+        res = self.cli("submit", *args, *extra)
+        res.run_dir = Path(args[args.index("--run-dir") + 1])
+        return res
