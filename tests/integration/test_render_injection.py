@@ -1,0 +1,156 @@
+"""Hostile manifest values and paths cannot inject a command or a #SBATCH line (property tests).
+
+Every rendered script must pass ``bash -n``; then it is RUN under a harness (a fake Slurm
+environment and a fake ``apptainer`` that records its argv): no injected command may run, and
+the argv apptainer receives must equal, byte for byte, what dotlab-hpc meant to pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from dotlab_hpc import manifest as manifest_mod
+from dotlab_hpc.errors import ManifestError
+from dotlab_hpc.render import JobSpec, TaskSpec, apptainer_argvs, render_script
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+CANARY_DIR = Path(tempfile.gettempdir()) / "dotlab-injection-canary"
+CANARY = CANARY_DIR / "PWNED"
+
+
+def payloads() -> list[str]:
+    c = str(CANARY)
+    return [
+        f"$(touch {c})", f"`touch {c}`", f"; touch {c}", f"&& touch {c}", f"| touch {c}",
+        f"'; touch {c}; '", f'"; touch {c}; "', f"\ntouch {c}\n", f"\n#SBATCH --wrap='touch {c}'\n",
+        "#SBATCH --partition=evil", f"${{IFS}}touch${{IFS}}{c}", "$(id)", "${HOME}", "$0 $1 $@",
+        "\\", "\\'", "'\"'\"'", "%x %j %%", "{{ name }}", "{% raw %}", "{# c #}", "\t", "\r",
+        "ünï😀", "-" * 3 + "help", "*", "?", "[a]", "~", "!!", "a=b", "EOF", "\x7f", "\u2028",
+        "\u0085",
+    ]  # fmt: skip
+
+
+hostile_text = st.lists(
+    st.one_of(st.sampled_from(payloads()), st.text(min_size=0, max_size=20)), min_size=1, max_size=6
+).map("".join)
+
+# What a path component may hold: anything Apptainer's --bind can express (no : , ^ \ or
+# newline, no surrounding spaces), which still leaves quotes, $(), backticks, ; and unicode.
+_BAD_IN_PATH = set(":,^\\\n\r\0/")
+component = (
+    st.lists(st.sampled_from(payloads()) | st.text(max_size=8), min_size=1, max_size=3)
+    .map("".join)
+    .map(lambda s: "".join(ch for ch in s if ch not in _BAD_IN_PATH).strip()[:60])
+    .filter(lambda s: s not in ("", ".", ".."))
+)
+
+# A relative working_dir the manifest accepts: hostile but without '..', '/', NUL, newline, '\'
+working_dir = component.filter(lambda s: "\r" not in s and "\x85" not in s)
+
+
+FAKE_APPTAINER = """#!/usr/bin/python3
+import json, os, sys
+with open(os.environ["DOTLAB_ARGV_DUMP"], "w") as f:
+    json.dump(sys.argv, f)
+print("@@dotlab start 2026-01-01T00:00:00Z", file=sys.stderr)
+print("@@dotlab end 2026-01-01T00:00:01Z rc=0 timed_out=0", file=sys.stderr)
+"""
+
+
+def make_manifest(entrypoint: str, wd: str, title: str) -> manifest_mod.Manifest | None:
+    data = {
+        "version": 1,
+        "claim": "claim-1",
+        "title": title.replace("\n", " ").replace("\r", " ").replace("\0", ""),
+        "code": {"commit": "a" * 40, "working_dir": wd},
+        "image": {"digest": "sha256:" + hashlib.sha256(b"SIF").hexdigest()},
+        "entrypoint": entrypoint.replace("\0", "") or "x",
+        "seed": 3,
+        "targets": {"acc": {"value": 1.0}},
+        "resources": {"time": "00:01:00", "partition": "debug", "qos": "normal"},
+    }
+    try:
+        spec = manifest_mod.validate_data(data, "m.yaml")
+    except ManifestError:
+        return None  # a value the manifest refuses never reaches the renderer
+    return manifest_mod.Manifest(spec=spec, path=Path("m.yaml"), sha256="0" * 64, raw=b"")
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    entrypoint=hostile_text.filter(lambda s: s.strip() and "\0" not in s),
+    wd=working_dir,
+    title=hostile_text,
+    parts=st.lists(component, min_size=5, max_size=5, unique=True),
+)
+def test_hostile_values_never_run(
+    tmp_path_factory: pytest.TempPathFactory,
+    entrypoint: str,
+    wd: str,
+    title: str,
+    parts: list[str],
+) -> None:
+    root = tmp_path_factory.mktemp("inj")
+    CANARY_DIR.mkdir(exist_ok=True)
+    CANARY.unlink(missing_ok=True)
+    code, data, out, run = (root / p for p in parts[:4])
+    for d in (code, data, out, run):
+        d.mkdir()
+    image = root / (parts[4] + ".sif")
+    image.write_bytes(b"SIF")
+    m = make_manifest(entrypoint, wd, title)
+    assume(m is not None)
+    assert m is not None
+    job = JobSpec(
+        tasks=(TaskSpec(m, run, code, data, out, image),),
+        job_name="dotlab-x",
+        apptainer=str(root / "fake-apptainer"),
+    )
+    (root / "fake-apptainer").write_text(FAKE_APPTAINER)
+    (root / "fake-apptainer").chmod(0o755)
+    script = render_script(job)
+
+    # sbatch reads #SBATCH lines up to the first command: only ours may be there
+    head = script.split("\nset -u\n", 1)[0]
+    directives = [ln for ln in head.splitlines() if ln.startswith("#SBATCH")]
+    assert all(ln.split("=")[0] in {
+        "#SBATCH --time", "#SBATCH --nodes", "#SBATCH --ntasks", "#SBATCH --cpus-per-task",
+        "#SBATCH --mem", "#SBATCH --partition", "#SBATCH --qos", "#SBATCH --no-requeue",
+        "#SBATCH --signal", "#SBATCH --export"} for ln in directives)  # fmt: skip
+    assert len(directives) == 10
+    assert "evil" not in head and "touch" not in head
+
+    path = root / "job.sbatch"
+    path.write_text(script)
+    syntax = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+
+    dump = root / "argv.json"
+    env = {
+        "PATH": os.environ["PATH"],
+        "SLURM_JOB_ID": "7",
+        "DOTLAB_ARGV_DUMP": str(dump),
+    }
+    done = subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert not CANARY.exists(), "an injected command ran"
+    (expected,) = apptainer_argvs(job)
+    assert json.loads(dump.read_text()) == list(expected)
+    status = json.loads((run / "status.json").read_text())
+    assert status["phase"] == "finished" and status["exit_code"] == 0
+    assert status["container_started"] is True
