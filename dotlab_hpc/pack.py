@@ -1,0 +1,470 @@
+"""Pack: the paper's handoff bundle of a collected run (layout in ``bundle.py``).
+
+The bundle is made in a temporary folder beside the target, checked with ``verify-bundle``'s own
+checks, and only then renamed into place: a bundle is there whole or not at all. ``-o X.tar``
+writes a deterministic tar of the same tree under one folder ``X/``: entries sorted by path
+bytes, mtime 0, uid/gid 0 with no names, modes 0755 (folders) and 0644 (files). Nothing in the
+bundle depends on when it was packed, so packing one run twice gives identical bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import TOOL_NAME, __version__
+from . import manifest as manifest_mod
+from .bundle import (
+    DEF,
+    EVIDENCE,
+    IMAGE,
+    INDEX,
+    LOG_FILES,
+    LOGS,
+    README,
+    RECORD,
+    RESOLVED,
+    SUMS,
+    BundleImage,
+    BundleIndex,
+    sums_text,
+    verify_dir,
+    walk_files,
+)
+from .collect import Markers, parse_markers, read_window
+from .errors import RunDirError, UsageError
+from .fsio import canonical_json
+from .hashing import sha256_files
+from .manifest import ManifestSpec
+from .record import ClaimRecord, ToolRecord
+from .rundir import DEF_NAME, RECORD_JSON, RUN_JSON, STATUS_JSON, SUBMISSION_JSON, open_existing
+
+EVIDENCE_VERSION = 1
+TAR_MTIME = 0
+_TAR_ROOT_OK = re.compile(r"[A-Za-z0-9._-]+")
+_URL_OK = re.compile(r"[^\s\x00-\x1f\x7f]{1,2048}")
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """What ``pack`` was asked for."""
+
+    run_dir: Path
+    output: Path
+    include_image: bool = True
+    image: Path | None = None
+    image_url: str | None = None
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """The bundle written."""
+
+    output: Path
+    is_tar: bool
+    claim: str
+    outcome: str
+    files: tuple[str, ...]
+    image_included: bool
+
+
+# --------------------------------------------------------------------------- pure parts
+def _text_or_none(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return str(value)
+
+
+def derive_evidence(
+    record: ClaimRecord,
+    *,
+    markers: Markers,
+    status: Mapping[str, Any] | None,
+    submission: Mapping[str, Any] | None,
+    gpu_claim: bool,
+) -> dict[str, Any]:
+    """``evidence.json``: what the container wrote inside it, and the Slurm job's facts.
+
+    GPU lines count only for GPU claims, as in the record: for other claims no probe ran.
+    """
+    st = status or {}
+    sub = submission or {}
+    return {
+        "evidence_version": EVIDENCE_VERSION,
+        "claim": record.claim,
+        "run_id": record.run_id,
+        "container": {
+            "started_at": markers.started_at,
+            "ended_at": markers.ended_at,
+            "exit_code": markers.end_rc,
+            "timed_out": markers.timed_out,
+            "source": f"{LOGS}/container.err: '@@dotlab' lines written inside the container",
+        },
+        "gpus": list(markers.gpu_lines) if gpu_claim else [],
+        "gpu_probe_failed": markers.probe_failed,
+        "slurm": {
+            "job_id": record.slurm.job_id,
+            "array_job_id": _text_or_none(st.get("array_job_id") or sub.get("array_job_id")),
+            "array_task_id": _text_or_none(st.get("array_task_id")),
+            "state": record.slurm.state,
+            "exit_code": record.slurm.exit_code,
+            "node": record.slurm.node,
+            "submitted_at": _text_or_none(sub.get("submitted_at")),
+            "job_started_at": _text_or_none(st.get("job_started_at")),
+            "job_ended_at": _text_or_none(st.get("ended_at")),
+            "phase": _text_or_none(st.get("phase")),
+            "image_digest_on_node": _text_or_none(st.get("image_digest_on_node")),
+            "source": f"record.json, {LOGS}/status.json (written by the job),"
+            f" {LOGS}/submission.json",
+        },
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def readme_text(index: BundleIndex, record: ClaimRecord, spec: ManifestSpec) -> str:
+    """The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
+    lines = [f"# Reproduction bundle: {record.claim}", ""]
+    if record.title:
+        lines += [record.title, ""]
+    lines += [
+        f"The handoff bundle of one dotlab-hpc run of the claim `{record.claim}` (run"
+        f" `{record.run_id}`), packed by {index.tool.name} {index.tool.version}; the record was"
+        f" written by {record.tool.name} {record.tool.version}.",
+        "",
+        "## Outcome",
+        "",
+        f"**{record.outcome}**: {record.reason}",
+        "",
+        "| target | expected | actual | abs_tol | rel_tol | within |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, t in sorted(record.targets.items()):
+        lines.append(
+            f"| {name} | {_fmt(t.expected)} | {_fmt(t.actual)} | {_fmt(t.abs_tol)}"
+            f" | {_fmt(t.rel_tol)} | {'yes' if t.within else 'no'} |"
+        )
+    sl = record.slurm
+    ev = record.evidence
+    lines += [
+        "",
+        f"Slurm job {sl.job_id or '—'} on node {sl.node or '—'}: state {sl.state or '—'},"
+        f" exit code {sl.exit_code if sl.exit_code is not None else '—'}. The container ran"
+        f" from {ev.container_started_at or '—'} to {ev.container_ended_at or '—'} (UTC,"
+        " written inside the container).",
+    ]
+    if ev.gpus:
+        lines += ["", "GPUs seen inside the container (`nvidia-smi -L`):", ""]
+        lines += [f"    {g}" for g in ev.gpus]
+    image = index.image
+    hexdigest = image.digest.removeprefix("sha256:")
+    if image.file is not None:
+        image_here = f"`{image.file}`: the image (`{image.digest}`)"
+        image_step = f"The image is `BUNDLE/{image.file}` (sha256 `{hexdigest}`)."
+        image_arg = f"BUNDLE/{image.file}"
+    else:
+        where = f"<{image.url}>" if image.url else "the authors (it is not in this bundle)"
+        image_here = f"no image: `pack --no-image` left it out; get it from {where}"
+        image_step = f"Get the image from {where}; `sha256sum` must print `{hexdigest}` for it."
+        image_arg = "<the .sif>"
+    lines += [
+        "",
+        "## What is here",
+        "",
+        f"- `{RECORD}`: the record of the run (outcome, targets, Slurm job, verified inputs)",
+        f"- `{EVIDENCE}`: container start and end times written inside the container,"
+        " `nvidia-smi -L` lines for GPU claims, the Slurm job's facts",
+        f"- `{index.manifest}`: the manifest exactly as submitted; `{RESOLVED}`: as read",
+    ]
+    if index.deffile:
+        lines.append(f"- `{index.deffile}`: the Apptainer definition the image is built from")
+    lines += [
+        f"- {image_here}",
+        f"- `{LOGS}/`: the job script, Slurm's log, the container's stdout/stderr, the step log",
+        f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file",
+        "",
+        "## Check it",
+        "",
+        "    dotlab-hpc verify-bundle .",
+        "",
+        f"or, with coreutils only: `sha256sum -c {SUMS}`.",
+        "",
+        "## Rerun it",
+        "",
+        f"1. Check out the code at commit `{spec.code.commit}`"
+        + (f" of {spec.code.repo}" if spec.code.repo else "")
+        + ", with nothing modified or added.",
+    ]
+    if spec.data:
+        lines.append(
+            "2. Put the data in one folder, each dataset at its path with this sha256"
+            " (`dotlab-hpc hash PATH` computes it):"
+        )
+        lines += [""] + [f"   - `{d.path}` ({d.name}): `{d.sha256}`" for d in spec.data] + [""]
+    else:
+        lines.append("2. This claim uses no data: any empty folder will do.")
+    lines += [
+        f"3. {image_step}",
+        "4. Run it on a Slurm cluster with Apptainer, from a working folder outside the bundle"
+        " (run directories are made there; BUNDLE is this folder):",
+        "",
+        f"       dotlab-hpc run BUNDLE/{index.manifest} \\",
+        f"         --code-dir <checkout of commit {spec.code.commit}> \\",
+        "         --data-dir <data with the listed sha256s> \\",
+        f"         --image {image_arg} --out-dir <an empty folder>",
+        "",
+        "It checks every input against the pinned sha256s and commit first, prints the outcome,"
+        " and exits 0 when the claim is reproduced.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tar_root_name(output: Path) -> str:
+    """The one folder a bundle .tar holds: the tar's stem when it is a plain name."""
+    stem = output.name[: -len(".tar")] if output.name.endswith(".tar") else output.stem
+    return stem if _TAR_ROOT_OK.fullmatch(stem) and stem not in (".", "..") else "bundle"
+
+
+def write_tar(tree: Path, dest: Path, root_name: str) -> None:
+    """A deterministic tar of ``tree`` under ``root_name/`` (see the module docstring)."""
+    files, problems = walk_files(tree)
+    if problems:
+        raise UsageError(f"{tree}: cannot be packed: {'; '.join(problems)}")
+    dirs = {root_name}
+    for f in files:
+        parts = f.split("/")[:-1]
+        dirs.update(root_name + "/" + "/".join(parts[: i + 1]) for i in range(len(parts)))
+    entries = sorted([*dirs, *(f"{root_name}/{f}" for f in files)], key=lambda n: n.encode())
+    file_set = {f"{root_name}/{f}" for f in files}
+    with dest.open("xb") as out:
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for name in entries:
+                info = tarfile.TarInfo(name)
+                info.mtime = TAR_MTIME
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                if name in file_set:
+                    src = tree / name[len(root_name) + 1 :]
+                    info.type = tarfile.REGTYPE
+                    info.mode = 0o644
+                    info.size = src.stat().st_size
+                    with src.open("rb") as data:
+                        tf.addfile(info, data)
+                else:
+                    info.type = tarfile.DIRTYPE
+                    info.mode = 0o755
+                    tf.addfile(info)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+# --------------------------------------------------------------------------- the run dir
+def _load_record(rd_path: Path, data: dict[str, Any] | None) -> ClaimRecord:
+    if data is None:
+        raise RunDirError(
+            f"{rd_path}: has no record yet; collect first",
+            hint=f"run `dotlab-hpc collect {rd_path}` once the job has finished, then pack",
+        )
+    try:
+        return ClaimRecord.model_validate(data)
+    except ValidationError as e:
+        raise RunDirError(f"{rd_path / RECORD_JSON}: not a dotlab-hpc record ({e})") from e
+
+
+def _source(path: Path) -> Path | None:
+    """A run-directory file to copy: None when absent; refused when not a regular file."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):
+        raise RunDirError(f"{path}: not a regular file; a run directory holds only files")
+    return path
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    dst.chmod(0o644)
+    fd = os.open(dst, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write(dst: Path, text: str) -> None:
+    dst.write_text(text, encoding="utf-8")
+    dst.chmod(0o644)
+
+
+def _check_target(output: Path, *, is_tar: bool) -> None:
+    try:
+        st = output.lstat()
+    except FileNotFoundError:
+        return
+    if is_tar:
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            return
+        raise UsageError(
+            f"-o {output}: exists; pack never overwrites a bundle", hint="choose another -o"
+        )
+    if not stat.S_ISDIR(st.st_mode) or any(output.iterdir()):
+        raise UsageError(
+            f"-o {output}: exists and is not an empty folder; pack never overwrites a bundle",
+            hint="choose another -o, or remove it",
+        )
+
+
+def _image_source(opts: PackOptions, run: Mapping[str, Any], digest: str) -> Path:
+    if opts.image is not None:
+        src = opts.image
+    else:
+        recorded = (run.get("paths") or {}).get("image")
+        if not recorded:
+            raise RunDirError(f"{opts.run_dir}: run.json names no image", hint="give --image")
+        src = Path(str(recorded))
+    if not src.is_file():
+        raise UsageError(
+            f"{src}: the run's image is not there any more",
+            hint=f"give --image F.sif (sha256 {digest.removeprefix('sha256:')}), or --no-image",
+        )
+    return src
+
+
+def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
+    """Fill the empty folder ``tree`` with the bundle of ``opts.run_dir``."""
+    rd = open_existing(opts.run_dir)
+    record = _load_record(rd.path, rd.read_json(RECORD_JSON))
+    run = rd.require_json(RUN_JSON)
+    manifest_name = str(run.get("manifest_file") or "")
+    if not manifest_name.startswith("manifest.orig.") or "/" in manifest_name:
+        raise RunDirError(f"{rd.path}: run.json names no manifest copy")
+    manifest = manifest_mod.load(rd.file(manifest_name))
+    if manifest.sha256 != record.manifest_sha256:
+        raise RunDirError(
+            f"{rd.file(manifest_name)}: sha256 {manifest.sha256} is not the record's"
+            f" {record.manifest_sha256}; the run directory was changed after collect"
+        )
+    digest = record.inputs.image_digest
+    image_src = _image_source(opts, run, digest) if opts.include_image else None
+    if opts.image_url is not None and not _URL_OK.fullmatch(opts.image_url):
+        raise UsageError(f"--image-url {opts.image_url!r}: not a URL (spaces or control chars)")
+
+    _copy(rd.file(manifest_name), tree / manifest_name)
+    _copy(rd.file(RECORD_JSON), tree / RECORD)
+    for name, dst in ((RESOLVED, RESOLVED), (DEF_NAME, DEF)):
+        if src := _source(rd.file(name)):
+            _copy(src, tree / dst)
+    for name in LOG_FILES:
+        if src := _source(rd.file(name)):
+            _copy(src, tree / LOGS / name)
+    size = None
+    if image_src is not None:
+        _copy(image_src, tree / IMAGE)
+        size = (tree / IMAGE).stat().st_size
+    markers = parse_markers(read_window(rd.file("container.err")))
+    evidence = derive_evidence(
+        record,
+        markers=markers,
+        status=rd.read_json(STATUS_JSON),
+        submission=rd.read_json(SUBMISSION_JSON),
+        gpu_claim=manifest.spec.is_gpu,
+    )
+    _write(tree / EVIDENCE, canonical_json(evidence))
+    index = BundleIndex(
+        bundle_version=1,
+        claim=record.claim,
+        run_id=record.run_id,
+        outcome=record.outcome,
+        manifest=manifest_name,
+        deffile=DEF if (tree / DEF).exists() else None,
+        image=BundleImage(
+            digest=digest,
+            file=IMAGE if image_src is not None else None,
+            url=opts.image_url,
+            size=size,
+        ),
+        tool=ToolRecord(name=TOOL_NAME, version=__version__),
+    )
+    _write(tree / INDEX, canonical_json(index.model_dump(mode="json")))
+    _write(tree / README, readme_text(index, record, manifest.spec))
+    files, problems = walk_files(tree)
+    if problems:  # pragma: no cover - the tree holds only what was just written
+        raise RunDirError(f"bundle tree: {'; '.join(problems)}")
+    digests = dict(zip(files, sha256_files([tree / f for f in files]), strict=True))
+    _write(tree / SUMS, sums_text(digests))
+    if image_src is not None and f"sha256:{digests[IMAGE]}" != digest:
+        raise UsageError(
+            f"{image_src}: sha256:{digests[IMAGE]} is not the image the run used ({digest})",
+            hint="give --image with the run's .sif, or --no-image",
+        )
+    return record, image_src is not None
+
+
+def pack(opts: PackOptions) -> PackResult:
+    """Make the bundle of a collected run at ``opts.output`` (a folder, or a .tar)."""
+    output = opts.output
+    is_tar = output.name.endswith(".tar")
+    _check_target(output, is_tar=is_tar)
+    parent = output.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=parent))
+    except OSError as e:
+        raise UsageError(f"-o {output}: cannot write there ({e.strerror})") from e
+    try:
+        tree = work / "bundle"
+        tree.mkdir()
+        record, with_image = build_tree(opts, tree)
+        report = verify_dir(tree)
+        if not report.ok:
+            failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.ok)
+            raise RunDirError(
+                f"the bundle of {opts.run_dir} fails its own check ({failed})",
+                hint="the run directory is inconsistent; collect it again or report a bug",
+            )
+        files, _ = walk_files(tree)
+        if is_tar:
+            tmp_tar = work / "bundle.tar"
+            write_tar(tree, tmp_tar, tar_root_name(output))
+            tmp_tar.chmod(0o644)
+            tmp_tar.replace(output)
+        else:
+            tree.chmod(0o755)
+            tree.rename(output)
+        _fsync_dir(parent)
+    except OSError as e:
+        raise UsageError(f"-o {output}: cannot make the bundle ({e.strerror or e})") from e
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return PackResult(
+        output=output,
+        is_tar=is_tar,
+        claim=record.claim,
+        outcome=record.outcome,
+        files=tuple(files),
+        image_included=with_image,
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

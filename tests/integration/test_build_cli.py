@@ -1,0 +1,116 @@
+"""`dotlab-hpc build` through the real command line, with the stand-in apptainer building a SIF."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc import manifest as manifest_mod
+from dotlab_hpc.render import render_def
+from tests.support.standin import STANDIN, require_standin
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "claim"
+
+
+def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def sha256sum(path: Path) -> str:
+    out = subprocess.run(["sha256sum", str(path)], capture_output=True, text=True, check=True)
+    return out.stdout.split()[0]
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    require_standin()
+    path = tmp_path / "claim.yaml"
+    shutil.copyfile(EXAMPLE / "claim.yaml", path)
+    return path
+
+
+def test_build_prints_the_digest_of_the_file_and_embeds_the_def(
+    manifest: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out" / "claim.sif"
+    cp = cli("build", manifest, "-o", out, "--apptainer", STANDIN)
+    assert cp.returncode == 0, cp.stderr
+    digest = sha256sum(out)
+    printed = re.findall(r"^digest: sha256:([0-9a-f]{64})$", cp.stdout, re.MULTILINE)
+    assert printed == [digest]
+    assert cp.stdout.endswith(f"image:\n  digest: sha256:{digest}\n")
+    assert "stand-in build: %post not executed" in cp.stderr  # apptainer's output came through
+
+    deffile = tmp_path / "out" / "claim.def"
+    rendered = render_def(manifest_mod.load(manifest))
+    assert deffile.read_text() == rendered
+    shown = subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", "inspect", "--def", str(out)],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert shown == rendered.encode()
+    assert "note:" not in cp.stderr  # the stored .def is the rendered one
+
+    again = cli("build", manifest, "-o", out, "--apptainer", STANDIN)
+    assert again.returncode == 2 and "exists" in again.stderr and "--force" in again.stderr
+    assert sha256sum(out) == digest
+
+
+def test_build_lock_and_force_with_apptainer_from_the_environment(
+    manifest: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "claim.sif"
+    out.write_bytes(b"old")
+    env = {**os.environ, "DOTLAB_APPTAINER": str(STANDIN)}
+    cp = cli("build", manifest, "-o", out, "--force", "--lock", env=env)
+    assert cp.returncode == 0, cp.stderr
+    lock = json.loads((tmp_path / "claim.lock.json").read_text())
+    assert lock["image"] == {
+        "digest": f"sha256:{sha256sum(out)}",
+        "path": "claim.sif",
+        "size": out.stat().st_size,
+    }
+    assert lock["def"] == {"sha256": sha256sum(tmp_path / "claim.def"), "path": "claim.def"}
+    assert lock["builder"] == {
+        "program": "apptainer",
+        "version": "apptainer version 1.3.6+dotlab-standin",
+    }
+    assert lock["claim"] == "example-centroid" and lock["lock_version"] == 1
+    assert "lock file:" in cp.stdout and "image:\n  digest:" not in cp.stdout
+
+
+def test_build_without_apptainer_says_so(manifest: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "DOTLAB_APPTAINER"}
+    env["PATH"] = str(empty)
+    cp = cli("build", manifest, "-o", tmp_path / "x.sif", env=env)
+    assert cp.returncode == 2
+    assert "Apptainer is not installed" in cp.stderr and "build" in cp.stderr
+    assert not (tmp_path / "x.sif").exists()
+
+
+def test_build_needs_image_build(tmp_path: Path) -> None:
+    text = (EXAMPLE / "claim.yaml").read_text()
+    path = tmp_path / "m.yaml"
+    path.write_text(text[: text.index("  build:")] + text[text.index("entrypoint:") :])
+    cp = cli("build", path, "-o", tmp_path / "x.sif", "--apptainer", STANDIN)
+    assert cp.returncode == 2 and "image.build is not set" in cp.stderr

@@ -1,0 +1,235 @@
+"""build: the .def beside the image, finding Apptainer, the lock file; a fake runner builds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc import manifest as manifest_mod
+from dotlab_hpc.build import (
+    LOCK_VERSION,
+    build_image,
+    def_path_for,
+    find_builder,
+    lock_path,
+    manifest_snippet,
+)
+from dotlab_hpc.errors import OperatorError, ToolMissing, UsageError
+from dotlab_hpc.manifest import Manifest
+from dotlab_hpc.proc import Completed
+from dotlab_hpc.render import render_def
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "claim"
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+class FakeRunner:
+    """Answers ``--version`` and "builds" by copying a real SIF to the output."""
+
+    def __init__(self, *, code: int = 0, version: str = "apptainer version 1.3.6\n") -> None:
+        self.code = code
+        self.version = version
+        self.runs: list[tuple[str, ...]] = []
+        self.streams: list[tuple[str, ...]] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> Completed:
+        self.runs.append(tuple(argv))
+        return Completed(tuple(argv), 0, self.version, "")
+
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        self.streams.append(tuple(argv))
+        if self.code == 0:
+            shutil.copyfile(EXAMPLE / "image.sif", argv[-2])
+        return self.code
+
+
+@pytest.fixture
+def fake_apptainer(tmp_path: Path) -> str:
+    prog = tmp_path / "bin" / "apptainer"
+    prog.parent.mkdir()
+    prog.write_text("#!/bin/sh\nexit 0\n")
+    prog.chmod(0o755)
+    return str(prog)
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Manifest:
+    path = tmp_path / "m" / "claim.yaml"
+    path.parent.mkdir()
+    shutil.copyfile(EXAMPLE / "claim.yaml", path)
+    return manifest_mod.load(path)
+
+
+def test_names() -> None:
+    assert lock_path(Path("/p/claim.yaml")) == Path("/p/claim.lock.json")
+    assert lock_path(Path("/p/x.v2.json")) == Path("/p/x.v2.lock.json")
+    assert def_path_for(Path("/o/claim.sif")) == Path("/o/claim.def")
+    assert def_path_for(Path("/o/img")) == Path("/o/img.def")
+    assert manifest_snippet("sha256:" + "a" * 64) == f"image:\n  digest: sha256:{'a' * 64}\n"
+
+
+def test_find_builder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("DOTLAB_APPTAINER", raising=False)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(ToolMissing, match="Apptainer is not installed") as e:
+        find_builder(None)
+    assert e.value.exit_code == 2 and "apptainer.org" in (e.value.hint or "")
+
+    sing = tmp_path / "sbin" / "singularity"
+    sing.parent.mkdir()
+    sing.write_text("#!/bin/sh\n")
+    sing.chmod(0o755)
+    monkeypatch.setenv("PATH", str(sing.parent))
+    assert find_builder(None) == str(sing)  # the fallback name
+
+    app = tmp_path / "abin" / "apptainer"
+    app.parent.mkdir()
+    app.write_text("#!/bin/sh\n")
+    app.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{sing.parent}:{app.parent}")
+    assert find_builder(None) == str(app)  # apptainer first
+
+    monkeypatch.setenv("DOTLAB_APPTAINER", str(sing))
+    assert find_builder(None) == str(sing)
+    assert find_builder(str(app)) == str(app)
+    with pytest.raises(ToolMissing, match="not an executable program"):
+        find_builder(str(tmp_path / "nope"))
+    monkeypatch.setenv("DOTLAB_APPTAINER", str(tmp_path))  # a folder
+    with pytest.raises(ToolMissing):
+        find_builder(None)
+
+
+def test_build_writes_the_def_and_reports_the_digest(
+    manifest: Manifest, tmp_path: Path, fake_apptainer: str
+) -> None:
+    runner = FakeRunner()
+    out = tmp_path / "o" / "claim.sif"
+    res = build_image(manifest, out, runner=runner, now=NOW, apptainer=fake_apptainer)
+    want = "sha256:" + hashlib.sha256((EXAMPLE / "image.sif").read_bytes()).hexdigest()
+    assert res.digest == want and res.size == out.stat().st_size
+    assert (tmp_path / "o" / "claim.def").read_text() == render_def(manifest)
+    assert runner.streams == [
+        (fake_apptainer, "build", "--fakeroot", str(out), str(tmp_path / "o" / "claim.def"))
+    ]
+    assert runner.runs == [(fake_apptainer, "--version")]
+    assert res.builder_version == "apptainer version 1.3.6"
+    assert res.lock is None and not lock_path(manifest.path).exists()
+    assert res.manifest_pins_it  # the example manifest pins examples/claim/image.sif
+    assert not res.embedded_def_matches  # the example image holds another .def
+
+
+def test_lock_file(manifest: Manifest, tmp_path: Path, fake_apptainer: str) -> None:
+    out = manifest.path.parent / "claim.sif"
+    res = build_image(
+        manifest, out, runner=FakeRunner(), now=NOW, apptainer=fake_apptainer, lock=True
+    )
+    assert res.lock == manifest.path.parent / "claim.lock.json"
+    data = json.loads(res.lock.read_text())
+    def_sha = hashlib.sha256((manifest.path.parent / "claim.def").read_bytes()).hexdigest()
+    assert data == {
+        "lock_version": LOCK_VERSION,
+        "claim": "example-centroid",
+        "manifest_sha256": manifest.sha256,
+        "image": {"digest": res.digest, "path": "claim.sif", "size": res.size},
+        "def": {"sha256": def_sha, "path": "claim.def"},
+        "base": {"bootstrap": "docker", "from": "python:3.11-slim@sha256:" + "0" * 64},
+        "builder": {"program": "apptainer", "version": "apptainer version 1.3.6"},
+        "tool": {"name": "dotlab-hpc", "version": data["tool"]["version"]},
+        "built_at": "2026-01-02T03:04:05Z",
+    }
+    # Elsewhere than below the manifest's folder: absolute paths; a silent builder: null.
+    out2 = tmp_path / "elsewhere" / "x.sif"
+    build_image(
+        manifest,
+        out2,
+        runner=FakeRunner(version=""),
+        now=NOW,
+        apptainer=fake_apptainer,
+        lock=True,
+    )
+    data = json.loads(res.lock.read_text())
+    assert data["image"]["path"] == str(out2) and data["builder"]["version"] is None
+    assert [p.name for p in res.lock.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_refusals(manifest: Manifest, tmp_path: Path, fake_apptainer: str) -> None:
+    no_build = tmp_path / "nb.yaml"
+    text = (EXAMPLE / "claim.yaml").read_text()
+    start = text.index("  build:")
+    end = text.index("entrypoint:")
+    no_build.write_text(text[:start] + text[end:])
+    with pytest.raises(UsageError, match=r"image\.build is not set") as e:
+        build_image(
+            manifest_mod.load(no_build),
+            tmp_path / "a.sif",
+            runner=FakeRunner(),
+            now=NOW,
+            apptainer=fake_apptainer,
+        )
+    assert e.value.exit_code == 2
+
+    out = tmp_path / "exists.sif"
+    out.write_bytes(b"old")
+    runner = FakeRunner()
+    with pytest.raises(UsageError, match="exists"):
+        build_image(manifest, out, runner=runner, now=NOW, apptainer=fake_apptainer)
+    assert runner.streams == [] and out.read_bytes() == b"old"
+    build_image(manifest, out, runner=runner, now=NOW, apptainer=fake_apptainer, force=True)
+    assert runner.streams[0][:4] == (fake_apptainer, "build", "--fakeroot", "--force")
+
+    handwritten = tmp_path / "mine.def"
+    handwritten.write_text("Bootstrap: docker\nFrom: mine\n")
+    with pytest.raises(UsageError, match="differs"):
+        build_image(
+            manifest,
+            tmp_path / "mine.sif",
+            runner=FakeRunner(),
+            now=NOW,
+            apptainer=fake_apptainer,
+        )
+    assert handwritten.read_text() == "Bootstrap: docker\nFrom: mine\n"
+    with pytest.raises(UsageError, match="over the image"):
+        build_image(
+            manifest, tmp_path / "x.def", runner=FakeRunner(), now=NOW, apptainer=fake_apptainer
+        )
+    with pytest.raises(UsageError, match="is a directory"):
+        build_image(manifest, tmp_path, runner=FakeRunner(), now=NOW, apptainer=fake_apptainer)
+
+
+def test_failed_build_is_an_operator_error(
+    manifest: Manifest, tmp_path: Path, fake_apptainer: str
+) -> None:
+    with pytest.raises(OperatorError, match="exit status 255") as e:
+        build_image(
+            manifest,
+            tmp_path / "a.sif",
+            runner=FakeRunner(code=255),
+            now=NOW,
+            apptainer=fake_apptainer,
+            lock=True,
+        )
+    assert e.value.exit_code == 2
+    assert not lock_path(manifest.path).exists()
