@@ -3,52 +3,482 @@
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from . import TOOL_NAME, __version__
-from . import manifest as manifest_mod
 from .errors import DotlabError, UsageError
+
+# Imported where used: `dotlab-hpc hash` starts in ~50 ms and must not pay for pydantic,
+# subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from . import manifest as manifest_mod
+    from .collect import Collected
+    from .poll import RunState
+    from .rundir import RunDir
+    from .slurm import SlurmClient
+    from .submit import SubmitOptions, SubmitResult
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _print_json(obj: Any) -> None:
+    import json
+
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 # --------------------------------------------------------------------------- verbs
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from . import manifest as manifest_mod
+    from .errors import ManifestError
+
+    problems: list[str] = []
     for path in args.manifest:
-        manifest_mod.load(path)
+        try:
+            manifest_mod.load(path)
+        except ManifestError as e:
+            problems += e.problems
+    if problems:
+        raise ManifestError(problems)
     return 0
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
+    from . import manifest as manifest_mod
+
     _print_json(manifest_mod.json_schema())
     return 0
 
 
-def _not_yet(args: argparse.Namespace) -> int:
-    raise UsageError(f"`{args.verb}` is not available in this build yet")
+def _cmd_hash(args: argparse.Namespace) -> int:
+    from .hashing import hash_line, hash_paths
+    from .progress import Progress
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
+    with Progress("hashing") as progress:
+        digests = hash_paths(args.paths, progress=progress, workers=args.jobs)
+    for path, digest in zip(args.paths, digests, strict=True):
+        sys.stdout.write(hash_line(digest, os.fsdecode(path)) + "\n")
+    return 0
 
 
-_cmd_hash = _not_yet
-_cmd_verify = _not_yet
-_cmd_render = _not_yet
-_cmd_submit = _not_yet
-_cmd_run = _not_yet
-_cmd_status = _not_yet
-_cmd_collect = _not_yet
-_cmd_cancel = _not_yet
-_cmd_inspect = _not_yet
-_cmd_build = _not_yet
-_cmd_pack = _not_yet
-_cmd_verify_bundle = _not_yet
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from . import manifest as manifest_mod
+    from .proc import SubprocessRunner
+    from .progress import Progress
+    from .verify import format_table, verify_inputs
+
+    m = manifest_mod.load(args.manifest)
+    with Progress("verifying") as progress:
+        report = verify_inputs(
+            m.spec,
+            code_dir=args.code_dir,
+            data_dir=args.data_dir,
+            image=args.image,
+            runner=SubprocessRunner(),
+            progress=progress,
+        )
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        sys.stdout.write(format_table(report))
+    return 0 if report.ok else 1
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from . import manifest as manifest_mod
+    from .build import build_image, manifest_snippet
+    from .clock import SystemClock
+    from .proc import SubprocessRunner
+
+    m = manifest_mod.load(args.manifest)
+    res = build_image(
+        m,
+        args.output,
+        runner=SubprocessRunner(),
+        now=SystemClock().now(),
+        apptainer=args.apptainer,
+        force=args.force,
+        lock=args.lock,
+    )
+    sys.stdout.flush()
+    if not res.embedded_def_matches:
+        sys.stderr.write(
+            f"{TOOL_NAME}: note: the .def stored in {res.image} differs from {res.deffile}"
+            " (Apptainer substitutes {{ }} build arguments)\n"
+        )
+    print(f"built {res.image} ({res.size} bytes) from {res.deffile}")
+    print(f"digest: {res.digest}")
+    if res.lock is not None:
+        print(f"lock file: {res.lock}")
+    elif res.manifest_pins_it:
+        print(f"{args.manifest} already pins this image")
+    else:
+        print(f"pin it in {args.manifest} (replacing image.digest):")
+        sys.stdout.write(manifest_snippet(res.digest))
+    return 0
+
+
+def _cmd_pack(args: argparse.Namespace) -> int:
+    from .pack import PackOptions, pack
+
+    if args.no_image and args.image is not None:
+        raise UsageError("--image and --no-image exclude each other")
+    res = pack(
+        PackOptions(
+            run_dir=args.run_dir,
+            output=args.output,
+            include_image=not args.no_image,
+            image=args.image,
+            image_url=args.image_url,
+        )
+    )
+    what = "with the image" if res.image_included else "without the image"
+    kind = "tar" if res.is_tar else "folder"
+    print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}")
+    return 0
+
+
+def _cmd_verify_bundle(args: argparse.Namespace) -> int:
+    from .bundle import format_report, verify_bundle
+
+    report = verify_bundle(args.bundle)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        sys.stdout.write(format_report(report))
+    return 0 if report.ok else 1
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .container import sif as sif_mod
+    from .errors import SifError
+
+    image = sif_mod.read_sif(args.sif, digest=not args.deffile)
+    if args.deffile:
+        if image.deffile is None:
+            raise SifError(f"{args.sif}: holds no definition file (no Def.FILE object)")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(image.deffile)
+        sys.stdout.buffer.flush()
+    elif args.json:
+        _print_json(image.as_dict())
+    else:
+        sys.stdout.write(sif_mod.format_summary(image))
+    return 0
+
+
+def _render_from_dockerfile(args: argparse.Namespace) -> int:
+    from .container import dockerfile
+
+    conversion = dockerfile.convert_dockerfile(args.from_dockerfile)
+    path = dockerfile.write_def(conversion, args.output)
+    for warning in conversion.warnings:
+        sys.stderr.write(f"{TOOL_NAME}: warning: {warning}\n")
+    sys.stdout.write(f"{path}\n")
+    return 0
+
+
+# ------------------------------------------------ render, submit, run, status, collect, cancel
+PLACEHOLDER_ROOT = Path("/dotlab")
+
+
+def _client() -> SlurmClient:
+    from .proc import SubprocessRunner
+    from .slurm import SlurmClient
+
+    return SlurmClient(SubprocessRunner())
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from . import manifest as manifest_mod
+
+    if args.from_dockerfile is not None:
+        return _render_from_dockerfile(args)
+    if args.manifest is None:
+        raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
+    from .container.apptainer import find_apptainer
+    from .fsio import atomic_write_text
+    from .render import JobSpec, TaskSpec, render_def, render_script
+    from .rundir import DEF_NAME, SCRIPT_NAME
+
+    m = manifest_mod.load(args.manifest)
+    out: Path = args.output
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"-o {out}: cannot create the folder ({e.strerror})") from e
+    task = TaskSpec(
+        manifest=m,
+        run_dir=(args.run_dir or PLACEHOLDER_ROOT / "run").absolute(),
+        code_dir=(args.code_dir or PLACEHOLDER_ROOT / "code").absolute(),
+        data_dir=(args.data_dir or PLACEHOLDER_ROOT / "data").absolute(),
+        out_dir=(args.out_dir or PLACEHOLDER_ROOT / "out").absolute(),
+        image=(args.image or PLACEHOLDER_ROOT / "image.sif").absolute(),
+    )
+    apptainer = args.apptainer or find_apptainer(None)
+    job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}", apptainer=apptainer)
+    written = [out / SCRIPT_NAME]
+    atomic_write_text(out / SCRIPT_NAME, render_script(job), mode=0o755)
+    if m.spec.image.build is not None:
+        atomic_write_text(out / DEF_NAME, render_def(m))
+        written.append(out / DEF_NAME)
+    for p in written:
+        print(p)
+    return 0
+
+
+def _submit_options(args: argparse.Namespace) -> SubmitOptions:
+    from .submit import SubmitOptions
+
+    if args.run_dir is not None and len(args.manifest) > 1:
+        raise UsageError("--run-dir names one run; with several manifests use --runs-root")
+    if args.record is not None and len(args.manifest) > 1:
+        raise UsageError("--record takes one claim; each run directory holds its own record.json")
+    return SubmitOptions(
+        manifests=tuple(args.manifest),
+        code_dir=args.code_dir,
+        data_dir=args.data_dir,
+        out_dir=args.out_dir,
+        image=args.image,
+        run_dir=args.run_dir,
+        runs_root=args.runs_root,
+        apptainer=args.apptainer,
+        margin_s=_margin_s(),
+    )
+
+
+def _margin_s() -> int:
+    from .render import DEFAULT_MARGIN_S
+
+    raw = os.environ.get("DOTLAB_TIME_MARGIN_S")
+    if raw is None:
+        return DEFAULT_MARGIN_S
+    if not raw.isdigit():
+        raise UsageError(f"DOTLAB_TIME_MARGIN_S={raw!r}: must be a whole number of seconds")
+    return int(raw)
+
+
+def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], list[str]]:
+    from . import verify
+    from .proc import SubprocessRunner
+    from .progress import Progress
+
+    runner = SubprocessRunner()
+
+    def check(m: manifest_mod.Manifest) -> list[str]:
+        with Progress(f"verifying {m.spec.claim}") as progress:
+            report = verify.verify_inputs(
+                m.spec,
+                code_dir=args.code_dir,
+                data_dir=args.data_dir,
+                image=args.image,
+                runner=runner,
+                progress=progress,
+            )
+        return report.mismatches()
+
+    return check
+
+
+def _logger(log_file: Path | None) -> Callable[[RunDir | None, dict[str, Any]], None]:
+    from .record import append_event
+
+    def log(rd: RunDir | None, ev: dict[str, Any]) -> None:
+        if rd is not None:
+            rd.log_event(ev)
+        if log_file is not None:
+            append_event(log_file, ev)
+
+    return log
+
+
+def _on_retry(attempt: int, error: Exception, delay: float) -> None:
+    sys.stderr.write(
+        f"{TOOL_NAME}: sbatch attempt {attempt} failed ({error}); retrying in {delay:.0f} s\n"
+    )
+
+
+def _do_submit(args: argparse.Namespace, *, dry_run: bool) -> SubmitResult:
+    from .clock import SystemClock
+    from .submit import execute
+
+    return execute(
+        _submit_options(args),
+        client=_client(),
+        clock=SystemClock(),
+        verify_run=_verify_run(args),
+        dry_run=dry_run,
+        log=_logger(args.log_file),
+        on_retry=_on_retry,
+    )
+
+
+def _print_submission(res: SubmitResult) -> None:
+    from .view import table
+
+    rows = []
+    for r in res.runs:
+        if r.job_id:
+            what = r.job_id
+        elif r.mismatch is not None:
+            what = f"not submitted: input_mismatch: {r.mismatch.reason}"
+        else:
+            what = "-"
+        rows.append([r.claim, str(r.run_dir), what])
+    for line in table(rows, ["CLAIM", "RUN DIR", "JOB"]):
+        print(line)
+
+
+def _print_dry_run(res: SubmitResult) -> None:
+    for r in res.runs:
+        if r.mismatch is not None:
+            print(f"# {r.claim}: input_mismatch: {r.mismatch.reason}")
+    if res.script is None:
+        print("# nothing would be submitted")
+        return
+    import shlex
+
+    print(f"# sbatch command:\n{shlex.join(res.sbatch_argv or ())}")
+    print("# the job script:")
+    sys.stdout.write(res.script)
+    for i, argv in enumerate(res.apptainer_argvs):
+        print(f"# apptainer command of task {i}:\n{shlex.join(argv)}")
+
+
+def _follow(run_dirs: Sequence[Path], log_file: Path | None = None) -> list[RunState]:
+    from .clock import SystemClock
+    from .poll import follow
+    from .record import event
+    from .rundir import open_existing
+    from .view import status_lines
+
+    dirs = [open_existing(p) for p in run_dirs]
+    by_path = {rd.path: rd for rd in dirs}
+    log = _logger(log_file)
+    seen: dict[Path, str] = {}
+    live = sys.stderr.isatty()
+    drawn = 0
+
+    def show(states: list[RunState]) -> None:
+        nonlocal drawn
+        for s in states:
+            if seen.get(s.run_dir) != s.state:
+                seen[s.run_dir] = s.state
+                log(by_path.get(s.run_dir), event("state", SystemClock().now(),
+                                                  run_dir=str(s.run_dir), job_id=s.job_id,
+                                                  state=s.state, node=s.node))  # fmt: skip
+        if not live:
+            return
+        lines = status_lines(states)
+        if drawn:
+            sys.stderr.write(f"\x1b[{drawn}F\x1b[J")
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
+        drawn = len(lines)
+
+    return follow(dirs, _client(), SystemClock(), on_cycle=show)
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    res = _do_submit(args, dry_run=args.dry_run)
+    if args.dry_run:
+        _print_dry_run(res)
+    else:
+        _print_submission(res)
+        if args.wait:
+            _follow([r.run_dir for r in res.runs if r.job_id], args.log_file)
+    return 1 if any(r.mismatch for r in res.runs) else 0
+
+
+def _print_collected(results: Sequence[Collected]) -> int:
+    from .view import table
+
+    rows = []
+    code = 0
+    for c in results:
+        if c.record is not None:
+            rows.append([c.claim, c.record.outcome, c.record.reason])
+            code = max(code, 0 if c.record.outcome == "reproduced" else 1)
+        else:
+            rows.append([c.claim, "error", str(c.error)])
+            code = 2
+    for line in table(rows):
+        print(line)
+    for c in results:
+        if c.error is not None:
+            for line in c.error.lines():
+                sys.stderr.write(f"{TOOL_NAME}: {c.run_dir}: {line}\n")
+    return code
+
+
+def _collect(run_dirs: Sequence[Path], record: Path | None, log_file: Path | None) -> int:
+    from .clock import SystemClock
+    from .collect import collect_runs
+    from .rundir import open_existing
+
+    dirs = [open_existing(p) for p in run_dirs]
+    results = collect_runs(
+        dirs, _client(), now=SystemClock().now(), extra_record=record, log=_logger(log_file)
+    )
+    return _print_collected(results)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    res = _do_submit(args, dry_run=False)
+    _print_submission(res)
+    submitted = [r.run_dir for r in res.runs if r.job_id]
+    if submitted:
+        _follow(submitted, args.log_file)
+    return _collect([r.run_dir for r in res.runs], args.record, args.log_file)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from .clock import SystemClock
+    from .poll import poll_once
+    from .rundir import open_existing
+    from .view import status_lines
+
+    if args.watch:
+        states = _follow(args.run_dirs)
+    else:
+        dirs = [open_existing(p) for p in args.run_dirs]
+        states = poll_once(dirs, _client(), now=SystemClock().now())
+    if args.json:
+        _print_json([s.as_json() for s in states])
+    else:
+        for line in status_lines(states):
+            print(line)
+    return 0
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    if args.record is not None and len(args.run_dirs) > 1:
+        raise UsageError("--record takes one run directory")
+    return _collect(args.run_dirs, args.record, args.log_file)
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    from .rundir import SUBMISSION_JSON, open_existing
+
+    ids = []
+    for p in args.run_dirs:
+        sub = open_existing(p).read_json(SUBMISSION_JSON)
+        if sub is None or not sub.get("job_id"):
+            sys.stderr.write(f"{TOOL_NAME}: {p}: never submitted; nothing to cancel\n")
+            continue
+        ids.append(str(sub["job_id"]))
+    if ids:
+        _client().cancel(ids)
+        print(f"cancelled {' '.join(ids)}")
+    return 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -106,6 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("hash", _cmd_hash, "print `sha256  path` for files and directories")
     p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument(
+        "-j", "--jobs", type=int, help="files hashed at once (default: the cores available)"
+    )
 
     p = verb("verify", _cmd_verify, "run the pre-flight checks; submit nothing")
     p.add_argument("manifest", type=Path)
@@ -116,6 +549,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("manifest", nargs="?", type=Path)
     p.add_argument("-o", "--output", type=Path, default=Path(), help="folder to write into")
     p.add_argument("--from-dockerfile", type=Path, help="convert a Dockerfile into a .def")
+    for flag, what in (
+        ("--code-dir", "code"),
+        ("--data-dir", "data"),
+        ("--out-dir", "output"),
+        ("--run-dir", "run"),
+    ):
+        p.add_argument(
+            flag,
+            type=Path,
+            help=f"the {what} folder to write into the script (default: under {PLACEHOLDER_ROOT})",
+        )
+    p.add_argument("--image", type=Path, help="the .sif path to write into the script")
+    p.add_argument("--apptainer", help="the apptainer program the job runs")
 
     p = verb("submit", _cmd_submit, "verify, render and sbatch; print the run directory and job id")
     _add_submit_options(p)
@@ -149,16 +595,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("build", _cmd_build, "render the .def and run `apptainer build --fakeroot`")
     p.add_argument("manifest", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True, help="the .sif to write")
-    p.add_argument("--lock", action="store_true", help="update the lock file next to the manifest")
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, help="the .sif to write (the .def goes beside)"
+    )
+    p.add_argument(
+        "--lock",
+        action="store_true",
+        help="write the build's facts to <manifest stem>.lock.json next to the manifest",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing image and .def")
+    p.add_argument(
+        "--apptainer",
+        help="the apptainer program (default: $DOTLAB_APPTAINER, then apptainer or singularity"
+        " on PATH)",
+    )
 
-    p = verb("pack", _cmd_pack, "the paper's handoff bundle of a reproduced run")
+    p = verb("pack", _cmd_pack, "the paper's handoff bundle of a collected run")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True, help="bundle folder or .tar")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="the bundle folder to create (absent or empty), or X.tar for a deterministic tar",
+    )
     p.add_argument("--no-image", action="store_true", help="leave the .sif out; keep its digest")
+    p.add_argument(
+        "--image", type=Path, help="the run's .sif, when it is no longer where run.json says"
+    )
+    p.add_argument("--image-url", help="where the .sif can be fetched (written into the bundle)")
 
-    p = verb("verify-bundle", _cmd_verify_bundle, "check a handoff bundle")
+    p = verb("verify-bundle", _cmd_verify_bundle, "check a handoff bundle (folder or .tar)")
     p.add_argument("bundle", type=Path)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -170,6 +639,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except DotlabError as e:
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         for line in e.lines():
             sys.stderr.write(

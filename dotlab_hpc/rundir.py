@@ -2,8 +2,8 @@
 
 Layout (all JSON written atomically; ``status.json`` is written by the job itself):
 
-    manifest.json      the resolved manifest (canonical JSON)
-    manifest.source    the manifest's original bytes (its sha256 is the manifest hash)
+    manifest.orig.EXT  the manifest's bytes as submitted (their sha256 is the manifest hash)
+    manifest.resolved.json  the validated manifest with every default filled in
     run.json           who/what/where: run id, claim, paths, apptainer, the verified inputs
     job.sbatch         the rendered script
     claim.def          the rendered .def (when image.build is set)
