@@ -146,9 +146,14 @@ def test_hostile_values_never_run(
         "SLURM_JOB_ID": "7",
         "DOTLAB_ARGV_DUMP": str(dump),
     }
-    done = subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env, timeout=30)
+    work = root / "cwd"  # an injected relative command would leave files here
+    work.mkdir()
+    done = subprocess.run(
+        ["bash", str(path)], capture_output=True, text=True, env=env, timeout=30, cwd=work
+    )
     assert done.returncode == 0, done.stderr
     assert not CANARY.exists(), "an injected command ran"
+    assert list(work.iterdir()) == [], "an injected command ran in the working directory"
     (expected,) = apptainer_argvs(job)
     assert json.loads(dump.read_text()) == list(expected)
     status = json.loads((run / "status.json").read_text())
