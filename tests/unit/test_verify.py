@@ -323,16 +323,6 @@ def test_unreadable_file_in_a_dataset_is_a_mismatch(
     assert check.reason == "set/bad.csv cannot be read (Input/output error)"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_by_mode(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "x.csv").write_text("x")
-    (data / "x.csv").chmod(0)
-    check = _dataset(_verify(tmp_path, data, [{"name": "x", "path": "x.csv", "sha256": "0" * 64}]))
-    assert check.reason == "cannot be read (Permission denied)"
-
-
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
 def test_unreadable_real_file_even_as_root(tmp_path: Path) -> None:
     """/proc/self/clear_refs is a regular file none can read: EACCES for users, EINVAL for root."""
