@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from . import TOOL_NAME, __version__
 from .container.apptainer import build_argv, find_apptainer
@@ -44,7 +43,7 @@ from .errors import OperatorError, ToolMissing, UsageError
 from .fsio import atomic_write_json, atomic_write_text
 from .hashing import sha256_file
 from .manifest import Manifest
-from .proc import Completed
+from .proc import StreamingRunner
 from .render import def_view, render_def
 from .rundir import utc_text
 
@@ -52,28 +51,6 @@ LOCK_VERSION = 1
 LOCK_SUFFIX = ".lock.json"
 VERSION_TIMEOUT_S = 30.0
 INSTALL_URL = "https://apptainer.org/docs/admin/latest/installation.html"
-
-
-class BuildRunner(Protocol):
-    """What a build needs from the subprocess seam (``proc.SubprocessRunner`` is one)."""
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed: ...
-
-    def stream(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-    ) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -133,7 +110,7 @@ def find_builder(explicit: str | None) -> str:
     return found
 
 
-def builder_version(runner: BuildRunner, program: str) -> str | None:
+def builder_version(runner: StreamingRunner, program: str) -> str | None:
     """What ``program --version`` printed (one line), or None."""
     try:
         done = runner.run((program, "--version"), timeout=VERSION_TIMEOUT_S)
@@ -207,7 +184,7 @@ def build_image(
     m: Manifest,
     output: Path,
     *,
-    runner: BuildRunner,
+    runner: StreamingRunner,
     now: datetime,
     apptainer: str | None = None,
     force: bool = False,

@@ -36,6 +36,18 @@ class Runner(Protocol):
     ) -> Completed: ...
 
 
+class StreamingRunner(Runner, Protocol):
+    """A Runner that can also run a program on the terminal (long builds a person watches)."""
+
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int: ...
+
+
 @dataclass
 class SubprocessRunner:
     """The real Runner: ``subprocess.run`` with an argv list, a timeout and captured text."""
