@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -54,7 +55,10 @@ def jobs_named(name: str, env: dict[str, str]) -> list[str]:
 
 # --------------------------------------------------------------------------- reproduced
 def test_reproduced(kit: Kit) -> None:
-    res = kit.run(kit.manifest("good"), "--record", str(kit.root / "rec.json"))
+    log = kit.root / "steps.jsonl"
+    res = kit.run(
+        kit.manifest("good"), "--record", str(kit.root / "rec.json"), "--log-file", str(log)
+    )
     assert res.rc == 0, res.stderr
     rec = res.record
     assert rec is not None and rec["outcome"] == "reproduced"
@@ -77,6 +81,26 @@ def test_reproduced(kit: Kit) -> None:
     ]
     assert events[:3] == ["verified", "rendered", "submitted"]
     assert "state" in events and events[-1] == "collected"
+    logged = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert [e["event"] for e in logged] == events
+    assert all(e["ts"].endswith("Z") for e in logged)
+
+
+def test_dry_run_prints_everything_and_submits_nothing(kit: Kit, slurm_env: dict[str, str]) -> None:
+    m = kit.manifest("dry")
+    args = kit.inputs(m)
+    res = kit.cli("submit", *args, "--dry-run")
+    assert res.rc == 0, res.stderr
+    assert "# sbatch command:\nsbatch --parsable --job-name=dotlab-dry-" in res.stdout
+    assert "#!/bin/bash\n#SBATCH --time=00:07:00\n" in res.stdout
+    assert "# apptainer command of task 0:\n" in res.stdout
+    assert "exec --containall --no-eval --net --network none" in res.stdout
+    run_dir = Path(args[args.index("--run-dir") + 1])
+    out_dir = Path(args[args.index("--out-dir") + 1])
+    assert not run_dir.exists() and not out_dir.exists()
+    job_name = re.search(r"--job-name=(\S+)", res.stdout)
+    assert job_name is not None
+    assert jobs_named(job_name.group(1), slurm_env) == []
 
 
 def test_status_and_collect_from_fresh_processes_are_stable(kit: Kit) -> None:
