@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from . import manifest as manifest_mod
     from .collect import Collected
     from .poll import RunState
-    from .rundir import RunDir
     from .slurm import SlurmClient
     from .submit import SubmitOptions, SubmitResult
 
@@ -288,18 +287,6 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
     return check
 
 
-def _logger(log_file: Path | None) -> Callable[[RunDir | None, dict[str, Any]], None]:
-    from .record import append_event
-
-    def log(rd: RunDir | None, ev: dict[str, Any]) -> None:
-        if rd is not None:
-            rd.log_event(ev)
-        if log_file is not None:
-            append_event(log_file, ev)
-
-    return log
-
-
 def _on_retry(attempt: int, error: Exception, delay: float) -> None:
     sys.stderr.write(
         f"{TOOL_NAME}: sbatch attempt {attempt} failed ({error}); retrying in {delay:.0f} s\n"
@@ -308,6 +295,7 @@ def _on_retry(attempt: int, error: Exception, delay: float) -> None:
 
 def _do_submit(args: argparse.Namespace, *, dry_run: bool) -> SubmitResult:
     from .clock import SystemClock
+    from .record import step_logger
     from .submit import execute
 
     return execute(
@@ -316,124 +304,82 @@ def _do_submit(args: argparse.Namespace, *, dry_run: bool) -> SubmitResult:
         clock=SystemClock(),
         verify_run=_verify_run(args),
         dry_run=dry_run,
-        log=_logger(args.log_file),
+        log=step_logger(args.log_file),
         on_retry=_on_retry,
     )
-
-
-def _print_submission(res: SubmitResult) -> None:
-    from .view import table
-
-    rows = []
-    for r in res.runs:
-        if r.job_id:
-            what = r.job_id
-        elif r.mismatch is not None:
-            what = f"not submitted: input_mismatch: {r.mismatch.reason}"
-        else:
-            what = "-"
-        rows.append([r.claim, str(r.run_dir), what])
-    for line in table(rows, ["CLAIM", "RUN DIR", "JOB"]):
-        print(line)
-
-
-def _print_dry_run(res: SubmitResult) -> None:
-    for r in res.runs:
-        if r.mismatch is not None:
-            print(f"# {r.claim}: input_mismatch: {r.mismatch.reason}")
-    if res.script is None:
-        print("# nothing would be submitted")
-        return
-    import shlex
-
-    print(f"# sbatch command:\n{shlex.join(res.sbatch_argv or ())}")
-    print("# the job script:")
-    sys.stdout.write(res.script)
-    for i, argv in enumerate(res.apptainer_argvs):
-        print(f"# apptainer command of task {i}:\n{shlex.join(argv)}")
 
 
 def _follow(run_dirs: Sequence[Path], log_file: Path | None = None) -> list[RunState]:
     from .clock import SystemClock
     from .poll import follow
-    from .record import event
+    from .record import step_logger
     from .rundir import open_existing
     from .view import status_lines
 
-    dirs = [open_existing(p) for p in run_dirs]
-    by_path = {rd.path: rd for rd in dirs}
-    log = _logger(log_file)
-    seen: dict[Path, str] = {}
     live = sys.stderr.isatty()
     drawn = 0
 
-    def show(states: list[RunState]) -> None:
+    def redraw(states: list[RunState]) -> None:
         nonlocal drawn
-        for s in states:
-            if seen.get(s.run_dir) != s.state:
-                seen[s.run_dir] = s.state
-                log(by_path.get(s.run_dir), event("state", SystemClock().now(),
-                                                  run_dir=str(s.run_dir), job_id=s.job_id,
-                                                  state=s.state, node=s.node))  # fmt: skip
         if not live:
             return
         lines = status_lines(states)
         if drawn:
-            sys.stderr.write(f"\x1b[{drawn}F\x1b[J")
+            sys.stderr.write(f"\x1b[{drawn}F\x1b[J")  # back to the table's first line
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
         drawn = len(lines)
 
-    return follow(dirs, _client(), SystemClock(), on_cycle=show)
+    dirs = [open_existing(p) for p in run_dirs]
+    return follow(dirs, _client(), SystemClock(), on_cycle=redraw, log=step_logger(log_file))
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    from .view import dry_run_text, submission_lines
+
     res = _do_submit(args, dry_run=args.dry_run)
     if args.dry_run:
-        _print_dry_run(res)
+        sys.stdout.write(dry_run_text(res))
     else:
-        _print_submission(res)
+        print("\n".join(submission_lines(res)))
         if args.wait:
             _follow([r.run_dir for r in res.runs if r.job_id], args.log_file)
     return 1 if any(r.mismatch for r in res.runs) else 0
 
 
 def _print_collected(results: Sequence[Collected]) -> int:
-    from .view import table
+    from .view import collected_lines
 
-    rows = []
+    print("\n".join(collected_lines(results)))
     code = 0
     for c in results:
-        if c.record is not None:
-            rows.append([c.claim, c.record.outcome, c.record.reason])
-            code = max(code, 0 if c.record.outcome == "reproduced" else 1)
-        else:
-            rows.append([c.claim, "error", str(c.error)])
-            code = 2
-    for line in table(rows):
-        print(line)
-    for c in results:
         if c.error is not None:
+            code = 2
             for line in c.error.lines():
                 sys.stderr.write(f"{TOOL_NAME}: {c.run_dir}: {line}\n")
+        elif c.record is not None and c.record.outcome != "reproduced":
+            code = max(code, 1)
     return code
 
 
 def _collect(run_dirs: Sequence[Path], record: Path | None, log_file: Path | None) -> int:
     from .clock import SystemClock
     from .collect import collect_runs
+    from .record import step_logger
     from .rundir import open_existing
 
     dirs = [open_existing(p) for p in run_dirs]
     results = collect_runs(
-        dirs, _client(), now=SystemClock().now(), extra_record=record, log=_logger(log_file)
+        dirs, _client(), now=SystemClock().now(), extra_record=record, log=step_logger(log_file)
     )
     return _print_collected(results)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .view import submission_lines
+
     res = _do_submit(args, dry_run=False)
-    _print_submission(res)
+    print("\n".join(submission_lines(res)))
     submitted = [r.run_dir for r in res.runs if r.job_id]
     if submitted:
         _follow(submitted, args.log_file)

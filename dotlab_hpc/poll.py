@@ -16,6 +16,7 @@ from typing import Any
 
 from .clock import Clock
 from .errors import OperatorError, ProcTimeout, SlurmError
+from .record import Logger, event
 from .rundir import RECORD_JSON, RUN_JSON, STATUS_JSON, SUBMISSION_JSON, RunDir
 from .slurm import JobInfo, JobState, SlurmClient, is_terminal
 
@@ -227,14 +228,20 @@ def follow(
     clock: Clock,
     *,
     on_cycle: Callable[[list[RunState]], None] | None = None,
+    log: Logger | None = None,
     file_check_s: float = 1.0,
     base_s: float = 5.0,
     cap_s: float = 60.0,
     max_failures: int = 8,
     rng: random.Random | None = None,
 ) -> list[RunState]:
-    """Wait until every run has finished; Slurm is asked with backoff, status files each second."""
+    """Wait until every run has finished; Slurm is asked with backoff, status files each second.
+
+    ``log`` gets a ``state`` event for each run whose state changed.
+    """
     r = rng or random.Random()
+    by_path = {rd.path: rd for rd in run_dirs}
+    seen: dict[Path, str] = {}
     interval = base_s
     next_query = clock.now()
     last: list[RunState] = []
@@ -263,6 +270,12 @@ def follow(
                 s if s.finished else (_local_state(RunDir(s.run_dir)).done or s) for s in last
             ]
         last = states
+        for st in states:
+            if log is not None and seen.get(st.run_dir) != st.state:
+                ev = event("state", now, run_dir=str(st.run_dir), job_id=st.job_id,
+                           state=st.state, node=st.node)  # fmt: skip
+                log(by_path.get(st.run_dir), ev)
+            seen[st.run_dir] = st.state
         if on_cycle is not None and states:
             on_cycle(states)
         if states and all(s.finished for s in states):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -12,6 +13,9 @@ from . import TOOL_NAME, __version__
 from .classify import TargetResult, Verdict
 from .errors import UsageError
 from .fsio import append_line, atomic_write_json, json_line
+
+if TYPE_CHECKING:
+    from .rundir import RunDir
 
 RECORD_VERSION = 1
 
@@ -139,6 +143,21 @@ def write_record(record: ClaimRecord, *paths: Path) -> None:
 def event(kind: str, now: datetime, **fields: Any) -> dict[str, Any]:
     """One step-log event: ``{"event": kind, "ts": ..., ...}``."""
     return {"event": kind, "ts": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), **fields}
+
+
+Logger = Callable[["RunDir | None", dict[str, Any]], None]
+
+
+def step_logger(log_file: Path | None) -> Logger:
+    """Log each step to the run directory's events.jsonl and, when given, to ``--log-file``."""
+
+    def log(rd: RunDir | None, ev: dict[str, Any]) -> None:
+        if rd is not None:
+            rd.log_event(ev)
+        if log_file is not None:
+            append_event(log_file, ev)
+
+    return log
 
 
 def append_event(path: Path, ev: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from .record import (
     ClaimRecord,
     EvidenceRecord,
     InputsRecord,
+    Logger,
     SlurmRecord,
     build_record,
     event,
@@ -407,9 +408,6 @@ class SubmitResult:
     sbatch_argv: tuple[str, ...] | None
     apptainer_argvs: tuple[tuple[str, ...], ...]
     dry_run: bool
-
-
-Logger = Callable[[RunDir | None, dict[str, Any]], None]
 
 
 def execute(
