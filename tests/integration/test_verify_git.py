@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dotlab_hpc import checkout as checkout_mod
 from dotlab_hpc import verify
 from dotlab_hpc.proc import SubprocessRunner
 
@@ -294,7 +295,7 @@ def test_the_overrides_are_what_disarms_them(
 ) -> None:
     """Control: the same check without the ``-c`` overrides runs the filters and fsmonitors."""
     code, head, markers = trap_repo
-    monkeypatch.setattr(verify, "_overrides", lambda runner, git_dir: ())
+    monkeypatch.setattr(checkout_mod, "_overrides", lambda runner, git_dir: ())
     make_stat_dirty(code)
     check(code, head)
     fired = {p.name for p in markers.iterdir()}

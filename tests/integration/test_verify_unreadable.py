@@ -12,30 +12,17 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dotlab_hpc import verify
 from dotlab_hpc.manifest import validate_data
-from dotlab_hpc.proc import Completed
+from tests.support.fakes import clean_git
 
 USER = 10001
 COMMIT = "c0" * 20
-
-
-class CleanGit:
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        return Completed(tuple(argv), 0, f"{COMMIT}\n" if "rev-parse" in argv else "", "")
 
 
 @pytest.fixture
@@ -71,7 +58,7 @@ def run_as_user(result_path: Path, data_dir: Path, code: Path, image: Path) -> d
 
     def check() -> dict[str, str]:
         report = verify.verify_inputs(
-            spec, code_dir=code, data_dir=data_dir, image=image, runner=CleanGit()
+            spec, code_dir=code, data_dir=data_dir, image=image, runner=clean_git(COMMIT)
         )
         return {c.name: c.reason for c in report.checks}
 

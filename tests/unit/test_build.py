@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,41 +23,26 @@ from dotlab_hpc.errors import OperatorError, ToolMissing, UsageError
 from dotlab_hpc.manifest import Manifest
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.render import render_def
+from tests.support.fakes import ScriptedRunner
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim"
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-class FakeRunner:
+class FakeRunner(ScriptedRunner[tuple[str, ...]]):
     """Answers ``--version`` and "builds" by copying a real SIF to the output."""
 
     def __init__(self, *, code: int = 0, version: str = "apptainer version 1.3.6\n") -> None:
+        super().__init__(lambda argv: Completed(argv, 0, version, ""), stream=self.build)
         self.code = code
-        self.version = version
-        self.runs: list[tuple[str, ...]] = []
-        self.streams: list[tuple[str, ...]] = []
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        self.runs.append(tuple(argv))
-        return Completed(tuple(argv), 0, self.version, "")
+    @property
+    def runs(self) -> list[tuple[str, ...]]:
+        """The argv of every ``run`` (``streams`` holds the builds)."""
+        return self.calls
 
-    def stream(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-    ) -> int:
-        self.streams.append(tuple(argv))
+    def build(self, argv: tuple[str, ...]) -> int:
         if self.code == 0:
             shutil.copyfile(EXAMPLE / "image.sif", argv[-2])
         return self.code

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,29 +14,20 @@ from dotlab_hpc.poll import explain_reason, follow, poll_once
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir import RunDir
 from dotlab_hpc.slurm import SlurmClient
+from tests.support.fakes import ScriptedRunner
 
 NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
 
-@dataclass
-class FakeSacct:
+class FakeSacct(ScriptedRunner[tuple[str, ...]]):
     """A Runner that answers sacct from a table of job states and counts every call."""
 
-    states: dict[str, str]
-    calls: list[tuple[str, ...]] = field(default_factory=list)
-    fail: bool = False
+    def __init__(self, states: dict[str, str], fail: bool = False) -> None:
+        super().__init__(self.answer)
+        self.states = states
+        self.fail = fail
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        args = tuple(argv)
-        self.calls.append(args)
+    def answer(self, args: tuple[str, ...]) -> Completed:
         if self.fail:
             return Completed(args, 1, "", "sacct: error: Problem talking to the database")
         assert args[0] == "sacct"

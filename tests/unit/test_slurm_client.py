@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from dotlab_hpc.errors import ProcTimeout, SlurmError
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.slurm import JobState, SlurmClient, read_tail, sbatch_argv
+from tests.support.fakes import ScriptedRunner
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 SINCE = datetime(2026, 11, 29, 0, 0, 0)
@@ -30,30 +30,22 @@ def recorded(name: str) -> Completed:
 Answer = Completed | Exception | Callable[[tuple[str, ...]], Completed]
 
 
-@dataclass
-class FakeRunner:
+class FakeRunner(ScriptedRunner[tuple[str, ...]]):
     """Answers by the program name (argv[0]) from a queue; records every argv it was given."""
 
-    answers: dict[str, list[Answer]] = field(default_factory=dict)
-    calls: list[tuple[str, ...]] = field(default_factory=list)
-    envs: list[Mapping[str, str] | None] = field(default_factory=list)
+    def __init__(self) -> None:
+        super().__init__(self.answer)
+        self.answers: dict[str, list[Answer]] = {}
 
     def add(self, program: str, *answers: Answer) -> FakeRunner:
         self.answers.setdefault(program, []).extend(answers)
         return self
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        args = tuple(argv)
-        self.calls.append(args)
-        self.envs.append(env)
+    @property
+    def envs(self) -> list[Mapping[str, str] | None]:
+        return [call.env for call in self.log]
+
+    def answer(self, args: tuple[str, ...]) -> Completed:
         queue = self.answers.get(args[0], [])
         if not queue:
             raise AssertionError(f"unexpected call {args}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,30 +13,24 @@ from dotlab_hpc.errors import SlurmError, UsageError
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.slurm import SlurmClient
 from dotlab_hpc.submit import SubmitOptions, backoff_delays, check_out_dirs, plan, submit_once
+from tests.support.fakes import ScriptedRunner
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 TIMED_OUT = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
 
 
-@dataclass
-class FakeSlurm:
-    """sbatch answers from a script of outcomes; squeue/sacct by name see created jobs."""
+class FakeSlurm(ScriptedRunner[str]):
+    """sbatch answers from a script of outcomes; squeue/sacct by name see created jobs.
 
-    outcomes: list[str]
-    created: list[str] = field(default_factory=list)
-    calls: list[str] = field(default_factory=list)
+    ``calls`` holds the program of each call.
+    """
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        args = tuple(argv)
-        self.calls.append(args[0])
+    def __init__(self, outcomes: list[str]) -> None:
+        super().__init__(self.answer, record=lambda call: call.argv[0])
+        self.outcomes = outcomes
+        self.created: list[str] = []
+
+    def answer(self, args: tuple[str, ...]) -> Completed:
         if args[0] == "sbatch":
             what = self.outcomes.pop(0)
             if what == "ok":

@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +17,9 @@ import pytest
 from dotlab_hpc import hashing, verify
 from dotlab_hpc.errors import InputMismatch, UsageError
 from dotlab_hpc.manifest import ManifestSpec, validate_data
-from dotlab_hpc.proc import Completed
+from tests.support.fakes import clean_git
 
 COMMIT = "3f2a" + "0" * 36
-
-
-class CleanGit:
-    """A Runner that answers like git on a clean checkout at COMMIT."""
-
-    def __init__(self, head: str = COMMIT) -> None:
-        self.head = head
-        self.calls: list[tuple[str, ...]] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        args = tuple(argv)
-        self.calls.append(args)
-        out = f"{self.head}\n" if "rev-parse" in args else ""
-        return Completed(args, 0, out, "")
 
 
 def spec(data: list[dict[str, str]], digest: str) -> ManifestSpec:
@@ -224,7 +201,7 @@ def _verify(
         image.write_bytes(b"SIF")
     digest = digest or "sha256:" + hashlib.sha256(b"SIF").hexdigest()
     return verify.verify_inputs(
-        spec(data, digest), code_dir=code, data_dir=data_dir, image=image, runner=CleanGit()
+        spec(data, digest), code_dir=code, data_dir=data_dir, image=image, runner=clean_git(COMMIT)
     )
 
 
@@ -439,7 +416,7 @@ def test_command_line_paths_that_do_not_exist_are_usage_errors(
     kwargs: dict[str, Any] = {"code_dir": code, "data_dir": data, "image": image}
     kwargs[{"code": "code_dir", "data": "data_dir", "image": "image"}[which]] = target
     with pytest.raises(UsageError) as info:
-        verify.verify_inputs(spec([], "sha256:" + "0" * 64), runner=CleanGit(), **kwargs)
+        verify.verify_inputs(spec([], "sha256:" + "0" * 64), runner=clean_git(COMMIT), **kwargs)
     assert info.value.exit_code == 2
     assert str(target) in info.value.message
 

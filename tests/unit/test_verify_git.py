@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from dotlab_hpc import checkout as checkout_mod
 from dotlab_hpc import verify
 from dotlab_hpc.proc import Completed
+from tests.support.fakes import ScriptedRunner
 
 HEAD = "ab" * 20
 
 Answer = Callable[[tuple[str, ...]], tuple[int, str, str]]
+GitCall = tuple[tuple[str, ...], dict[str, str], Path | None]
 
 
-class ScriptedGit:
+class ScriptedGit(ScriptedRunner[GitCall]):
     """Answers git commands by their verb; records argv, env and cwd of every call."""
 
     def __init__(self, answers: dict[str, tuple[int, str, str]] | None = None) -> None:
+        super().__init__(self.answer, record=lambda c: (c.argv, dict(c.env or {}), c.cwd))
         self.answers = {
             "config": (0, "", ""),
             "rev-parse": (0, HEAD + "\n", ""),
@@ -27,19 +31,8 @@ class ScriptedGit:
             "ls-tree": (0, "", ""),
             **(answers or {}),
         }
-        self.calls: list[tuple[tuple[str, ...], dict[str, str], Path | None]] = []
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        args = tuple(argv)
-        self.calls.append((args, dict(env or {}), cwd))
+    def answer(self, args: tuple[str, ...]) -> Completed:
         verb = next(a for a in args[1:] if not a.startswith("-") and "=" not in a)
         code, out, err = self.answers[verb]
         return Completed(args, code, out, err)
@@ -83,14 +76,14 @@ def checkout(tmp_path: Path) -> Path:
     ],
 )
 def test_program_naming_keys_are_disarmed(key: str, value: str) -> None:
-    assert verify._override_for(key) == value
+    assert checkout_mod._override_for(key) == value
 
 
 @pytest.mark.parametrize(
     "key", ["user.name", "core.autocrlf", "remote.origin.url", "filter.x.unknown", "alias.st"]
 )
 def test_harmless_keys_are_left_alone(key: str) -> None:
-    assert verify._override_for(key) is None
+    assert checkout_mod._override_for(key) is None
 
 
 def test_every_git_call_has_overrides_and_a_clean_environment(
@@ -138,8 +131,8 @@ def test_included_config_files_are_read_too(checkout: Path, tmp_path: Path) -> N
     (checkout / ".git" / "nested.cfg").write_text("")
 
     class Configs(ScriptedGit):
-        def run(self, argv: Sequence[str], **kw: object) -> Completed:
-            if argv[1] == "config":
+        def answer(self, args: tuple[str, ...]) -> Completed:
+            if args[1] == "config":
                 listing = {
                     str(checkout / ".git" / "config"): {
                         "include.path": str(tmp_path / "extra.cfg"),
@@ -148,10 +141,9 @@ def test_included_config_files_are_read_too(checkout: Path, tmp_path: Path) -> N
                     },
                     str(tmp_path / "extra.cfg"): {"filter.one.clean": "x"},
                     str(checkout / ".git" / "nested.cfg"): {"diff.two.textconv": "y"},
-                }[argv[3]]
-                self.calls.append((tuple(argv), {}, None))
-                return Completed(tuple(argv), 0, config_listing(listing), "")
-            return super().run(argv, **kw)  # type: ignore[arg-type]
+                }[args[3]]
+                return Completed(args, 0, config_listing(listing), "")
+            return super().answer(args)
 
     git = Configs()
     verify.check_checkout(checkout, HEAD, runner=git)
@@ -232,7 +224,7 @@ def test_submodule_configs_are_found_at_any_depth(checkout: Path) -> None:
         (d / "HEAD").write_text("ref: refs/heads/main\n")
         (d / "config").write_text("")
     (checkout / ".git" / "config").write_text("")
-    found = verify._config_files(checkout / ".git")
+    found = checkout_mod._config_files(checkout / ".git")
     rel = sorted(str(p.relative_to(checkout / ".git")) for p in found)
     assert rel == [
         "config",
