@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
         def advance(self, amount: float = ...) -> None: ...
 
+
 BUFFER_SIZE = 1 << 20
 PIPELINE_BUFFERS = 3
 PIPELINE_MIN_SIZE = 8 << 20  # smaller files are not worth a second thread
