@@ -265,9 +265,13 @@ def follow(
             interval = base_s if changed else min(cap_s, interval * 1.5)
             next_query = now + timedelta(seconds=interval * (0.8 + 0.4 * r.random()))
         else:
-            # Only the status files: a job that finished wrote one, and reading it is free.
+            # Only the status files: a job that finished wrote one. One stat per running job;
+            # the run directory is read again only when its status file has appeared.
             states = [
-                s if s.finished else (_local_state(RunDir(s.run_dir)).done or s) for s in last
+                _local_state(RunDir(s.run_dir)).done or s
+                if not s.finished and (s.run_dir / STATUS_JSON).exists()
+                else s
+                for s in last
             ]
         last = states
         for st in states:
