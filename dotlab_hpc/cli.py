@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from . import manifest as manifest_mod
     from .collect import Collected
+    from .hashing import HashCache
     from .poll import RunState
     from .slurm import SlurmClient
     from .submit import SubmitOptions, SubmitResult
@@ -271,6 +272,7 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
     from .progress import Progress
 
     runner = SubprocessRunner()
+    cache: HashCache = {}  # the claims of one submission share the image and often datasets
 
     def check(m: manifest_mod.Manifest) -> list[str]:
         with Progress(f"verifying {m.spec.claim}") as progress:
@@ -281,6 +283,7 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
                 image=args.image,
                 runner=runner,
                 progress=progress,
+                cache=cache,
             )
         return report.mismatches()
 

@@ -345,10 +345,34 @@ def scan(path: Path, *, shown: str, follow_top: bool) -> Tree:
     )
 
 
+TreeKey = tuple[bool, tuple[bytes, ...], tuple[int, ...]]
+# Results already computed in this process, by tree (its files and their sizes): one submission
+# of many claims shares the image and often datasets, and must not hash them once per claim.
+HashCache = dict[TreeKey, "str | Refused"]
+
+
 def hash_trees(
-    trees: Sequence[Tree], progress: Progress | None, *, workers: int | None = None
+    trees: Sequence[Tree],
+    progress: Progress | None,
+    *,
+    workers: int | None = None,
+    cache: HashCache | None = None,
 ) -> list[str | Refused]:
-    """Hash every file of every tree in one parallel pass; one hex digest or refusal per tree."""
+    """Hash every file of every tree in one parallel pass; one hex digest or refusal per tree.
+
+    With ``cache``, a tree hashed before (same files, same sizes) is not read again.
+    """
+    if cache is None:
+        return _hash_trees(trees, progress, workers)
+    keys: list[TreeKey] = [(t.is_dir, t.files, t.sizes) for t in trees]
+    todo = {k: t for k, t in zip(keys, trees, strict=True) if k not in cache}
+    cache.update(zip(todo, _hash_trees(list(todo.values()), progress, workers), strict=True))
+    return [cache[k] for k in keys]
+
+
+def _hash_trees(
+    trees: Sequence[Tree], progress: Progress | None, workers: int | None
+) -> list[str | Refused]:
     files = [f for t in trees for f in t.files]
     sizes = [s for t in trees for s in t.sizes]
     if progress is not None:

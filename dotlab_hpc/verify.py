@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .checkout import inspect_checkout
 from .errors import InputMismatch, UsageError
-from .hashing import Refused, Tree, hash_paths, hash_trees, scan
+from .hashing import HashCache, Refused, Tree, hash_paths, hash_trees, scan
 
 if TYPE_CHECKING:
     from .manifest import ManifestSpec
@@ -145,7 +145,11 @@ def _locate(data_dir: Path, rel: str) -> Path:
 
 
 def _dataset_checks(
-    spec: ManifestSpec, data_dir: Path, progress: Progress | None, image: Tree | None
+    spec: ManifestSpec,
+    data_dir: Path,
+    progress: Progress | None,
+    image: Tree | None,
+    cache: HashCache | None,
 ) -> tuple[list[Check], str | Refused | None]:
     planned: list[tuple[int, Tree]] = []
     results: dict[int, str | Refused] = {}
@@ -155,7 +159,7 @@ def _dataset_checks(
         except Refused as r:
             results[i] = r
     trees = [t for _, t in planned] + ([image] if image is not None else [])
-    hashed = hash_trees(trees, progress)
+    hashed = hash_trees(trees, progress, cache=cache)
     for (i, _), result in zip(planned, hashed[: len(planned)], strict=True):
         results[i] = result
     checks = []
@@ -226,8 +230,12 @@ def verify_inputs(
     image: Path,
     runner: Runner,
     progress: Progress | None = None,
+    cache: HashCache | None = None,
 ) -> VerifyReport:
-    """Every pre-flight check of SPEC section 3; UsageError for paths that do not exist."""
+    """Every pre-flight check of SPEC section 3; UsageError for paths that do not exist.
+
+    Pass one ``cache`` to the calls of one submission so shared inputs are hashed once.
+    """
     for flag, p in (("--code-dir", code_dir), ("--data-dir", data_dir)):
         if not p.exists():
             raise UsageError(f"{flag} {p}: no such directory")
@@ -241,7 +249,7 @@ def verify_inputs(
     code = check_checkout(code_dir, spec.code.commit, runner=runner)
     planned_image = _plan_image(image)
     image_tree = planned_image if isinstance(planned_image, Tree) else None
-    datasets, image_result = _dataset_checks(spec, data_dir, progress, image_tree)
+    datasets, image_result = _dataset_checks(spec, data_dir, progress, image_tree, cache)
     if image_result is None:
         image_result = planned_image if isinstance(planned_image, Refused) else None
     if image_result is None:  # pragma: no cover - one of the two is always set

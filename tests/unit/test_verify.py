@@ -457,3 +457,42 @@ def test_table_and_json(tmp_path: Path) -> None:
         "ok": False,
         "reason": f"does not exist in --data-dir {data}",
     }
+
+
+def test_one_cache_hashes_shared_inputs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claims of one submission share the image and here a dataset: read once, same answers."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.csv").write_text("x")
+    good = {"name": "x", "path": "x.csv", "sha256": hashlib.sha256(b"x").hexdigest()}
+    bad = {**good, "sha256": "0" * 64}
+    code = tmp_path / "code"
+    (code / ".git").mkdir(parents=True)
+    image = tmp_path / "img.sif"
+    image.write_bytes(b"SIF")
+    digest = "sha256:" + hashlib.sha256(b"SIF").hexdigest()
+    opened: list[bytes] = []
+    real = hashing.sha256_many
+
+    def counting(paths: Any, **kw: Any) -> Any:
+        opened.extend(os.fsencode(p) for p in paths)
+        return real(paths, **kw)
+
+    monkeypatch.setattr(hashing, "sha256_many", counting)
+    cache: hashing.HashCache = {}
+    reports = [
+        verify.verify_inputs(
+            spec([d], digest),
+            code_dir=code,
+            data_dir=data,
+            image=image,
+            runner=clean_git(COMMIT),
+            cache=cache,
+        )
+        for d in (good, bad, good)
+    ]
+    assert [r.ok for r in reports] == [True, False, True]
+    assert _dataset(reports[1]).reason.startswith("expected sha256 " + "0" * 64)
+    assert sorted(opened) == sorted([os.fsencode(data / "x.csv"), os.fsencode(image)])
