@@ -23,6 +23,7 @@ import pytest
 from dotlab_hpc.errors import DotlabError
 from dotlab_hpc.proc import SubprocessRunner
 from dotlab_hpc.slurm import JobInfo, SlurmClient
+from tests.support import platform
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = REPO / "slurm" / "local-cluster"
@@ -35,11 +36,23 @@ class WaitFor(Protocol):
     def __call__(self, job_ids: Sequence[str], timeout_s: float = 120.0) -> dict[str, JobInfo]: ...
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that needs the cluster with ``slurm``."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that needs the cluster with ``slurm``; deselect the other platform's tests.
+
+    A test marked ``standin`` runs only against the stand-in apptainer, one marked
+    ``real_apptainer`` only against the real one (tests/support/platform.py): each suite of
+    .ci/run deselects the other's, so every test runs in one of them and none is skipped.
+    """
+    other = "standin" if platform.real_apptainer() else "real_apptainer"
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         if "slurm_env" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+        (dropped if item.get_closest_marker(other) else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def _cluster_dir() -> Path:

@@ -19,6 +19,9 @@ from tests.support.standin import STANDIN, require_standin
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim"
 
+# the stand-in's own behaviour (or its fake build): the real Apptainer has its own tests
+pytestmark = pytest.mark.standin
+
 
 def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

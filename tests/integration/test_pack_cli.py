@@ -22,6 +22,9 @@ from tests.support.standin import STANDIN, require_standin
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim"
 
+# the example claim pins the example's small SIF, which only the stand-in can run
+pytestmark = pytest.mark.standin
+
 
 def cli(
     *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120

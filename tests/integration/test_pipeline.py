@@ -1,12 +1,14 @@
 """The pipeline end to end on the REAL local Slurm cluster: every row of SPEC section 6.
 
-Each test submits real jobs with the real CLI (a separate process, as a user would run it); the
-container is the stand-in apptainer (tests/bin/apptainer), which enforces the isolation with
-bubblewrap.
+Each test submits real jobs with the real CLI (a separate process, as a user would run it). The
+container is the real Apptainer on the rooted Debian 13 cluster, and the stand-in apptainer
+(tests/bin/apptainer, bubblewrap) on the host's; see tests/support/platform.py. GPU claims need a
+fake nvidia-smi, which only the stand-in can provide: those tests are marked ``standin``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -18,17 +20,19 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.claims import Kit
+from tests.support import platform
+from tests.support.claims import Kit, Result
 from tests.support.sif import make_sif
-from tests.support.standin import gpu_wrapper, require_standin
+from tests.support.standin import gpu_wrapper
 
 
 @pytest.fixture
 def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
-    require_standin()
+    platform.require()
     return Kit(tmp_path, dict(slurm_env))
 
 
@@ -271,6 +275,7 @@ def test_non_empty_out_dir_is_refused_before_anything(kit: Kit) -> None:
 
 
 # --------------------------------------------------------------------------- GPU claims
+@pytest.mark.standin
 def test_gpu_claim_keeps_the_probe_as_evidence(kit: Kit) -> None:
     wrapper = gpu_wrapper(kit.root / "gpu2", 2)
     m = kit.manifest("gpu", resources={"time": "1", "gpus": 1})
@@ -285,6 +290,7 @@ def test_gpu_claim_keeps_the_probe_as_evidence(kit: Kit) -> None:
     assert "#SBATCH --gres=gpu:1" in (res.run_dir / "job.sbatch").read_text()
 
 
+@pytest.mark.standin
 def test_gpu_probe_failure_is_an_operator_problem(kit: Kit) -> None:
     wrapper = gpu_wrapper(kit.root / "gpufail", "fail")
     res = kit.run(kit.manifest("gpufail", resources={"time": "1", "gpus": 1}), apptainer=wrapper)
@@ -300,7 +306,8 @@ def test_many_claims_are_one_job_array(kit: Kit) -> None:
     runs_root = kit.root / "runs"
     res = kit.cli("run", str(a), str(b), "--code-dir", str(kit.code), "--data-dir",
                   str(kit.data), "--image", str(kit.image), "--out-dir", str(kit.root / "outs"),
-                  "--runs-root", str(runs_root), "--apptainer", str(kit_standin()))  # fmt: skip
+                  "--runs-root", str(runs_root),
+                  "--apptainer", str(platform.apptainer()))  # fmt: skip
     assert res.rc == 1, (res.stdout, res.stderr)
     dirs = sorted(runs_root.iterdir())
     subs = [json.loads((d / "submission.json").read_text()) for d in dirs]
@@ -313,12 +320,6 @@ def test_many_claims_are_one_job_array(kit: Kit) -> None:
     assert (kit.root / "outs" / "arr-good" / "results.json").exists()
     status = kit.cli("status", "--json", *map(str, dirs))
     assert [s["finished"] for s in json.loads(status.stdout)] == [True, True]
-
-
-def kit_standin() -> Path:
-    from tests.support.standin import STANDIN
-
-    return STANDIN
 
 
 # --------------------------------------------------------------------------- exactly once
@@ -374,29 +375,77 @@ def listener() -> Iterator[int]:
     srv.close()
 
 
-def test_isolation_from_inside_the_container(kit: Kit, listener: int) -> None:
-    # The host can reach the listener: the container must not.
-    socket.create_connection(("127.0.0.1", listener), timeout=2).close()
+# the facts every platform must show, and those only the real Apptainer can (the stand-in runs
+# bubblewrap as root here, with capabilities and the host's /usr)
+FACTS = ["net_blocked", "code_read_only", "data_read_only", "no_secret", "home_is_tmp", "cwd",
+         "dotlab_env", "data_visible", "host_hidden", "pid_namespace"]  # fmt: skip
+REAL_FACTS = ["net_only_lo", "uid_unprivileged", "no_capabilities", "no_new_privs",
+              "tmp_bounded", "image_root_clean"]  # fmt: skip
+# Apptainer's own variables, and what the shell and Python add; nothing else may be there
+ALLOWED_ENV = re.compile(r"(APPTAINER|SINGULARITY|DOTLAB)_\w+|LANG|LC_CTYPE|LD_LIBRARY_PATH|PATH|"
+                         r"HOME|PWD|OLDPWD|SHLVL|_|PS1|PROMPT_COMMAND|USER_PATH")  # fmt: skip
+
+
+def probe(
+    kit: Kit, listener: int, env: dict[str, str] | None = None
+) -> tuple[Result, dict[str, Any]]:
+    """Run the probe analysis once; the run's result and the facts it wrote from inside."""
     nonce = secrets.token_hex(6)
-    facts = ["net_blocked", "code_read_only", "data_read_only", "no_secret", "home_is_tmp", "cwd",
-             "dotlab_env", "data_visible", "host_hidden", "pid_namespace"]  # fmt: skip
+    facts = FACTS + (REAL_FACTS if platform.real_apptainer() else [])
     m = kit.manifest(
-        "probe",
+        f"probe-{nonce}",
         mode=f"probe {listener} {nonce} {kit.root}",
         targets={f: {"value": 1} for f in facts},
     )
-    res = kit.run(m, env={"DOTLAB_TEST_SECRET": "hunter2"})
+    res = kit.run(m, env=env)
     assert res.run_dir is not None
     out = Path(json.loads((res.run_dir / "run.json").read_text())["paths"]["out_dir"])
-    details = json.loads((out / "details.json").read_text())
+    details: dict[str, Any] = json.loads((out / "details.json").read_text())
+    details["nonce"] = nonce
+    details["out"] = str(out)
+    return res, details
+
+
+def test_isolation_from_inside_the_container(kit: Kit, listener: int) -> None:
+    # The host can reach the listener: the container must not.
+    socket.create_connection(("127.0.0.1", listener), timeout=2).close()
+    image_digest = hashlib.sha256(kit.image.read_bytes()).hexdigest()
+    res, details = probe(kit, listener, env={"DOTLAB_TEST_SECRET": "hunter2"})
     assert res.outcome == "reproduced", details
     assert "DOTLAB_TEST_SECRET" not in details["env"]
+    nonce, out = details["nonce"], Path(details["out"])
     # writes land only in the output directory
     assert (out / f"marker-{nonce}").exists()
     assert not Path(f"/tmp/probe-{nonce}").exists()
     assert not Path(f"/probe-root-{nonce}").exists()
     assert not (kit.code / "x").exists() and not (kit.data / "x").exists()
     assert os.environ.get("DOTLAB_TEST_SECRET") is None
+    if platform.real_apptainer():
+        assert [n for n in details["env"] if not ALLOWED_ENV.fullmatch(n)] == [], details["env"]
+        # --writable-tmpfs: the write to the image's /usr succeeded in the overlay, and the .sif
+        # file did not change; a second container does not see it (image_root_clean above
+        # holds for the second run only if the first one's write was discarded)
+        assert details["root_write"] == "written", details
+        assert hashlib.sha256(kit.image.read_bytes()).hexdigest() == image_digest
+        again, details2 = probe(kit, listener)
+        assert again.outcome == "reproduced", details2
+
+
+@pytest.mark.real_apptainer
+def test_image_root_is_read_only_without_writable_tmpfs(kit: Kit, listener: int) -> None:
+    nonce = secrets.token_hex(6)
+    m = kit.manifest(
+        f"probe-ro-{nonce}",
+        mode=f"probe {listener} {nonce} {kit.root}",
+        targets={"image_root_clean": {"value": 1}},
+        sandbox={"writable_tmpfs": False},
+    )
+    res = kit.run(m)
+    assert res.run_dir is not None
+    out = Path(json.loads((res.run_dir / "run.json").read_text())["paths"]["out_dir"])
+    details = json.loads((out / "details.json").read_text())
+    assert res.outcome == "reproduced", details
+    assert details["root_write"] == "Read-only file system", details
 
 
 # --------------------------------------------------------------------------- Slurm's own limit

@@ -33,6 +33,10 @@ def world() -> Iterator[Path]:
     try:
         yield root
     finally:
+        # the test closed some folders: open them again first, or (as a user) rmtree cannot
+        for top, dirs, _files in os.walk(root):
+            for d in dirs:
+                os.chmod(os.path.join(top, d), 0o700)
         shutil.rmtree(root)
 
 

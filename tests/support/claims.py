@@ -14,10 +14,8 @@ from typing import Any
 from dotlab_hpc.hashing import sha256_file
 from dotlab_hpc.verify import hash_path
 
-from .standin import STANDIN
+from . import platform
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_IMAGE = REPO_ROOT / "examples" / "claim" / "image.sif"
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@example.invalid",
@@ -64,6 +62,16 @@ def probe(port, nonce, host_path):
         write_to("/probe-root-" + nonce)      # the root fs: read-only or a discarded tmpfs
     except OSError:
         pass
+    leftovers = [n for n in os.listdir("/usr") if n.startswith("dotlab-probe-")]
+    try:
+        write_to("/usr/dotlab-probe-" + nonce)  # the image: read-only, or a discarded overlay
+        root_write = "written"
+    except OSError as e:
+        root_write = e.strerror
+    status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+    with open("/proc/net/dev") as f:
+        interfaces = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
+    tmp = os.statvfs("/tmp")
     env = os.environ
     procs = [p for p in os.listdir("/proc") if p.isdigit()]
     facts = {
@@ -76,12 +84,21 @@ def probe(port, nonce, host_path):
         "dotlab_env": int(env.get("DOTLAB_DATA_DIR") == "/work/data"
                           and env.get("DOTLAB_OUT_DIR") == "/work/out"
                           and env.get("DOTLAB_SEED") == "42"
-                          and env.get("DOTLAB_CLAIM") == "probe"),
+                          and env.get("DOTLAB_CLAIM", "").startswith("probe")),
         "data_visible": int(os.path.exists("/work/data/points.csv")),
         "host_hidden": int(not os.path.exists(host_path)),
         "pid_namespace": int(len(procs) < 20),
+        # measured here, asserted where the real Apptainer runs (tests/support/platform.py)
+        "net_only_lo": int(interfaces == ["lo"]),
+        "uid_unprivileged": int(os.getuid() != 0 and os.geteuid() != 0),
+        "no_capabilities": int(int(status["CapEff"].strip(), 16) == 0),
+        "no_new_privs": int(status.get("NoNewPrivs", "0").strip() == "1"),
+        "tmp_bounded": int(tmp.f_blocks * tmp.f_frsize <= 1 << 30),
+        "image_root_clean": int(not leftovers),
     }
-    details = {"env": sorted(env), "cwd": os.getcwd(), "procs": len(procs), "facts": facts}
+    details = {"env": sorted(env), "cwd": os.getcwd(), "procs": len(procs), "facts": facts,
+               "interfaces": interfaces, "root_write": root_write, "uid": os.getuid(),
+               "tmp_bytes": tmp.f_blocks * tmp.f_frsize, "cap_eff": status["CapEff"].strip()}
     with open(os.path.join(out, "details.json"), "w") as f:
         json.dump(details, f)
     write(facts)
@@ -166,7 +183,7 @@ class Kit:
         self.commit = self.git("rev-parse", "HEAD").strip()
         self.data.mkdir()
         (self.data / "points.csv").write_text("x,y\n1,2\n")
-        shutil.copyfile(EXAMPLE_IMAGE, self.image)
+        shutil.copyfile(platform.image(), self.image)
 
     def git(self, *args: str) -> str:
         return subprocess.run(
@@ -201,9 +218,10 @@ class Kit:
         )  # fmt: skip
         return Result(done.returncode, done.stdout, done.stderr, None)
 
-    def inputs(self, manifest: Path, *, apptainer: Path | str = STANDIN) -> list[str]:
+    def inputs(self, manifest: Path, *, apptainer: Path | str | None = None) -> list[str]:
         """The input options of submit/run, with a fresh run directory and output directory."""
         self.runs += 1
+        apptainer = apptainer or platform.apptainer()
         return [
             str(manifest), "--code-dir", str(self.code), "--data-dir", str(self.data),
             "--image", str(self.image), "--out-dir", str(self.root / f"out{self.runs}"),
@@ -211,14 +229,14 @@ class Kit:
         ]  # fmt: skip
 
     def run(self, manifest: Path, *extra: str, env: dict[str, str] | None = None,
-            apptainer: Path | str = STANDIN) -> Result:  # fmt: skip
+            apptainer: Path | str | None = None) -> Result:  # fmt: skip
         """``dotlab-hpc run`` the manifest to the end; the Result knows the run directory."""
         args = self.inputs(manifest, apptainer=apptainer)
         res = self.cli("run", *args, *extra, env=env)
         res.run_dir = Path(args[args.index("--run-dir") + 1])
         return res
 
-    def submit(self, manifest: Path, *extra: str, apptainer: Path | str = STANDIN) -> Result:
+    def submit(self, manifest: Path, *extra: str, apptainer: Path | str | None = None) -> Result:
         """``dotlab-hpc submit`` (no wait)."""
         args = self.inputs(manifest, apptainer=apptainer)
         res = self.cli("submit", *args, *extra)
