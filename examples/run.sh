@@ -1,48 +1,68 @@
 #!/usr/bin/env bash
 # The main job, end to end, on a fresh Debian 12 machine (run as root):
-#   1. install and start the local one-node Slurm cluster (slurm/local-cluster up),
-#   2. install dotlab-hpc into .venv,
-#   3. make the example's analysis repository (a pinned commit),
-#   4. reproduce the example claim on the cluster: `dotlab-hpc run` prints `reproduced`,
+#   1. bring up a local Slurm cluster. Where this host has an Apptainer, on the host
+#      (slurm/local-cluster up); where it has none (Debian 12 has no package), inside the cached
+#      Debian 13 root with Slurm 24.11 and Debian's Apptainer 1.4 (DOTLAB_SLURM_ROOT=debian13);
+#   2. install dotlab-hpc (into .venv, or the root's venv);
+#   3. make the example's analysis repository (a pinned commit) and, on the rooted cluster, a real
+#      Debian 13 image with python3 (`apptainer build`), whose digest the manifests then pin;
+#   4. reproduce the example claim as the unprivileged user dotlab: `dotlab-hpc run` prints
+#      `reproduced`;
 #   5. run the second example, a claim that does not hold: it prints `not_reproduced`.
-# The cluster stays up afterwards; `bash slurm/local-cluster down` stops it.
+# The cluster stays up afterwards; `bash slurm/local-cluster down` (with the same
+# DOTLAB_SLURM_ROOT) stops it. DOTLAB_EXAMPLE_STANDIN=1 runs the stand-in on the host instead.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 work=${DOTLAB_EXAMPLE_DIR:-/tmp/dotlab-example}
 
-bash slurm/local-cluster up
-# shellcheck disable=SC1091
-source "${DOTLAB_SLURM_DIR:-/tmp/dotlab-slurm}/env.sh"
-bash scripts/install-venv .venv >/dev/null
-export PATH="$root/.venv/bin:$PATH"
-
 apptainer=${DOTLAB_APPTAINER:-$(command -v apptainer || command -v singularity || true)}
-if [ -z "$apptainer" ]; then
-  apptainer="$root/tests/bin/apptainer"
-  echo "note: Apptainer is not installed here; the job runs the stand-in $apptainer"
-  echo "      (bubblewrap isolation with the host's /usr in place of the image; see README)."
+if [ -n "$apptainer" ] || [ "${DOTLAB_EXAMPLE_STANDIN:-0}" = 1 ]; then
+  export DOTLAB_SLURM_ROOT=
+  image_of() { cp examples/claim/image.sif "$1"; }
+  if [ -z "$apptainer" ]; then
+    apptainer="$root/tests/bin/apptainer"
+    echo "note: the job runs the stand-in $apptainer (bubblewrap isolation with the host's /usr"
+    echo "      in place of the image; see README)."
+  fi
+else
+  export DOTLAB_SLURM_ROOT=debian13
+  apptainer=/usr/bin/apptainer
+  image_of() { bash slurm/local-cluster image "$1"; }
+  echo "note: this host has no Apptainer: the cluster runs in the Debian 13 root, with Debian's"
+  echo "      Apptainer and Slurm 24.11 (built once, cached in /var/cache/dotlab-hpc)."
 fi
+cluster() { bash slurm/local-cluster "$@"; }
 
+cluster up
 rm -rf "$work"
 mkdir -p "$work"
 commit=$(bash examples/claim/make-repo.sh "$work/code")
 echo "example analysis repository: $work/code at $commit"
+image_of "$work/image.sif"
+digest=sha256:$(sha256sum "$work/image.sif" | cut -d' ' -f1)
+# the manifests pin the image they run: the example's file, or the image just built here
+for m in claim claim-wrong; do
+  sed "s|^  digest: sha256:[0-9a-f]*|  digest: $digest|" "examples/claim/$m.yaml" >"$work/$m.yaml"
+done
+cp -r examples/claim/data "$work/data"
+chown -R 10001:10001 "$work" # the test user submits, as on a real cluster
 
 run_claim() { # run_claim MANIFEST NAME
-  dotlab-hpc run "$1" --code-dir "$work/code" --data-dir examples/claim/data \
-    --image examples/claim/image.sif --out-dir "$work/out-$2" --runs-root "$work/runs" \
-    --apptainer "$apptainer" --record "$work/record-$2.json" --log-file "$work/log-$2.jsonl"
+  (cd "$work" && cluster exec --user dotlab -- dotlab-hpc run "$1" --code-dir "$work/code" \
+    --data-dir "$work/data" --image "$work/image.sif" --out-dir "$work/out-$2" \
+    --runs-root "$work/runs" --apptainer "$apptainer" --record "$work/record-$2.json" \
+    --log-file "$work/log-$2.jsonl")
 }
 
 echo
-echo "== the example claim (expected: reproduced)"
+echo "== the example claim (expected: reproduced), with $apptainer"
 set +e
-run_claim examples/claim/claim.yaml good
+run_claim "$work/claim.yaml" good
 good=$?
 echo
 echo "== a claim that does not hold (expected: not_reproduced)"
-run_claim examples/claim/claim-wrong.yaml wrong
+run_claim "$work/claim-wrong.yaml" wrong
 wrong=$?
 set -e
 echo
