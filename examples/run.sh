@@ -32,7 +32,7 @@ else
   echo "note: this host has no Apptainer: the cluster runs in the Debian 13 root, with Debian's"
   echo "      Apptainer and Slurm 24.11 (built once, cached in /var/cache/dotlab-hpc)."
 fi
-cluster() { bash slurm/local-cluster "$@"; }
+cluster() { bash "$root/slurm/local-cluster" "$@"; }
 
 cluster up
 rm -rf "$work"
