@@ -28,6 +28,12 @@ DEFAULT_MARGIN_S = 300
 # its resolution is coarse (up to 60 s early, see the notes), so stay well inside the margin.
 USR1_LEAD_S = 90
 
+# At most this many processes of the analysis's user inside its container (the wrapper sets
+# RLIMIT_NPROC there, after Apptainer made the user namespace: the kernel then counts only that
+# namespace's processes against it, so a fork bomb stops at this bound and other jobs of the
+# same user are not refused a fork). Slurm's cgroup bounds memory (swap included) and CPUs.
+MAX_PROCESSES = 4096
+
 # The only options a rendered script may carry as #SBATCH lines.
 SBATCH_OPTIONS = frozenset(
     {
@@ -216,7 +222,12 @@ def task_exec_spec(task: TaskSpec, apptainer: str) -> ExecSpec:
         writable_tmpfs=spec.sandbox.writable_tmpfs,
         gpu=spec.is_gpu,
         wrapper=wrapper_script(),
-        wrapper_args=(str(spec.resources.time_s), "1" if spec.is_gpu else "0", spec.entrypoint),
+        wrapper_args=(
+            str(spec.resources.time_s),
+            "1" if spec.is_gpu else "0",
+            str(MAX_PROCESSES),
+            spec.entrypoint,
+        ),
     )
 
 

@@ -1,12 +1,17 @@
-# dotlab-hpc wrapper: runs INSIDE the container as `/bin/sh -c WRAPPER dotlab-wrapper LIMIT GPU ENTRYPOINT`.
+# dotlab-hpc wrapper: runs INSIDE the container as
+# `/bin/sh -c WRAPPER dotlab-wrapper LIMIT GPU MAX_PROCESSES ENTRYPOINT`.
 # It marks the start (so an Apptainer failure is told apart from the analysis failing: both can exit
 # 255), probes the GPU for GPU claims, runs the entrypoint with `sh -c` under the time limit, and
 # marks the end. Markers go to stderr, which the job script keeps outside the container.
 limit=$1
 gpu=$2
-entry=$3
+max_processes=$3
+entry=$4
 HOME=/tmp
 export HOME
+# RLIMIT_NPROC, soft and hard (no capability here can raise it again): bash and busybox call it
+# -u, dash -p. Inside the container's user namespace it bounds this container's processes only.
+ulimit -u "$max_processes" 2>/dev/null || ulimit -p "$max_processes" 2>/dev/null || true
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 echo "@@dotlab start $(now)" >&2
 if [ "$gpu" = 1 ]; then

@@ -375,12 +375,13 @@ def listener() -> Iterator[int]:
     srv.close()
 
 
-# the facts every platform must show, and those only the real Apptainer can (the stand-in runs
-# bubblewrap as root here, with capabilities and the host's /usr)
+# the facts every platform must show, and those only the real Apptainer can (the host's suite
+# runs its jobs as root, and the stand-in has the host's /usr and an unbounded /tmp)
 FACTS = ["net_blocked", "code_read_only", "data_read_only", "no_secret", "home_is_tmp", "cwd",
-         "dotlab_env", "data_visible", "host_hidden", "pid_namespace"]  # fmt: skip
-REAL_FACTS = ["net_only_lo", "uid_unprivileged", "no_capabilities", "no_new_privs",
-              "tmp_bounded", "image_root_clean"]  # fmt: skip
+         "dotlab_env", "data_visible", "host_hidden", "pid_namespace", "net_only_lo",
+         "no_capabilities", "no_new_privs", "no_core_files", "process_limit",
+         "cpus_own"]  # fmt: skip
+REAL_FACTS = ["uid_unprivileged", "tmp_bounded", "image_root_clean"]
 # Apptainer's own variables, and what the shell and Python add; nothing else may be there
 ALLOWED_ENV = re.compile(r"(APPTAINER|SINGULARITY|DOTLAB)_\w+|LANG|LC_CTYPE|LD_LIBRARY_PATH|PATH|"
                          r"HOME|PWD|OLDPWD|SHLVL|_|PS1|PROMPT_COMMAND|USER_PATH")  # fmt: skip
@@ -446,6 +447,26 @@ def test_image_root_is_read_only_without_writable_tmpfs(kit: Kit, listener: int)
     details = json.loads((out / "details.json").read_text())
     assert res.outcome == "reproduced", details
     assert details["root_write"] == "Read-only file system", details
+
+
+@pytest.mark.real_apptainer
+def test_fork_bomb_stops_at_its_bound_and_other_jobs_still_run(kit: Kit) -> None:
+    # The bomb runs for 20 s as the test user; meanwhile a claim of the same user runs to the end.
+    bomb = kit.submit(kit.manifest("bomb", mode="forkbomb 20",
+                                   resources={"time": "00:02:00", "memory": "2G"}))  # fmt: skip
+    assert bomb.rc == 0, (bomb.stdout, bomb.stderr)
+    assert bomb.run_dir is not None
+    err = bomb.run_dir / "container.err"
+    wait_for(lambda: err.exists() and "@@dotlab start" in err.read_text(), timeout=60)
+    time.sleep(5)  # the bomb is at its bound by now
+    other = kit.run(kit.manifest("beside-the-bomb"))
+    assert other.outcome == "reproduced", (other.stdout, other.stderr)
+    wait_for(lambda: (bomb.run_dir / "status.json").exists(), timeout=120)
+    done = kit.cli("collect", str(bomb.run_dir))
+    assert done.rc == 0, (done.stdout, done.stderr)
+    out = Path(json.loads((bomb.run_dir / "run.json").read_text())["paths"]["out_dir"])
+    most = json.loads((out / "bomb.json").read_text())["most_processes"]
+    assert 1000 < most <= 4096 + 10, most  # it forked hard, and stopped at the bound
 
 
 # --------------------------------------------------------------------------- Slurm's own limit

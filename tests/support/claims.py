@@ -27,7 +27,7 @@ GIT_ENV = {
 
 # One analysis for every row of SPEC section 6; the mode is its first argument.
 ANALYSIS = r"""
-import json, os, socket, sys, time
+import json, os, resource, socket, sys, time
 
 mode = sys.argv[1]
 out = os.environ.get("DOTLAB_OUT_DIR", "/work/out")
@@ -95,10 +95,16 @@ def probe(port, nonce, host_path):
         "no_new_privs": int(status.get("NoNewPrivs", "0").strip() == "1"),
         "tmp_bounded": int(tmp.f_blocks * tmp.f_frsize <= 1 << 30),
         "image_root_clean": int(not leftovers),
+        "no_core_files": int(resource.getrlimit(resource.RLIMIT_CORE) == (0, 0)),
+        "process_limit": int(resource.getrlimit(resource.RLIMIT_NPROC) == (4096, 4096)),
+        "cpus_own": int(len(os.sched_getaffinity(0)) == 1),
     }
     details = {"env": sorted(env), "cwd": os.getcwd(), "procs": len(procs), "facts": facts,
                "interfaces": interfaces, "root_write": root_write, "uid": os.getuid(),
-               "tmp_bytes": tmp.f_blocks * tmp.f_frsize, "cap_eff": status["CapEff"].strip()}
+               "tmp_bytes": tmp.f_blocks * tmp.f_frsize, "cap_eff": status["CapEff"].strip(),
+               "nproc": resource.getrlimit(resource.RLIMIT_NPROC),
+               "core": resource.getrlimit(resource.RLIMIT_CORE),
+               "cpus": sorted(os.sched_getaffinity(0))}
     with open(os.path.join(out, "details.json"), "w") as f:
         json.dump(details, f)
     write(facts)
@@ -130,6 +136,21 @@ elif mode == "symlink":
     write(GOOD); os.symlink("/etc/passwd", os.path.join(out, "link"))
 elif mode == "probe":
     probe(*sys.argv[2:5])
+elif mode == "forkbomb":
+    import signal, subprocess
+    bomb = subprocess.Popen(["sh", "-c", "b() { b | b & }; b"], start_new_session=True)
+    time.sleep(float(sys.argv[2]))
+    most = len([p for p in os.listdir("/proc") if p.isdigit()])
+    for _ in range(50):  # the bomb's processes share its process group
+        try:
+            os.killpg(bomb.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    bomb.wait()
+    with open(os.path.join(out, "bomb.json"), "w") as f:
+        json.dump({"most_processes": most}, f)
+    write(GOOD)
 else:
     sys.exit("unknown mode " + mode)
 """

@@ -163,7 +163,7 @@ def test_exec_argv_exact() -> None:
         "--env", "DOTLAB_OUT_DIR=/work/out",
         "--env", "DOTLAB_SEED=7",
         "/img/claim.sif", "/bin/sh", "-c", wrapper_script(), "dotlab-wrapper",
-        "600", "0", "python run.py",
+        "600", "0", "4096", "python run.py",
     )  # fmt: skip
 
 
@@ -172,7 +172,7 @@ def test_exec_argv_gpu_and_no_tmpfs() -> None:
     (argv,) = apptainer_argvs(job(task(m)))
     assert "--nv" in argv
     assert "--writable-tmpfs" not in argv
-    assert argv[-3:] == ("60", "1", "python run.py")
+    assert argv[-4:] == ("60", "1", "4096", "python run.py")
 
 
 @pytest.mark.parametrize("bad", ["/a:b", "/a,b", "/a\nb", "/a^b", "/a\\b", "/a "])
