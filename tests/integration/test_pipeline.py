@@ -260,6 +260,46 @@ def test_apptainer_failing_to_start_gives_exit_2(kit: Kit) -> None:
     assert res.record is None
 
 
+@pytest.mark.real_apptainer
+def test_real_apptainer_failing_on_a_vanished_bind_source_gives_exit_2(
+    kit: Kit, slurm_env: dict[str, str]
+) -> None:
+    # Submitted held (sbatch reads SBATCH_HOLD), the data folder removed, then released: the
+    # real Apptainer refuses the missing bind source (FATAL, exit 255) before the container runs.
+    m = kit.manifest("vanished")
+    sub = kit.submit(m, env={"SBATCH_HOLD": "1"})
+    assert sub.rc == 0, (sub.stdout, sub.stderr)
+    run_dir = sub.run_dir
+    assert run_dir is not None
+    job = json.loads((run_dir / "submission.json").read_text())["job_id"]
+    shutil.rmtree(kit.data)
+    subprocess.run(["scontrol", "release", job], check=True, env=slurm_env)
+    wait_for(lambda: (run_dir / "status.json").exists(), timeout=120)
+    err = (run_dir / "container.err").read_text()
+    assert "FATAL" in err and "@@dotlab start" not in err, err
+    res = kit.cli("collect", str(run_dir))
+    assert res.rc == 2, (res.stdout, res.stderr)
+    assert "apptainer failed to start the container" in res.stderr
+    assert not (run_dir / "record.json").exists()
+
+
+def test_memory_limit_includes_swap(kit: Kit, slurm_env: dict[str, str]) -> None:
+    # Docker's --memory = --memory-swap: the job's cgroup caps memory+swap at the same bound.
+    sub = kit.submit(
+        kit.manifest("memsw", mode="sleep 20", resources={"time": "1", "memory": "300M"})
+    )
+    assert sub.rc == 0 and sub.run_dir is not None, (sub.stdout, sub.stderr)
+    job = json.loads((sub.run_dir / "submission.json").read_text())["job_id"]
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True,
+                          env=slurm_env, check=True).stdout.split()[0]  # fmt: skip
+    base = Path("/sys/fs/cgroup/memory") / f"slurm_{node}" / f"uid_{os.getuid()}" / f"job_{job}"
+    wait_for(lambda: (base / "memory.memsw.limit_in_bytes").exists(), timeout=60)
+    mem = int((base / "memory.limit_in_bytes").read_text())
+    memsw = int((base / "memory.memsw.limit_in_bytes").read_text())
+    assert mem == memsw == 300 * 1024 * 1024, (mem, memsw)
+    assert kit.cli("cancel", str(sub.run_dir)).rc == 0
+
+
 def test_non_empty_out_dir_is_refused_before_anything(kit: Kit) -> None:
     out = kit.root / "full"
     out.mkdir()

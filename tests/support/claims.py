@@ -257,9 +257,10 @@ class Kit:
         res.run_dir = Path(args[args.index("--run-dir") + 1])
         return res
 
-    def submit(self, manifest: Path, *extra: str, apptainer: Path | str | None = None) -> Result:
+    def submit(self, manifest: Path, *extra: str, env: dict[str, str] | None = None,
+               apptainer: Path | str | None = None) -> Result:  # fmt: skip
         """``dotlab-hpc submit`` (no wait)."""
         args = self.inputs(manifest, apptainer=apptainer)
-        res = self.cli("submit", *args, *extra)
+        res = self.cli("submit", *args, *extra, env=env)
         res.run_dir = Path(args[args.index("--run-dir") + 1])
         return res
