@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from .container.deffile import TOOL_LABEL_PREFIX, pinned_ref_problem, text_problem
 from .errors import ManifestError
 from .manifest_parse import parse_document
 from .manifest_problems import LocatedError, describe, one_line, problem_lines
@@ -41,9 +42,9 @@ __all__ = [
     "MAX_TIME_S",
     "MEMORY_RE",
     "NAME_RE",
-    "PINNED_FROM_RE",
     "SLURM_WORD_RE",
     "TIME_RE",
+    "TOOL_LABEL_PREFIX",
     "BuildSpec",
     "CodeSpec",
     "DatasetSpec",
@@ -61,7 +62,6 @@ __all__ = [
     "SlurmWord",
     "TargetSpec",
     "Tolerance",
-    "def_text_problem",
     "json_schema",
     "load",
     "parse_document",
@@ -76,7 +76,6 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HEX64_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 IMAGE_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
-PINNED_FROM_RE = re.compile(r"(?:docker://)?([^\s@]+)@sha256:[0-9a-f]{64}")
 TIME_RE = re.compile(r"(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)")
 MEMORY_RE = re.compile(r"(?P<n>[1-9][0-9]{0,12})(?P<u>[KMGTkmgt]?)")
 # Slurm partition/account/qos names and constraint expressions: no whitespace, quotes or shell
@@ -122,10 +121,9 @@ def _image_digest(v: str) -> str:
 
 
 def _pinned_from(v: str) -> str:
-    if not PINNED_FROM_RE.fullmatch(v):
-        raise ValueError(
-            "must be pinned by digest, e.g. docker://python:3.11-slim@sha256:<64 hex digits>"
-        )
+    problem = pinned_ref_problem(v)
+    if problem:
+        raise ValueError(problem)
     return v
 
 
@@ -163,27 +161,8 @@ def _slurm_word(v: str) -> str:
     return v
 
 
-_STAGE_RE = re.compile(r"bootstrap:", re.IGNORECASE)
-
-
-def def_text_problem(text: str) -> str | None:
-    """Why ``text`` could break out of its .def section, or None.
-
-    Apptainer starts a section at any line whose first word begins with '%', and a new build
-    stage at any line starting with 'Bootstrap:' (pkg/build/types/parser/deffile.go).
-    """
-    if "\0" in text:
-        return "must not contain a NUL byte"
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("%"):
-            return f"line {n} starts with '%', which would open a new .def section"
-        if _STAGE_RE.match(line):
-            return f"line {n} starts with 'Bootstrap:', which would open a new build stage"
-    return None
-
-
 def _section_text(v: str) -> str:
-    problem = def_text_problem(v)
+    problem = text_problem(v)
     if problem:
         raise ValueError(problem)
     return v
@@ -192,6 +171,11 @@ def _section_text(v: str) -> str:
 def _label_key(k: str) -> str:
     if not LABEL_KEY_RE.fullmatch(k):
         raise ValueError("must hold only letters, digits, '.', '_', '-' (at most 128 characters)")
+    if k.lower().startswith(TOOL_LABEL_PREFIX):
+        raise ValueError(
+            f"{TOOL_LABEL_PREFIX}* labels are dotlab-hpc's own (dotlab.claim,"
+            " dotlab.manifest.sha256); a manifest cannot set or override them"
+        )
     return k
 
 

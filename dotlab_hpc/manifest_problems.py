@@ -12,6 +12,10 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from .errors import one_line
+
+__all__ = ["LocatedError", "describe", "one_line", "problem_lines"]
+
 
 class LocatedError(ValueError):
     """A model validator's error that names its own field path (pydantic would name the model)."""
@@ -37,11 +41,6 @@ def _loc_text(loc: tuple[str | int, ...]) -> str:
             # stays exact and on one line.
             out += f"[{part!r}]"
     return out or "(top level)"
-
-
-def one_line(text: str) -> str:
-    """``text`` with every unprintable character (newlines included) escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def describe(value: Any) -> str:

@@ -20,8 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..manifest import PINNED_FROM_RE
+from ..errors import UsageError, one_line
+from .deffile import (
+    TOOL_LABEL_PREFIX,
+    check_shape,
+    has_full_digest,
+    pinned_ref_problem,
+    text_problem,
+)
 
 MAX_DOCKERFILE_BYTES = 1 << 20
 DEFAULT_DEF_NAME = "claim.def"
@@ -232,10 +238,12 @@ def _from(ins: _Instruction, stages: list[_Stage], multi: bool, where: str) -> t
         name = f"stage{len(stages)}"
         if name in earlier:
             name += "-unnamed"
+    problem = pinned_ref_problem(ref)
+    if problem and has_full_digest(ref):
+        raise UsageError(f"{where}: FROM {ref}: {problem}")
     stage = _Stage(name=name or "spython-base", image=ref)
     stage.spython_lines.append(f"FROM {ref} AS {name}" if name else f"FROM {ref}")
-    pinned = PINNED_FROM_RE.fullmatch(ref) is not None and not ref.startswith("docker://")
-    return stage, pinned
+    return stage, problem is None and not ref.startswith("docker://")
 
 
 def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
@@ -260,30 +268,31 @@ def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: 
             f"{where}: `{{{{ name }}}}` in {kw} will be read by Apptainer as a build argument"
         )
     if kw == "RUN":
-        stage.spython_lines.append("RUN " + _run(ins, where, warnings))
+        stage.spython_lines.append("RUN " + _checked(_run(ins, where, warnings), where, kw))
     elif kw in ("COPY", "ADD"):
         stage.spython_lines.append(_copy(ins, stages, where, warnings))
     elif kw == "WORKDIR":
         path = ins.joined
         if not path or any(c.isspace() or c in "\"'" for c in path):
             raise UsageError(f"{where}: WORKDIR {path!r}: only a path without spaces or quotes")
-        stage.spython_lines.append(f"WORKDIR {path}")
+        stage.spython_lines.append(f"WORKDIR {_checked(path, where, kw)}")
     elif kw == "ENV":
-        pairs = _env_pairs(ins, where)
+        pairs = [_checked(p, where, kw) for p in _env_pairs(ins, where)]
         stage.environ += pairs
         stage.spython_lines.append("RUN export " + " ".join(pairs))
     elif kw == "ARG":
         for word in _raw_words(ins.joined, where):
             if "=" in word:
-                stage.spython_lines.append(f"RUN export {word}")
+                stage.spython_lines.append(f"RUN export {_checked(word, where, kw)}")
             else:
                 warnings.append(f"{where}: ARG {word} has no default and is left out of the .def")
     elif kw == "LABEL":
-        stage.labels += _labels(ins, where)
+        stage.labels += [_label(k, v, where) for k, v in _labels(ins, where)]
     elif kw == "MAINTAINER":
-        stage.labels.append(["maintainer", ins.joined])
+        stage.labels.append(_label("maintainer", ins.joined, where))
     elif kw in ("CMD", "ENTRYPOINT"):
         argv = _exec_or_shell(ins.joined)
+        _checked(shlex.join(argv), where, kw)
         if kw == "CMD":
             stage.cmd = argv
         else:
@@ -295,19 +304,32 @@ def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: 
         raise UsageError(f"{where}: unknown instruction {kw}")
 
 
+def _checked(text: str, where: str, keyword: str) -> str:
+    """``text`` as it goes into the .def, refused if it could open a section or a stage."""
+    problem = text_problem(text)
+    if problem:
+        raise UsageError(
+            f"{where}: {keyword} would open a new section or stage of the .def ({problem})",
+            hint="reflow the command so that no line starts with it",
+        )
+    return text
+
+
+def _label(key: str, value: str, where: str) -> list[str]:
+    if key.lower().startswith(TOOL_LABEL_PREFIX):
+        raise UsageError(
+            f"{where}: LABEL {one_line(key)}: {TOOL_LABEL_PREFIX}* labels are dotlab-hpc's own"
+        )
+    _checked(f"{key} {value}", where, "LABEL")
+    return [key, value]
+
+
 def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
     body = "\n".join(ins.lines)
     while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
         warnings.append(f"{where}: RUN {m.group(1)} left out: %post has no BuildKit RUN options")
         body = body[m.end() :]
     body = _CONTINUED_RE.sub("", body.rstrip()).rstrip()
-    for x in body.split("\n"):
-        if x.lstrip().startswith("%") or x.lstrip().lower().startswith("bootstrap:"):
-            raise UsageError(
-                f"{where}: a RUN line starting with {x.lstrip()[:10]!r} would open a new"
-                " section or stage of the .def",
-                hint="reflow the command so that no line starts with it",
-            )
     if _HEREDOC_RE.search(body.split("\n", 1)[0]):
         raise UsageError(
             f"{where}: RUN with a heredoc is not supported",
@@ -352,7 +374,7 @@ def _copy(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[st
                     hint="COPY the archive and unpack it in RUN (tar -xf)",
                 )
     prefix = f"COPY --from={source_stage} " if source_stage else "COPY "
-    return prefix + " ".join(paths)
+    return prefix + _checked(" ".join(paths), where, ins.keyword)  # one %files line
 
 
 def _copy_source(value: str, stages: list[_Stage], where: str) -> str:
@@ -498,7 +520,7 @@ def _spython_parse(stages: list[_Stage], source: str) -> dict[str, Any]:
     else:
         command = (final.entrypoint or []) + (final.cmd or [])
     if command:
-        recipes[final.name].entrypoint = shlex.join(command)
+        recipes[final.name].entrypoint = _checked(shlex.join(command), source, "CMD")
     return recipes
 
 
@@ -518,7 +540,28 @@ def _spython_write(recipes: dict[str, Any], stages: list[_Stage], source: str) -
         lines = lines[: len(lines) - 1 - lines[::-1].index("%runscript")]
     text = "\n".join(lines).rstrip("\n") + "\n"
     _check_header(text, stages, source)
+    check_shape(text, _meant(recipes, stages), source)
     return text
+
+
+def _meant(
+    recipes: dict[str, Any], stages: list[_Stage]
+) -> list[tuple[list[tuple[str, str]], list[str]]]:
+    """Per stage, the header lines and sections the recipes handed to spython call for."""
+    out = []
+    for i, stage in enumerate(stages):
+        recipe = recipes[stage.name]
+        header = [("bootstrap", "docker"), ("from", stage.image)]
+        if len(stages) > 1:
+            header.append(("stage", stage.name))
+        names = ["files"] if recipe.files else []
+        names += [f"files from {layer}" for layer in recipe.layer_files]
+        names += [n for n, v in (("labels", recipe.labels), ("post", recipe.install)) if v]
+        names += ["environment"] if recipe.environ else []
+        if i == len(stages) - 1 and recipe.entrypoint is not None:
+            names += ["runscript", "startscript"]
+        out.append((header, names))
+    return out
 
 
 def _check_header(text: str, stages: list[_Stage], source: str) -> None:
