@@ -261,7 +261,7 @@ def _margin_s() -> int:
     raw = os.environ.get("DOTLAB_TIME_MARGIN_S")
     if raw is None:
         return DEFAULT_MARGIN_S
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):  # int() takes non-ASCII digits
         raise UsageError(f"DOTLAB_TIME_MARGIN_S={raw!r}: must be a whole number of seconds")
     return int(raw)
 

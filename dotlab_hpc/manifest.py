@@ -31,16 +31,18 @@ from pydantic import (
 from .container.deffile import TOOL_LABEL_PREFIX, pinned_ref_problem, text_problem
 from .errors import ManifestError
 from .manifest_parse import parse_document
-from .manifest_problems import LocatedError, describe, one_line, problem_lines
+from .manifest_problems import LocatedError, describe, one_line, problem_lines, value_problems
 
 __all__ = [
     "COMMIT_RE",
     "HEX64_RE",
     "IMAGE_DIGEST_RE",
     "LABEL_KEY_RE",
+    "MAX_ENTRYPOINT_BYTES",
     "MAX_MANIFEST_BYTES",
     "MAX_TIME_S",
     "MEMORY_RE",
+    "MINUTES_RE",
     "NAME_RE",
     "SLURM_WORD_RE",
     "TIME_RE",
@@ -71,12 +73,18 @@ __all__ = [
 ]
 
 MAX_MANIFEST_BYTES = 1 << 20
+MAX_ENTRYPOINT_BYTES = 64 * 1024
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HEX64_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 IMAGE_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
-TIME_RE = re.compile(r"(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)")
+# ASCII digits only ([0-9], never \d: Python's \d and int() also take Arabic-Indic or fullwidth
+# digits), and few of them, so int() never meets a number it refuses to convert.
+MINUTES_RE = re.compile(r"[0-9]{1,9}")
+TIME_RE = re.compile(
+    r"(?:(?P<d>[0-9]{1,3})-)?(?P<h>[0-9]{1,4}):(?P<m>[0-9]{1,2}):(?P<s>[0-9]{1,2})"
+)
 MEMORY_RE = re.compile(r"(?P<n>[1-9][0-9]{0,12})(?P<u>[KMGTkmgt]?)")
 # Slurm partition/account/qos names and constraint expressions: no whitespace, quotes or shell
 # metacharacters beyond the constraint operators Slurm documents (&, |, [], *, :, !).
@@ -144,6 +152,13 @@ def _entrypoint(v: str) -> str:
         raise ValueError("must not be empty")
     if "\0" in v:
         raise ValueError("must not contain a NUL byte")
+    size = len(v.encode("utf-8", "surrogatepass"))
+    if size > MAX_ENTRYPOINT_BYTES:
+        raise ValueError(
+            f"is {size} bytes; at most {MAX_ENTRYPOINT_BYTES} (64 KiB) of UTF-8 are allowed"
+            " (the kernel passes at most 128 KiB as one argument); put a longer script in the"
+            " code and run it"
+        )
     return v
 
 
@@ -196,12 +211,15 @@ def parse_time_limit(v: str | int) -> int:
     """Seconds in a Slurm-style time: minutes, ``HH:MM:SS`` or ``D-HH:MM:SS``."""
     if isinstance(v, int):
         seconds = v * 60
-    elif v.isdigit():
+    elif MINUTES_RE.fullmatch(v):
         seconds = int(v) * 60
     else:
         m = TIME_RE.fullmatch(v)
         if not m:
-            raise ValueError('must be minutes (e.g. "90"), "HH:MM:SS" or "D-HH:MM:SS"')
+            raise ValueError(
+                'must be minutes (e.g. "90"), "HH:MM:SS" or "D-HH:MM:SS", in ASCII digits,'
+                " at most 365 days"
+            )
         d, h, mi, s = (int(m.group(k) or 0) for k in "dhms")
         if mi > 59 or s > 59 or (m.group("d") is not None and h > 23):
             raise ValueError("minutes and seconds must be below 60 (and hours below 24 with days)")
@@ -237,7 +255,10 @@ def parse_memory_mib(v: str) -> int:
     """MiB in a Slurm-style size with an optional K, M, G or T suffix (no suffix means M)."""
     m = MEMORY_RE.fullmatch(v)
     if not m:
-        raise ValueError("must be a positive whole number with an optional K, M, G or T suffix")
+        raise ValueError(
+            "must be a positive whole number (ASCII digits, at most 13) with an optional"
+            " K, M, G or T suffix"
+        )
     n, unit = int(m.group("n")), m.group("u").upper()
     mib = {"K": -(-n // 1024), "": n, "M": n, "G": n * 1024, "T": n * 1024 * 1024}[unit]
     if mib > 1 << 40:
@@ -384,6 +405,9 @@ def validate_data(data: Any, label: str) -> ManifestSpec:
     if not isinstance(data, dict):
         kind = "empty" if data is None else describe(data)
         raise ManifestError([one_line(f"{label}: must be a mapping of fields, not {kind}")])
+    found = value_problems(data, label)
+    if found:
+        raise ManifestError(found)
     try:
         return ManifestSpec.model_validate(data)
     except ValidationError as e:

@@ -379,7 +379,7 @@ def _copy(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[st
 
 def _copy_source(value: str, stages: list[_Stage], where: str) -> str:
     names = [s.name for s in stages[:-1]]
-    if value.isdigit() and int(value) < len(names):
+    if value.isascii() and value.isdigit() and len(value) < 5 and int(value) < len(names):
         return names[int(value)]
     if value.lower() in names:
         return value.lower()
