@@ -205,7 +205,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if args.manifest is None:
         raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
     from .container.apptainer import find_apptainer
-    from .fsio import atomic_write_text
+    from .fsio import atomic_write_all
     from .render import JobSpec, TaskSpec, render_def, render_script
     from .rundir import DEF_NAME, SCRIPT_NAME
 
@@ -225,13 +225,12 @@ def _cmd_render(args: argparse.Namespace) -> int:
     )
     apptainer = args.apptainer or find_apptainer(None)
     job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}", apptainer=apptainer)
-    written = [out / SCRIPT_NAME]
-    atomic_write_text(out / SCRIPT_NAME, render_script(job), mode=0o755)
+    files = [(out / SCRIPT_NAME, render_script(job).encode(), 0o755)]
     if m.spec.image.build is not None:
-        atomic_write_text(out / DEF_NAME, render_def(m))
-        written.append(out / DEF_NAME)
-    for p in written:
-        print(p)
+        files.append((out / DEF_NAME, render_def(m).encode(), 0o644))
+    atomic_write_all(files)  # everything rendered first, then all files or none
+    for path, _, _ in files:
+        print(path)
     return 0
 
 

@@ -11,7 +11,6 @@ against the pinned references before anything is returned.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, one_line
+from ..fsio import atomic_write_all
 from .deffile import (
     TOOL_LABEL_PREFIX,
     check_shape,
@@ -127,11 +127,9 @@ def write_def(conversion: DefConversion, out_dir: Path, name: str = DEFAULT_DEF_
     target = out_dir / name
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / f".{name}.tmp-{os.getpid()}"
-        tmp.write_text(conversion.text, encoding="utf-8")
-        tmp.replace(target)
     except OSError as e:
-        raise UsageError(f"{target}: cannot write: {e.strerror or e}") from e
+        raise UsageError(f"-o {out_dir}: cannot create the folder ({e.strerror or e})") from e
+    atomic_write_all([(target, conversion.text.encode("utf-8"), 0o644)])
     return target
 
 
