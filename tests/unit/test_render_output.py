@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def test_a_failing_write_leaves_no_file_and_no_temporary(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_fsync(fd)
 
-    monkeypatch.setattr(fsio.os, "fsync", fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
     (tmp_path / "job.sbatch").write_text("old\n")
     assert main(["render", str(GOOD), "-o", str(tmp_path)]) == 2
     assert "cannot write: No space left on device" in one_error(capsys)
@@ -59,7 +60,7 @@ def test_an_unwritable_folder_is_one_line(
     def mkstemp(*args: Any, **kwargs: Any) -> Any:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
-    monkeypatch.setattr(fsio.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
     assert main(["render", str(GOOD), "-o", str(tmp_path)]) == 2
     assert one_error(capsys) == (
         f"dotlab-hpc: {tmp_path / 'job.sbatch'}: cannot write: Permission denied\n"
