@@ -20,7 +20,7 @@ from . import TOOL_NAME, __version__
 from .container.apptainer import CODE_MOUNT, DATA_MOUNT, OUT_MOUNT, ExecSpec, exec_argv
 from .container.deffile import GO_SPACE as _GO_SPACE
 from .container.deffile import DefShapeError, check_shape, parse_def, text_problem
-from .errors import UsageError
+from .errors import UsageError, one_line
 from .manifest import Manifest, ManifestSpec
 
 # Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
@@ -48,6 +48,7 @@ SBATCH_OPTIONS = frozenset(
         "export",
     }
 )
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:=@&|!*\[\]()+/-]{1,256}")
 
 
@@ -55,6 +56,11 @@ def sh_quote(value: str) -> str:
     """The one quoting function for values written into a shell script."""
     if "\0" in value:
         raise UsageError("a value for the job script contains a NUL byte, which no shell can hold")
+    if _SURROGATE_RE.search(value):  # a path whose bytes are not UTF-8 (os.fsdecode's escapes)
+        raise UsageError(
+            f"{one_line(value)[:200]}: not valid UTF-8; the job script and records are UTF-8",
+            hint="rename the file or folder so that its name is UTF-8",
+        )
     return shlex.quote(value)
 
 

@@ -90,3 +90,14 @@ def test_nothing_to_write_is_fine() -> None:
     fsio.atomic_write_all([])
     with pytest.raises(UsageError):
         fsio.atomic_write_all([(Path("/proc/no/such/dir/x"), b"", 0o644)])
+
+
+@pytest.mark.parametrize("flag", ["--code-dir", "--image", "--run-dir"])
+def test_a_path_that_is_not_utf8_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    bad = os.fsdecode(b"/a\xffb")
+    assert main(["render", str(GOOD), "-o", str(tmp_path), flag, bad]) == 2
+    message, hint = capsys.readouterr().err.splitlines()
+    assert "not valid UTF-8" in message and hint.startswith("  hint: rename")
+    assert list(tmp_path.iterdir()) == []
