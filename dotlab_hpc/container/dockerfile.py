@@ -13,21 +13,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import UsageError, one_line
 from ..fsio import atomic_write_all
-from .deffile import (
-    TOOL_LABEL_PREFIX,
-    check_shape,
-    has_full_digest,
-    pinned_ref_problem,
-    text_problem,
-)
+from .deffile import TOOL_LABEL_PREFIX, has_full_digest, pinned_ref_problem
+from .spython_def import Stage, checked_text, spython_parse, spython_write
 
 MAX_DOCKERFILE_BYTES = 1 << 20
 DEFAULT_DEF_NAME = "claim.def"
@@ -75,18 +67,6 @@ class _Instruction:
         return " ".join(_CONTINUED_RE.sub("", x).strip() for x in self.lines).strip()
 
 
-@dataclass
-class _Stage:
-    name: str
-    image: str
-    spython_lines: list[str] = field(default_factory=list)
-    labels: list[list[str]] = field(default_factory=list)
-    environ: list[str] = field(default_factory=list)
-    entrypoint: list[str] | None = None
-    shell_entrypoint: bool = False  # Docker ignores CMD after a shell-form ENTRYPOINT
-    cmd: list[str] | None = None
-
-
 # --------------------------------------------------------------------------- public
 def convert_dockerfile(path: Path) -> DefConversion:
     """Read a Dockerfile and convert it (see ``dockerfile_to_def``)."""
@@ -111,8 +91,8 @@ def dockerfile_to_def(text: str, *, source: str = "Dockerfile") -> DefConversion
     """Convert Dockerfile text into Apptainer .def text; every FROM must be pinned by digest."""
     warnings: list[str] = []
     stages = _stages(_instructions(text, source), source, warnings)
-    recipes = _spython_parse(stages, source)
-    text_out = _spython_write(recipes, stages, source)
+    recipes = spython_parse(stages, source)
+    text_out = spython_write(recipes, stages, source)
     return DefConversion(
         text=text_out,
         images=tuple(s.image for s in stages),
@@ -167,12 +147,12 @@ def _instructions(text: str, source: str) -> list[_Instruction]:
     return out
 
 
-def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) -> list[_Stage]:
+def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) -> list[Stage]:
     froms = [i for i in instructions if i.keyword == "FROM"]
     if not froms:
         raise UsageError(f"{source}: no FROM line; a Dockerfile starts from a base image")
     multi = len(froms) > 1
-    stages: list[_Stage] = []
+    stages: list[Stage] = []
     unpinned: list[tuple[int, str]] = []
     first_error: UsageError | None = None  # reported after the pinning check, which comes first
     for ins in instructions:
@@ -198,7 +178,7 @@ def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) 
     return stages
 
 
-def _from(ins: _Instruction, stages: list[_Stage], multi: bool, where: str) -> tuple[_Stage, bool]:
+def _from(ins: _Instruction, stages: list[Stage], multi: bool, where: str) -> tuple[Stage, bool]:
     words = ins.joined.split()
     if any(w.startswith("--") for w in words):
         raise UsageError(
@@ -239,7 +219,7 @@ def _from(ins: _Instruction, stages: list[_Stage], multi: bool, where: str) -> t
     problem = pinned_ref_problem(ref)
     if problem and has_full_digest(ref):
         raise UsageError(f"{where}: FROM {ref}: {problem}")
-    stage = _Stage(name=name or "spython-base", image=ref)
+    stage = Stage(name=name or "spython-base", image=ref)
     stage.spython_lines.append(f"FROM {ref} AS {name}" if name else f"FROM {ref}")
     return stage, problem is None and not ref.startswith("docker://")
 
@@ -258,7 +238,7 @@ def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
     )
 
 
-def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[str]) -> None:
+def _instruction(ins: _Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
     stage = stages[-1]
     kw = ins.keyword
     if any(_BUILD_ARG_RE.search(x) for x in ins.lines):
@@ -266,22 +246,22 @@ def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: 
             f"{where}: `{{{{ name }}}}` in {kw} will be read by Apptainer as a build argument"
         )
     if kw == "RUN":
-        stage.spython_lines.append("RUN " + _checked(_run(ins, where, warnings), where, kw))
+        stage.spython_lines.append("RUN " + checked_text(_run(ins, where, warnings), where, kw))
     elif kw in ("COPY", "ADD"):
         stage.spython_lines.append(_copy(ins, stages, where, warnings))
     elif kw == "WORKDIR":
         path = ins.joined
         if not path or any(c.isspace() or c in "\"'" for c in path):
             raise UsageError(f"{where}: WORKDIR {path!r}: only a path without spaces or quotes")
-        stage.spython_lines.append(f"WORKDIR {_checked(path, where, kw)}")
+        stage.spython_lines.append(f"WORKDIR {checked_text(path, where, kw)}")
     elif kw == "ENV":
-        pairs = [_checked(p, where, kw) for p in _env_pairs(ins, where)]
+        pairs = [checked_text(p, where, kw) for p in _env_pairs(ins, where)]
         stage.environ += pairs
         stage.spython_lines.append("RUN export " + " ".join(pairs))
     elif kw == "ARG":
         for word in _raw_words(ins.joined, where):
             if "=" in word:
-                stage.spython_lines.append(f"RUN export {_checked(word, where, kw)}")
+                stage.spython_lines.append(f"RUN export {checked_text(word, where, kw)}")
             else:
                 warnings.append(f"{where}: ARG {word} has no default and is left out of the .def")
     elif kw == "LABEL":
@@ -290,7 +270,7 @@ def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: 
         stage.labels.append(_label("maintainer", ins.joined, where))
     elif kw in ("CMD", "ENTRYPOINT"):
         argv = _exec_or_shell(ins.joined)
-        _checked(shlex.join(argv), where, kw)
+        checked_text(shlex.join(argv), where, kw)
         if kw == "CMD":
             stage.cmd = argv
         else:
@@ -302,23 +282,12 @@ def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: 
         raise UsageError(f"{where}: unknown instruction {kw}")
 
 
-def _checked(text: str, where: str, keyword: str) -> str:
-    """``text`` as it goes into the .def, refused if it could open a section or a stage."""
-    problem = text_problem(text)
-    if problem:
-        raise UsageError(
-            f"{where}: {keyword} would open a new section or stage of the .def ({problem})",
-            hint="reflow the command so that no line starts with it",
-        )
-    return text
-
-
 def _label(key: str, value: str, where: str) -> list[str]:
     if key.lower().startswith(TOOL_LABEL_PREFIX):
         raise UsageError(
             f"{where}: LABEL {one_line(key)}: {TOOL_LABEL_PREFIX}* labels are dotlab-hpc's own"
         )
-    _checked(f"{key} {value}", where, "LABEL")
+    checked_text(f"{key} {value}", where, "LABEL")
     return [key, value]
 
 
@@ -341,7 +310,7 @@ def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
     return body
 
 
-def _copy(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[str]) -> str:
+def _copy(ins: _Instruction, stages: list[Stage], where: str, warnings: list[str]) -> str:
     argv = _json_list(ins.joined)
     words = argv if argv is not None else ins.joined.split()
     flags = [w for w in words if w.startswith("--")]
@@ -372,10 +341,10 @@ def _copy(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[st
                     hint="COPY the archive and unpack it in RUN (tar -xf)",
                 )
     prefix = f"COPY --from={source_stage} " if source_stage else "COPY "
-    return prefix + _checked(" ".join(paths), where, ins.keyword)  # one %files line
+    return prefix + checked_text(" ".join(paths), where, ins.keyword)  # one %files line
 
 
-def _copy_source(value: str, stages: list[_Stage], where: str) -> str:
+def _copy_source(value: str, stages: list[Stage], where: str) -> str:
     names = [s.name for s in stages[:-1]]
     if value.isascii() and value.isdigit() and len(value) < 5 and int(value) < len(names):
         return names[int(value)]
@@ -467,109 +436,3 @@ def _json_list(text: str) -> list[str] | None:
 def _exec_or_shell(text: str) -> list[str]:
     argv = _json_list(text)
     return argv if argv is not None else ["/bin/sh", "-c", text]
-
-
-# --------------------------------------------------------------------------- spython
-@contextmanager
-def _quiet_spython() -> Iterator[Any]:
-    """Silence spython's logger (it prints warnings and calls sys.exit on errors)."""
-    from spython.logger import bot
-    from spython.logger.message import QUIET
-
-    level = bot.level
-    bot.level = QUIET
-    try:
-        yield bot
-    finally:
-        bot.level = level
-
-
-def _spython_parse(stages: list[_Stage], source: str) -> dict[str, Any]:
-    from spython.main.parse.parsers import DockerParser
-
-    with _quiet_spython():
-        parser = DockerParser(filename=None, load=False)
-        parser.lines = [line for s in stages for line in s.spython_lines]
-        try:
-            recipes: dict[str, Any] = parser.parse()
-        except SystemExit as e:
-            raise UsageError(f"{source}: spython could not parse the Dockerfile") from e
-    if list(recipes) != [s.name for s in stages]:
-        raise UsageError(
-            f"{source}: spython read stages {list(recipes)}, expected {[s.name for s in stages]}",
-            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
-        )
-    for stage in stages:
-        recipe = recipes[stage.name]
-        if (recipe.fromHeader or "").strip() != stage.image:
-            raise UsageError(
-                f"{source}: spython changed FROM {stage.image} into {recipe.fromHeader!r}",
-                hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
-            )
-        recipe.fromHeader = stage.image
-        recipe.labels = stage.labels
-        recipe.environ = stage.environ
-        recipe.entrypoint = None
-        recipe.cmd = None
-        recipe.test = None
-    final = stages[-1]
-    if final.entrypoint is not None and final.shell_entrypoint:
-        command = final.entrypoint
-    else:
-        command = (final.entrypoint or []) + (final.cmd or [])
-    if command:
-        recipes[final.name].entrypoint = _checked(shlex.join(command), source, "CMD")
-    return recipes
-
-
-def _spython_write(recipes: dict[str, Any], stages: list[_Stage], source: str) -> str:
-    from spython.main.parse.writers import SingularityWriter
-
-    with _quiet_spython():
-        try:
-            text: str = SingularityWriter(recipes).convert(runscript="")
-        except SystemExit as e:
-            raise UsageError(f"{source}: spython could not write the .def") from e
-    lines = text.split("\n")
-    if len(stages) == 1:
-        lines = [x for x in lines if x != "Stage: spython-base"]
-    # No CMD/ENTRYPOINT: leave %runscript out so Apptainer keeps the base image's own.
-    if recipes[stages[-1].name].entrypoint is None and "%runscript" in lines:
-        lines = lines[: len(lines) - 1 - lines[::-1].index("%runscript")]
-    text = "\n".join(lines).rstrip("\n") + "\n"
-    _check_header(text, stages, source)
-    check_shape(text, _meant(recipes, stages), source)
-    return text
-
-
-def _meant(
-    recipes: dict[str, Any], stages: list[_Stage]
-) -> list[tuple[list[tuple[str, str]], list[str]]]:
-    """Per stage, the header lines and sections the recipes handed to spython call for."""
-    out = []
-    for i, stage in enumerate(stages):
-        recipe = recipes[stage.name]
-        header = [("bootstrap", "docker"), ("from", stage.image)]
-        if len(stages) > 1:
-            header.append(("stage", stage.name))
-        names = ["files"] if recipe.files else []
-        names += [f"files from {layer}" for layer in recipe.layer_files]
-        names += [n for n, v in (("labels", recipe.labels), ("post", recipe.install)) if v]
-        names += ["environment"] if recipe.environ else []
-        if i == len(stages) - 1 and recipe.entrypoint is not None:
-            names += ["runscript", "startscript"]
-        out.append((header, names))
-    return out
-
-
-def _check_header(text: str, stages: list[_Stage], source: str) -> None:
-    lines = text.split("\n")
-    boots = [x for x in lines if x.startswith("Bootstrap:")]
-    froms = [x[len("From:") :].strip() for x in lines if x.startswith("From:")]
-    if boots != ["Bootstrap: docker"] * len(stages) or froms != [s.image for s in stages]:
-        raise UsageError(
-            f"{source}: the written .def does not carry the pinned FROM lines exactly",
-            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
-        )
-    if not lines[0].startswith("Bootstrap:"):
-        raise UsageError(f"{source}: the written .def does not start with Bootstrap:")
