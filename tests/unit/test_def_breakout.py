@@ -154,6 +154,8 @@ INSTRUCTIONS = st.one_of(
     st.tuples(st.just("COPY"),
               st.tuples(value, value).map(lambda v: f"{_word(v[0])} /{_word(v[1])}")),
     st.tuples(st.just("MAINTAINER"), value.map(_no_newline).map(lambda s: "m " + s)),
+    st.tuples(st.just("COPY"),
+              st.tuples(value, value).map(lambda v: f"--from=b {_word(v[0])} /{_word(v[1])}")),
 )  # fmt: skip
 SECTIONS_OF = {
     "RUN": {"post"},
@@ -166,20 +168,24 @@ SECTIONS_OF = {
     "CMD": {"runscript", "startscript"},
     "ENTRYPOINT": {"runscript", "startscript"},
 }
-ORDER = ("files", "labels", "post", "environment", "runscript", "startscript")
+ORDER = ("files", "files from b", "labels", "post", "environment", "runscript", "startscript")
 
 
 @SETTINGS
 @given(
     from_=st.just(PY) | st.just(PY) | hostile.map(lambda s: f"x{_no_newline(s)}@{D}"),
     instructions=st.lists(INSTRUCTIONS, min_size=1, max_size=6),
+    two_stages=st.booleans(),
 )
 def test_dockerfile_values_stay_where_they_were_put(
-    from_: str, instructions: list[tuple[str, str]]
+    from_: str, instructions: list[tuple[str, str]], two_stages: bool
 ) -> None:
     # No argument ends in a backslash: that would continue it into the next instruction.
     args = [(kw, re.sub(r"[\s\\]+$", "", arg) or "x") for kw, arg in instructions]
-    text = f"FROM {from_}\n" + "".join(f"{kw} {arg}\n" for kw, arg in args)
+    if not two_stages:
+        args = [(kw, arg) for kw, arg in args if not arg.startswith("--from=")]
+    first = f"FROM {PY} AS b\nRUN true\n" if two_stages else ""
+    text = f"{first}FROM {from_}\n" + "".join(f"{kw} {arg}\n" for kw, arg in args)
     try:
         conv = dockerfile_to_def(text)
     except DefShapeError:
@@ -188,10 +194,24 @@ def test_dockerfile_values_stay_where_they_were_put(
         event("refused")
         return
     event("converted")
-    (stage,) = parse_def(conv.text)
-    assert stage.header == (("bootstrap", "docker"), ("from", from_))
-    meant = set().union(*(SECTIONS_OF[kw] for kw, _ in instructions))
+    *earlier, stage = parse_def(conv.text)
+    header = (("bootstrap", "docker"), ("from", from_))
+    meant = set().union(set(), *(SECTIONS_OF[kw] for kw, _ in args))
+    if two_stages:
+        (b,) = earlier
+        assert b.header == (("bootstrap", "docker"), ("from", PY), ("stage", "b"))
+        assert b.section_names == ("post",)
+        header += (("stage", "stage1"),)
+        if any(arg.startswith("--from=b ") for _, arg in args):
+            meant = (meant - {"files"} if not _plain_copy(args) else meant) | {"files from b"}
+    else:
+        assert earlier == []
+    assert stage.header == header
     assert stage.section_names == tuple(s for s in ORDER if s in meant)
+
+
+def _plain_copy(args: list[tuple[str, str]]) -> bool:
+    return any(kw == "COPY" and not arg.startswith("--from=") for kw, arg in args)
 
 
 def test_exec_form_newlines_cannot_open_a_section() -> None:
