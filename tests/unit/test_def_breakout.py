@@ -195,7 +195,7 @@ def test_dockerfile_values_stay_where_they_were_put(
         return
     event("converted")
     *earlier, stage = parse_def(conv.text)
-    header = (("bootstrap", "docker"), ("from", from_))
+    header: tuple[tuple[str, str], ...] = (("bootstrap", "docker"), ("from", from_))
     meant = set().union(set(), *(SECTIONS_OF[kw] for kw, _ in args))
     if two_stages:
         (b,) = earlier
