@@ -14,10 +14,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from dotlab_hpc import manifest as manifest_mod
+from dotlab_hpc.cli import main
 from dotlab_hpc.container.deffile import GO_SPACE, DefShapeError, parse_def
 from dotlab_hpc.container.dockerfile import dockerfile_to_def
 from dotlab_hpc.errors import ManifestError, UsageError
@@ -233,3 +235,17 @@ def test_from_with_a_comment_character_is_refused() -> None:
         assert "x#@" in e.message and not isinstance(e, DefShapeError)
     else:
         raise AssertionError("FROM x#@sha256:… accepted")
+
+
+def test_render_from_dockerfile_writes_no_def_for_a_breakout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    payload = json.dumps(["sh", "-c", "true\n%setup\ntouch /tmp/PWNED"])
+    dockerfile.write_text(f"FROM {PY}\nRUN {payload}\n")
+    out = tmp_path / "out"
+    assert main(["render", "--from-dockerfile", str(dockerfile), "-o", str(out)]) == 2
+    message, hint = capsys.readouterr().err.splitlines()
+    assert message.startswith(f"dotlab-hpc: {dockerfile}:2: RUN would open a new section")
+    assert hint.startswith("  hint: reflow")
+    assert not out.exists() or list(out.iterdir()) == []

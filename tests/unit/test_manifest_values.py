@@ -104,3 +104,16 @@ def test_validate_cli_reports_a_surrogate_on_one_line(
     err = capsys.readouterr().err
     want = "entrypoint: must be valid Unicode text, not a lone surrogate (U+D800)"
     assert err == f"dotlab-hpc: {f}: {want}\n"
+
+
+def test_render_refuses_a_surrogate_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(GOOD_JSON.read_text())
+    data["title"] = "Table \udc80"
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    assert main(["render", str(f), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"dotlab-hpc: {f}: title: must be valid Unicode")
+    assert not out.exists()
