@@ -7,6 +7,7 @@ hide an overlap.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,7 +15,10 @@ from .errors import UsageError
 
 
 def _real(p: Path) -> Path:
-    return p.absolute().resolve()
+    try:
+        return p.absolute().resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        return Path(os.path.normpath(p.absolute()))
 
 
 def _within(inner: Path, outer: Path) -> bool:

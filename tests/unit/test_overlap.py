@@ -61,3 +61,9 @@ def test_the_cli_refuses_before_anything_happens(
     err = capsys.readouterr().err
     assert err.startswith(f"dotlab-hpc: --out-dir {o.data_dir / 'out'}: is inside --data-dir")
     assert not (o.data_dir / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_symlink_loop_does_not_crash_the_check(tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "m.yaml")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    plan(opts(tmp_path, m, out_dir=tmp_path / "loop" / "out"), NOW)
