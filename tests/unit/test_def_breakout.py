@@ -158,6 +158,8 @@ INSTRUCTIONS = st.one_of(
     st.tuples(st.just("MAINTAINER"), value.map(_no_newline).map(lambda s: "m " + s)),
     st.tuples(st.just("COPY"),
               st.tuples(value, value).map(lambda v: f"--from=b {_word(v[0])} /{_word(v[1])}")),
+    st.tuples(st.just("ADD"),
+              st.tuples(value, value).map(lambda v: f"{_word(v[0])} /{_word(v[1])}")),
 )  # fmt: skip
 SECTIONS_OF = {
     "RUN": {"post"},
@@ -165,6 +167,7 @@ SECTIONS_OF = {
     "ARG": {"post"},
     "WORKDIR": {"post"},
     "COPY": {"files"},
+    "ADD": {"files"},
     "LABEL": {"labels"},
     "MAINTAINER": {"labels"},
     "CMD": {"runscript", "startscript"},
@@ -213,7 +216,7 @@ def test_dockerfile_values_stay_where_they_were_put(
 
 
 def _plain_copy(args: list[tuple[str, str]]) -> bool:
-    return any(kw == "COPY" and not arg.startswith("--from=") for kw, arg in args)
+    return any(kw in ("COPY", "ADD") and not arg.startswith("--from=") for kw, arg in args)
 
 
 def test_exec_form_newlines_cannot_open_a_section() -> None:
