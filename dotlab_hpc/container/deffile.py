@@ -59,6 +59,12 @@ def has_full_digest(ref: str) -> bool:
 
 def pinned_ref_problem(ref: str) -> str | None:
     """Why ``ref`` is not a Docker image reference pinned by digest, or None."""
+    if ref.lower().startswith("localimage:"):
+        # SPEC section 1 allows it, but the template renders Bootstrap: docker only; refused
+        # rather than built as a Docker image named "localimage".
+        return (
+            "localimage: base images are not supported yet; use a docker:// image pinned by digest"
+        )
     m = _SCHEME_RE.match(ref)
     if m and m.group("scheme") != "docker":
         return (

@@ -66,7 +66,7 @@ def test_ordinary_text_passes(text: str) -> None:
     [
         f"x#@{D}", f"x@{D}#", f"library://x@{D}", f"shub://x@{D}", f"oras://x@{D}",
         f"docker://library://x@{D}", f"x y@{D}", f"X@{D}", f"x\\@{D}", f"x:@{D}", "x",
-        f"x@{D}\\", f"x@{D} ", f"x:t@{D}\n%setup", "x@sha256:abc",
+        f"x@{D}\\", f"x@{D} ", f"x:t@{D}\n%setup", "x@sha256:abc", f"localimage:b.sif@{D}",
     ],
 )  # fmt: skip
 def test_refs_apptainer_would_misread_or_not_pin_are_refused(ref: str) -> None:
