@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from .hashing import Refused, show_path
@@ -297,6 +297,46 @@ def _changes(git: _Git, runner: Runner, work_tree: Path, prefix: str, depth: int
                 changes.append(f"{shown}: submodule at {sub_head}, the commit pins {pinned}")
             changes += sub_changes
     return changes
+
+
+# --------------------------------------------------------------------------- working_dir
+_KINDS = {
+    "100644": "a file",
+    "100755": "a file",
+    "120000": "a symbolic link",
+    "160000": "a submodule",
+}
+
+
+def working_dir_problem(
+    code_dir: Path, commit: str, working_dir: str, *, runner: Runner
+) -> str | None:
+    """Why ``working_dir`` is not a directory of ``commit`` itself, or None.
+
+    Each part must be a directory (a git tree) of the commit: a committed symbolic link could
+    point out of the checkout, and a missing folder would only fail on the node, where the
+    container cannot start in it. Read from the commit, not the work tree.
+    """
+    work_tree = code_dir.absolute()
+    git_dir = _git_dir_of(work_tree)
+    if git_dir is None:
+        return "the code directory is not a git checkout"
+    try:
+        git = _Git(runner, git_dir, work_tree, _overrides(runner, git_dir))
+        parts = PurePosixPath(working_dir).parts
+        for i in range(len(parts)):
+            prefix = "/".join(parts[: i + 1])
+            # One path per call: with several, ls-tree descends into a tree named by one of them.
+            out = _git_out(git, "ls-tree", "-z", "--full-tree", commit, "--", prefix)
+            mode = out.split(" ", 1)[0]
+            if not out:
+                return f"{show_path(prefix)} does not exist in commit {commit[:12]}"
+            if mode != "040000":
+                what = _KINDS.get(mode, f"of mode {mode}")
+                return f"{show_path(prefix)} is {what} in commit {commit[:12]}, not a directory"
+    except (Refused, _GitFailed) as e:
+        return str(e)
+    return None
 
 
 # --------------------------------------------------------------------------- entry point

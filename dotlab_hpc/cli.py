@@ -27,6 +27,19 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], int]
 
 
+def _print_error(line: str) -> None:
+    """The one way an error, warning or hint reaches stderr: one line, unprintables escaped.
+
+    A path holding a newline (or a terminal escape) cannot split or forge the message.
+    """
+    from .errors import one_line
+
+    if line.startswith("hint:"):
+        sys.stderr.write(f"  {one_line(line)}\n")
+    else:
+        sys.stderr.write(f"{TOOL_NAME}: {one_line(line)}\n")
+
+
 def _print_json(obj: Any) -> None:
     import json
 
@@ -110,9 +123,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     )
     sys.stdout.flush()
     if not res.embedded_def_matches:
-        sys.stderr.write(
-            f"{TOOL_NAME}: note: the .def stored in {res.image} differs from {res.deffile}"
-            " (Apptainer substitutes {{ }} build arguments)\n"
+        _print_error(
+            f"note: the .def stored in {res.image} differs from {res.deffile}"
+            " (Apptainer substitutes {{ }} build arguments)"
         )
     print(f"built {res.image} ({res.size} bytes) from {res.deffile}")
     print(f"digest: {res.digest}")
@@ -181,7 +194,7 @@ def _render_from_dockerfile(args: argparse.Namespace) -> int:
     conversion = dockerfile.convert_dockerfile(args.from_dockerfile)
     path = dockerfile.write_def(conversion, args.output)
     for warning in conversion.warnings:
-        sys.stderr.write(f"{TOOL_NAME}: warning: {warning}\n")
+        _print_error(f"warning: {warning}")
     sys.stdout.write(f"{path}\n")
     return 0
 
@@ -205,7 +218,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if args.manifest is None:
         raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
     from .container.apptainer import find_apptainer
-    from .fsio import atomic_write_text
+    from .fsio import atomic_write_all
     from .render import JobSpec, TaskSpec, render_def, render_script
     from .rundir import DEF_NAME, SCRIPT_NAME
 
@@ -225,13 +238,12 @@ def _cmd_render(args: argparse.Namespace) -> int:
     )
     apptainer = args.apptainer or find_apptainer(None)
     job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}", apptainer=apptainer)
-    written = [out / SCRIPT_NAME]
-    atomic_write_text(out / SCRIPT_NAME, render_script(job), mode=0o755)
+    files = [(out / SCRIPT_NAME, render_script(job).encode(), 0o755)]
     if m.spec.image.build is not None:
-        atomic_write_text(out / DEF_NAME, render_def(m))
-        written.append(out / DEF_NAME)
-    for p in written:
-        print(p)
+        files.append((out / DEF_NAME, render_def(m).encode(), 0o644))
+    atomic_write_all(files)  # everything rendered first, then all files or none
+    for path, _, _ in files:
+        print(path)
     return 0
 
 
@@ -261,7 +273,7 @@ def _margin_s() -> int:
     raw = os.environ.get("DOTLAB_TIME_MARGIN_S")
     if raw is None:
         return DEFAULT_MARGIN_S
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):  # int() takes non-ASCII digits
         raise UsageError(f"DOTLAB_TIME_MARGIN_S={raw!r}: must be a whole number of seconds")
     return int(raw)
 
@@ -291,9 +303,7 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
 
 
 def _on_retry(attempt: int, error: Exception, delay: float) -> None:
-    sys.stderr.write(
-        f"{TOOL_NAME}: sbatch attempt {attempt} failed ({error}); retrying in {delay:.0f} s\n"
-    )
+    _print_error(f"sbatch attempt {attempt} failed ({error}); retrying in {delay:.0f} s")
 
 
 def _do_submit(args: argparse.Namespace, *, dry_run: bool) -> SubmitResult:
@@ -359,7 +369,7 @@ def _print_collected(results: Sequence[Collected]) -> int:
         if c.error is not None:
             code = 2
             for line in c.error.lines():
-                sys.stderr.write(f"{TOOL_NAME}: {c.run_dir}: {line}\n")
+                _print_error(line if line.startswith("hint:") else f"{c.run_dir}: {line}")
         elif c.record is not None and c.record.outcome != "reproduced":
             code = max(code, 1)
     return code
@@ -421,7 +431,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     for p in args.run_dirs:
         sub = open_existing(p).read_json(SUBMISSION_JSON)
         if sub is None or not sub.get("job_id"):
-            sys.stderr.write(f"{TOOL_NAME}: {p}: never submitted; nothing to cancel\n")
+            _print_error(f"{p}: never submitted; nothing to cancel")
             continue
         ids.append(str(sub["job_id"]))
     if ids:
@@ -592,9 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc()
         for line in e.lines():
-            sys.stderr.write(
-                f"{TOOL_NAME}: {line}\n" if not line.startswith("hint:") else f"  {line}\n"
-            )
+            _print_error(line)
         return e.exit_code
     except KeyboardInterrupt:
         sys.stderr.write(f"{TOOL_NAME}: interrupted\n")

@@ -6,6 +6,13 @@ Library code raises these; only ``cli.py`` prints them and picks the exit code.
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character (newlines included) escaped, as repr() does."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class DotlabError(Exception):
     """Base of every error dotlab-hpc raises on purpose."""
 

@@ -7,9 +7,11 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from .errors import UsageError
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
@@ -76,3 +78,36 @@ def locked(lock_path: Path) -> Iterator[None]:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def atomic_write_all(files: Sequence[tuple[Path, bytes, int]]) -> None:
+    """Write ``(path, data, mode)`` files all-or-nothing, or raise UsageError naming the path.
+
+    Every target is checked first (a directory in the way is refused), every temporary file is
+    written and synced next, and only then are they renamed into place. A failure before the
+    renames (a full disk, a folder that cannot be written) removes the temporary files and
+    changes no target.
+    """
+    for path, _, _ in files:
+        if path.is_dir() and not path.is_symlink():
+            raise UsageError(f"{path}: is a directory; cannot write the file there")
+    temps: list[tuple[Path, Path]] = []
+    current = files[0][0] if files else Path()
+    try:
+        for current, data, mode in files:
+            fd, name = tempfile.mkstemp(
+                prefix=f".{current.name}.", suffix=".tmp", dir=current.parent
+            )
+            temps.append((Path(name), current))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            Path(name).chmod(mode)
+        for tmp, current in temps:
+            tmp.replace(current)
+    except OSError as e:
+        raise UsageError(f"{current}: cannot write: {e.strerror or e}") from e
+    finally:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)

@@ -28,22 +28,25 @@ from pydantic import (
     model_validator,
 )
 
+from .container.deffile import TOOL_LABEL_PREFIX, pinned_ref_problem, text_problem
 from .errors import ManifestError
 from .manifest_parse import parse_document
-from .manifest_problems import LocatedError, describe, one_line, problem_lines
+from .manifest_problems import LocatedError, describe, one_line, problem_lines, value_problems
 
 __all__ = [
     "COMMIT_RE",
     "HEX64_RE",
     "IMAGE_DIGEST_RE",
     "LABEL_KEY_RE",
+    "MAX_ENTRYPOINT_BYTES",
     "MAX_MANIFEST_BYTES",
     "MAX_TIME_S",
     "MEMORY_RE",
+    "MINUTES_RE",
     "NAME_RE",
-    "PINNED_FROM_RE",
     "SLURM_WORD_RE",
     "TIME_RE",
+    "TOOL_LABEL_PREFIX",
     "BuildSpec",
     "CodeSpec",
     "DatasetSpec",
@@ -61,7 +64,6 @@ __all__ = [
     "SlurmWord",
     "TargetSpec",
     "Tolerance",
-    "def_text_problem",
     "json_schema",
     "load",
     "parse_document",
@@ -71,13 +73,18 @@ __all__ = [
 ]
 
 MAX_MANIFEST_BYTES = 1 << 20
+MAX_ENTRYPOINT_BYTES = 64 * 1024
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HEX64_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 IMAGE_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
-PINNED_FROM_RE = re.compile(r"(?:docker://)?([^\s@]+)@sha256:[0-9a-f]{64}")
-TIME_RE = re.compile(r"(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)")
+# ASCII digits only ([0-9], never \d: Python's \d and int() also take Arabic-Indic or fullwidth
+# digits), and few of them, so int() never meets a number it refuses to convert.
+MINUTES_RE = re.compile(r"[0-9]{1,9}")
+TIME_RE = re.compile(
+    r"(?:(?P<d>[0-9]{1,3})-)?(?P<h>[0-9]{1,4}):(?P<m>[0-9]{1,2}):(?P<s>[0-9]{1,2})"
+)
 MEMORY_RE = re.compile(r"(?P<n>[1-9][0-9]{0,12})(?P<u>[KMGTkmgt]?)")
 # Slurm partition/account/qos names and constraint expressions: no whitespace, quotes or shell
 # metacharacters beyond the constraint operators Slurm documents (&, |, [], *, :, !).
@@ -122,10 +129,9 @@ def _image_digest(v: str) -> str:
 
 
 def _pinned_from(v: str) -> str:
-    if not PINNED_FROM_RE.fullmatch(v):
-        raise ValueError(
-            "must be pinned by digest, e.g. docker://python:3.11-slim@sha256:<64 hex digits>"
-        )
+    problem = pinned_ref_problem(v)
+    if problem:
+        raise ValueError(problem)
     return v
 
 
@@ -146,6 +152,13 @@ def _entrypoint(v: str) -> str:
         raise ValueError("must not be empty")
     if "\0" in v:
         raise ValueError("must not contain a NUL byte")
+    size = len(v.encode("utf-8", "surrogatepass"))
+    if size > MAX_ENTRYPOINT_BYTES:
+        raise ValueError(
+            f"is {size} bytes; at most {MAX_ENTRYPOINT_BYTES} (64 KiB) of UTF-8 are allowed"
+            " (the kernel passes at most 128 KiB as one argument); put a longer script in the"
+            " code and run it"
+        )
     return v
 
 
@@ -163,27 +176,8 @@ def _slurm_word(v: str) -> str:
     return v
 
 
-_STAGE_RE = re.compile(r"bootstrap:", re.IGNORECASE)
-
-
-def def_text_problem(text: str) -> str | None:
-    """Why ``text`` could break out of its .def section, or None.
-
-    Apptainer starts a section at any line whose first word begins with '%', and a new build
-    stage at any line starting with 'Bootstrap:' (pkg/build/types/parser/deffile.go).
-    """
-    if "\0" in text:
-        return "must not contain a NUL byte"
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("%"):
-            return f"line {n} starts with '%', which would open a new .def section"
-        if _STAGE_RE.match(line):
-            return f"line {n} starts with 'Bootstrap:', which would open a new build stage"
-    return None
-
-
 def _section_text(v: str) -> str:
-    problem = def_text_problem(v)
+    problem = text_problem(v)
     if problem:
         raise ValueError(problem)
     return v
@@ -192,6 +186,11 @@ def _section_text(v: str) -> str:
 def _label_key(k: str) -> str:
     if not LABEL_KEY_RE.fullmatch(k):
         raise ValueError("must hold only letters, digits, '.', '_', '-' (at most 128 characters)")
+    if k.lower().startswith(TOOL_LABEL_PREFIX):
+        raise ValueError(
+            f"{TOOL_LABEL_PREFIX}* labels are dotlab-hpc's own (dotlab.claim,"
+            " dotlab.manifest.sha256); a manifest cannot set or override them"
+        )
     return k
 
 
@@ -212,12 +211,15 @@ def parse_time_limit(v: str | int) -> int:
     """Seconds in a Slurm-style time: minutes, ``HH:MM:SS`` or ``D-HH:MM:SS``."""
     if isinstance(v, int):
         seconds = v * 60
-    elif v.isdigit():
+    elif MINUTES_RE.fullmatch(v):
         seconds = int(v) * 60
     else:
         m = TIME_RE.fullmatch(v)
         if not m:
-            raise ValueError('must be minutes (e.g. "90"), "HH:MM:SS" or "D-HH:MM:SS"')
+            raise ValueError(
+                'must be minutes (e.g. "90"), "HH:MM:SS" or "D-HH:MM:SS", in ASCII digits,'
+                " at most 365 days"
+            )
         d, h, mi, s = (int(m.group(k) or 0) for k in "dhms")
         if mi > 59 or s > 59 or (m.group("d") is not None and h > 23):
             raise ValueError("minutes and seconds must be below 60 (and hours below 24 with days)")
@@ -253,7 +255,10 @@ def parse_memory_mib(v: str) -> int:
     """MiB in a Slurm-style size with an optional K, M, G or T suffix (no suffix means M)."""
     m = MEMORY_RE.fullmatch(v)
     if not m:
-        raise ValueError("must be a positive whole number with an optional K, M, G or T suffix")
+        raise ValueError(
+            "must be a positive whole number (ASCII digits, at most 13) with an optional"
+            " K, M, G or T suffix"
+        )
     n, unit = int(m.group("n")), m.group("u").upper()
     mib = {"K": -(-n // 1024), "": n, "M": n, "G": n * 1024, "T": n * 1024 * 1024}[unit]
     if mib > 1 << 40:
@@ -400,6 +405,9 @@ def validate_data(data: Any, label: str) -> ManifestSpec:
     if not isinstance(data, dict):
         kind = "empty" if data is None else describe(data)
         raise ManifestError([one_line(f"{label}: must be a mapping of fields, not {kind}")])
+    found = value_problems(data, label)
+    if found:
+        raise ManifestError(found)
     try:
         return ManifestSpec.model_validate(data)
     except ValidationError as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -88,11 +89,27 @@ def _null_from_text(loader: _StrictLoader, node: Any) -> None:
         raise _scalar_error(node, "is not null")
 
 
-def _number_from_text(loader: _StrictLoader, node: Any) -> int | float:
+@dataclass(frozen=True)
+class TooLongNumber:
+    """A number literal too long to convert (int() refuses over 4300 digits, and is slow before).
+
+    It stands in the parsed document so that the error can name the field it was given for.
+    """
+
+    digits: int
+
+
+MAX_NUMBER_CHARS = 100
+_PLAIN_NUMBER_RE = re.compile(r"[-+]?[0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?")
+
+
+def _number_from_text(loader: _StrictLoader, node: Any) -> int | float | TooLongNumber:
     # PyYAML lets int()/float() raise ValueError (and an explicit `!!int 1:2:3:...` is
     # quadratic), so long or malformed numbers are refused here, with their line and column.
     text = loader.construct_scalar(node)
-    if len(text) > 100:
+    if len(text) > MAX_NUMBER_CHARS:
+        if _PLAIN_NUMBER_RE.fullmatch(text):
+            return TooLongNumber(len(text))
         raise _scalar_error(node, "is too long to be a number in a manifest")
     try:
         if node.tag == "tag:yaml.org,2002:int":
@@ -120,10 +137,10 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a manifest may hold")
 
 
-def _json_int(text: str) -> int:
+def _json_int(text: str) -> int | TooLongNumber:
     # int() of a huge literal raises with advice about sys.set_int_max_str_digits().
-    if len(text) > 100:
-        raise ValueError(f"a {len(text)}-digit integer is too long to be a number in a manifest")
+    if len(text) > MAX_NUMBER_CHARS:
+        return TooLongNumber(len(text))
     return int(text)
 
 

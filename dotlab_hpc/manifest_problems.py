@@ -12,6 +12,10 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from .errors import one_line
+
+__all__ = ["LocatedError", "describe", "one_line", "problem_lines", "value_problems"]
+
 
 class LocatedError(ValueError):
     """A model validator's error that names its own field path (pydantic would name the model)."""
@@ -37,11 +41,6 @@ def _loc_text(loc: tuple[str | int, ...]) -> str:
             # stays exact and on one line.
             out += f"[{part!r}]"
     return out or "(top level)"
-
-
-def one_line(text: str) -> str:
-    """``text`` with every unprintable character (newlines included) escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def describe(value: Any) -> str:
@@ -158,6 +157,47 @@ def _problem(err: Any, root: type[BaseModel]) -> tuple[tuple[str | int, ...], st
     else:
         msg = _MESSAGES.get(kind, err["msg"])
     return loc, f"name {msg}" if about_key else msg
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _text_problem(text: str) -> str | None:
+    if "\0" in text:
+        return "must not contain a NUL byte"
+    if m := _SURROGATE_RE.search(text):
+        return f"must be valid Unicode text, not a lone surrogate (U+{ord(m.group()):04X})"
+    return None
+
+
+def value_problems(data: Any, label: str) -> list[str]:
+    """Lines for what no field may hold: NUL, lone surrogates, numbers too long to convert.
+
+    SPEC section 1: every text value is valid Unicode. Checked on the parsed document, keys
+    included, before any model sees it, so each line names the field as the user wrote it.
+    """
+    from .manifest_parse import TooLongNumber
+
+    lines: list[str] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while stack:
+        loc, value = stack.pop()
+        problem = None
+        if isinstance(value, str):
+            problem = _text_problem(value)
+        elif isinstance(value, TooLongNumber):
+            problem = f"a {value.digits}-character number is too large for any field"
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                key_problem = _text_problem(key) if isinstance(key, str) else None
+                if key_problem:
+                    lines.append(one_line(f"{label}: {_loc_text((*loc, key))}: name {key_problem}"))
+                stack.append(((*loc, key), item))
+        elif isinstance(value, list | tuple):
+            stack += [((*loc, i), item) for i, item in reversed(list(enumerate(value)))]
+        if problem:
+            lines.append(one_line(f"{label}: {_loc_text(loc)}: {problem}"))
+    return lines
 
 
 def problem_lines(error: ValidationError, label: str, root: type[BaseModel]) -> list[str]:

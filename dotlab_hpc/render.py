@@ -18,8 +18,10 @@ import jinja2
 
 from . import TOOL_NAME, __version__
 from .container.apptainer import CODE_MOUNT, DATA_MOUNT, OUT_MOUNT, ExecSpec, exec_argv
-from .errors import UsageError
-from .manifest import Manifest, ManifestSpec, def_text_problem
+from .container.deffile import GO_SPACE as _GO_SPACE
+from .container.deffile import DefShapeError, check_shape, parse_def, text_problem
+from .errors import UsageError, one_line
+from .manifest import Manifest, ManifestSpec
 
 # Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
 # the container's start. Slurm's resolution is one minute (sbatch --time rounds seconds up).
@@ -52,6 +54,7 @@ SBATCH_OPTIONS = frozenset(
         "export",
     }
 )
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:=@&|!*\[\]()+/-]{1,256}")
 
 
@@ -59,6 +62,11 @@ def sh_quote(value: str) -> str:
     """The one quoting function for values written into a shell script."""
     if "\0" in value:
         raise UsageError("a value for the job script contains a NUL byte, which no shell can hold")
+    if _SURROGATE_RE.search(value):  # a path whose bytes are not UTF-8 (os.fsdecode's escapes)
+        raise UsageError(
+            f"{one_line(value)[:200]}: not valid UTF-8; the job script and records are UTF-8",
+            hint="rename the file or folder so that its name is UTF-8",
+        )
     return shlex.quote(value)
 
 
@@ -341,15 +349,28 @@ def def_view(manifest: Manifest) -> DefView:
 
 def _section_body(name: str, body: str) -> str:
     """A section's text as given (heredocs need column 0), refused if it could break out."""
-    problem = def_text_problem(body)
+    problem = text_problem(body)
     if problem:
         raise UsageError(f"image.build.{name}: {problem}")
     return body.rstrip("\n")
 
 
 def render_def(manifest: Manifest) -> str:
-    """The Apptainer .def for ``image.build``; Apptainer's ``{{ arg }}`` placeholders survive."""
-    return _environment().get_template("claim.def.j2").render(**_fields(def_view(manifest)))
+    """The Apptainer .def for ``image.build``; Apptainer's ``{{ arg }}`` placeholders survive.
+
+    The text is read back as Apptainer reads it and must hold exactly the header, sections and
+    labels meant, whatever the manifest's values are.
+    """
+    view = def_view(manifest)
+    text = _environment().get_template("claim.def.j2").render(**_fields(view))
+    header = (("bootstrap", "docker"), ("from", view.from_ref))
+    names = ("labels", *(name for name, _ in view.sections))
+    source = f"{manifest.path}: image.build"
+    check_shape(text, [(header, names)], source)
+    labels = parse_def(text)[0].labels()
+    if labels != tuple((k, v.strip(_GO_SPACE)) for k, v in view.labels):
+        raise DefShapeError(f"{source}: the .def's labels would read as {labels!r}")
+    return text
 
 
 def _fields(view: object) -> dict[str, object]:

@@ -21,6 +21,7 @@ from .clock import Clock
 from .container.apptainer import find_apptainer
 from .errors import ProcTimeout, SlurmError, UsageError
 from .manifest import Manifest
+from .overlap import check_overlaps
 from .record import (
     ClaimRecord,
     EvidenceRecord,
@@ -146,6 +147,14 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
         else:
             run_dir = runs_root / run_id
         runs: tuple[PlannedRun, ...] = (PlannedRun(0, m, run_id, run_dir, out_root),)
+        check_overlaps(
+            code_dir=code_dir,
+            data_dir=data_dir,
+            out_dir=out_root,
+            run_dirs=(run_dir,),
+            run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
+            run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
+        )
         return Plan(
             runs=runs,
             job_name=f"dotlab-{run_id}",
@@ -163,6 +172,14 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
     runs = tuple(
         PlannedRun(i, m, f"{batch}-{i}", runs_root / f"{batch}-{i}", out_root / m.spec.claim)
         for i, m in enumerate(manifests)
+    )
+    check_overlaps(
+        code_dir=code_dir,
+        data_dir=data_dir,
+        out_dir=out_root,
+        run_dirs=[r.run_dir for r in runs],
+        run_flag="--runs-root",
+        run_given=opts.runs_root,
     )
     return Plan(
         runs=runs,

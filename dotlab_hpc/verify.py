@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from .checkout import inspect_checkout
+from .checkout import inspect_checkout, working_dir_problem
 from .errors import InputMismatch, UsageError
 from .hashing import HashCache, Refused, Tree, hash_paths, hash_trees, scan
 
@@ -221,6 +221,24 @@ def check_checkout(code_dir: Path, commit: str, *, runner: Runner) -> tuple[Chec
     )
 
 
+def _check_working_dir(spec: ManifestSpec, code_dir: Path, commit: Check, runner: Runner) -> None:
+    """A working_dir that is not a directory of the pinned commit is the manifest's error.
+
+    The checkout is what the manifest pins (or the commit check already says it is not), so
+    this is not a mismatch of inputs: the manifest contradicts its own commit and no other
+    checkout can fix that. A usage error (exit 2), as for any invalid manifest (SPEC section 2).
+    """
+    wd = spec.code.working_dir
+    if not wd or wd == "." or not commit.ok:
+        return
+    problem = working_dir_problem(code_dir, spec.code.commit, wd, runner=runner)
+    if problem:
+        raise UsageError(
+            f"code.working_dir {wd!r}: {problem}",
+            hint="name a directory committed in the checkout itself (no symbolic link)",
+        )
+
+
 # --------------------------------------------------------------------------- entry point
 def verify_inputs(
     spec: ManifestSpec,
@@ -247,6 +265,7 @@ def verify_inputs(
             hint="build it with `dotlab-hpc build` or fix the path",
         )
     code = check_checkout(code_dir, spec.code.commit, runner=runner)
+    _check_working_dir(spec, code_dir, code[0], runner)
     planned_image = _plan_image(image)
     image_tree = planned_image if isinstance(planned_image, Tree) else None
     datasets, image_result = _dataset_checks(spec, data_dir, progress, image_tree, cache)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -18,6 +19,12 @@ CODE_MOUNT = PurePosixPath("/work/code")
 DATA_MOUNT = PurePosixPath("/work/data")
 OUT_MOUNT = PurePosixPath("/work/out")
 WRAPPER_NAME = "dotlab-wrapper"
+# execve(2), "Limits on size of arguments and environment": one argument, with its NUL, is at
+# most MAX_ARG_STRLEN (32 pages, 131072 bytes); all of them and the environment together at
+# most ARG_MAX (a quarter of the stack limit, 2 MiB at the usual 8 MiB). Past either, the job
+# fails with "Argument list too long" (E2BIG) on the node, long after submission.
+MAX_ARG_STRLEN = 131072
+MAX_ARGV_BYTES = 1 << 20  # half of the usual ARG_MAX: room for the environment and the wrapper
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,11 @@ def bind_arg(src: Path, dst: PurePosixPath, mode: str) -> str:
             )
     if s != s.strip():
         raise UsageError(f"{s!r}: Apptainer's --bind trims spaces at the ends of a path")
+    if any("\ud800" <= c <= "\udfff" for c in s):  # bytes that are not UTF-8 (os.fsdecode)
+        raise UsageError(
+            f"{s!r}: the name is not valid UTF-8; the job script and records are UTF-8",
+            hint="rename the folder so that its name is UTF-8",
+        )
     return f"{s}:{dst}:{mode}"
 
 
@@ -75,7 +87,27 @@ def exec_argv(spec: ExecSpec) -> tuple[str, ...]:
     for key, value in spec.env:
         argv += ["--env", f"{key}={value}"]
     argv += [str(spec.image), "/bin/sh", "-c", spec.wrapper, WRAPPER_NAME, *spec.wrapper_args]
+    check_argv_fits(argv)
     return tuple(argv)
+
+
+def check_argv_fits(argv: Sequence[str]) -> None:
+    """Refuse an argv the kernel would not pass: one argument too long, or all of them."""
+    total = 0
+    for i, arg in enumerate(argv):
+        size = len(arg.encode("utf-8", "surrogateescape")) + 1
+        total += size
+        if size > MAX_ARG_STRLEN:
+            raise UsageError(
+                f"argument {i} of the apptainer command ({arg[:30]!r}…) is {size} bytes; the"
+                f" kernel passes at most {MAX_ARG_STRLEN} as one argument",
+                hint="keep the entrypoint short (at most 64 KiB); put a long script in the code",
+            )
+    if total > MAX_ARGV_BYTES:
+        raise UsageError(
+            f"the apptainer command is {total} bytes; at most {MAX_ARGV_BYTES} are passed safely",
+            hint="shorten the entrypoint or the paths",
+        )
 
 
 def build_argv(

@@ -11,17 +11,15 @@ against the pinned references before anything is returned.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ..errors import UsageError
-from ..manifest import PINNED_FROM_RE
+from ..errors import UsageError, one_line
+from ..fsio import atomic_write_all
+from .deffile import TOOL_LABEL_PREFIX, has_full_digest, pinned_ref_problem
+from .spython_def import Stage, checked_text, spython_parse, spython_write
 
 MAX_DOCKERFILE_BYTES = 1 << 20
 DEFAULT_DEF_NAME = "claim.def"
@@ -69,18 +67,6 @@ class _Instruction:
         return " ".join(_CONTINUED_RE.sub("", x).strip() for x in self.lines).strip()
 
 
-@dataclass
-class _Stage:
-    name: str
-    image: str
-    spython_lines: list[str] = field(default_factory=list)
-    labels: list[list[str]] = field(default_factory=list)
-    environ: list[str] = field(default_factory=list)
-    entrypoint: list[str] | None = None
-    shell_entrypoint: bool = False  # Docker ignores CMD after a shell-form ENTRYPOINT
-    cmd: list[str] | None = None
-
-
 # --------------------------------------------------------------------------- public
 def convert_dockerfile(path: Path) -> DefConversion:
     """Read a Dockerfile and convert it (see ``dockerfile_to_def``)."""
@@ -105,8 +91,8 @@ def dockerfile_to_def(text: str, *, source: str = "Dockerfile") -> DefConversion
     """Convert Dockerfile text into Apptainer .def text; every FROM must be pinned by digest."""
     warnings: list[str] = []
     stages = _stages(_instructions(text, source), source, warnings)
-    recipes = _spython_parse(stages, source)
-    text_out = _spython_write(recipes, stages, source)
+    recipes = spython_parse(stages, source)
+    text_out = spython_write(recipes, stages, source)
     return DefConversion(
         text=text_out,
         images=tuple(s.image for s in stages),
@@ -121,11 +107,9 @@ def write_def(conversion: DefConversion, out_dir: Path, name: str = DEFAULT_DEF_
     target = out_dir / name
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / f".{name}.tmp-{os.getpid()}"
-        tmp.write_text(conversion.text, encoding="utf-8")
-        tmp.replace(target)
     except OSError as e:
-        raise UsageError(f"{target}: cannot write: {e.strerror or e}") from e
+        raise UsageError(f"-o {out_dir}: cannot create the folder ({e.strerror or e})") from e
+    atomic_write_all([(target, conversion.text.encode("utf-8"), 0o644)])
     return target
 
 
@@ -163,12 +147,12 @@ def _instructions(text: str, source: str) -> list[_Instruction]:
     return out
 
 
-def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) -> list[_Stage]:
+def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) -> list[Stage]:
     froms = [i for i in instructions if i.keyword == "FROM"]
     if not froms:
         raise UsageError(f"{source}: no FROM line; a Dockerfile starts from a base image")
     multi = len(froms) > 1
-    stages: list[_Stage] = []
+    stages: list[Stage] = []
     unpinned: list[tuple[int, str]] = []
     first_error: UsageError | None = None  # reported after the pinning check, which comes first
     for ins in instructions:
@@ -194,7 +178,7 @@ def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) 
     return stages
 
 
-def _from(ins: _Instruction, stages: list[_Stage], multi: bool, where: str) -> tuple[_Stage, bool]:
+def _from(ins: _Instruction, stages: list[Stage], multi: bool, where: str) -> tuple[Stage, bool]:
     words = ins.joined.split()
     if any(w.startswith("--") for w in words):
         raise UsageError(
@@ -232,10 +216,12 @@ def _from(ins: _Instruction, stages: list[_Stage], multi: bool, where: str) -> t
         name = f"stage{len(stages)}"
         if name in earlier:
             name += "-unnamed"
-    stage = _Stage(name=name or "spython-base", image=ref)
+    problem = pinned_ref_problem(ref)
+    if problem and has_full_digest(ref):
+        raise UsageError(f"{where}: FROM {ref}: {problem}")
+    stage = Stage(name=name or "spython-base", image=ref)
     stage.spython_lines.append(f"FROM {ref} AS {name}" if name else f"FROM {ref}")
-    pinned = PINNED_FROM_RE.fullmatch(ref) is not None and not ref.startswith("docker://")
-    return stage, pinned
+    return stage, problem is None and not ref.startswith("docker://")
 
 
 def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
@@ -252,7 +238,7 @@ def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
     )
 
 
-def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[str]) -> None:
+def _instruction(ins: _Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
     stage = stages[-1]
     kw = ins.keyword
     if any(_BUILD_ARG_RE.search(x) for x in ins.lines):
@@ -260,30 +246,31 @@ def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: 
             f"{where}: `{{{{ name }}}}` in {kw} will be read by Apptainer as a build argument"
         )
     if kw == "RUN":
-        stage.spython_lines.append("RUN " + _run(ins, where, warnings))
+        stage.spython_lines.append("RUN " + checked_text(_run(ins, where, warnings), where, kw))
     elif kw in ("COPY", "ADD"):
         stage.spython_lines.append(_copy(ins, stages, where, warnings))
     elif kw == "WORKDIR":
         path = ins.joined
         if not path or any(c.isspace() or c in "\"'" for c in path):
             raise UsageError(f"{where}: WORKDIR {path!r}: only a path without spaces or quotes")
-        stage.spython_lines.append(f"WORKDIR {path}")
+        stage.spython_lines.append(f"WORKDIR {checked_text(path, where, kw)}")
     elif kw == "ENV":
-        pairs = _env_pairs(ins, where)
+        pairs = [checked_text(p, where, kw) for p in _env_pairs(ins, where)]
         stage.environ += pairs
         stage.spython_lines.append("RUN export " + " ".join(pairs))
     elif kw == "ARG":
         for word in _raw_words(ins.joined, where):
             if "=" in word:
-                stage.spython_lines.append(f"RUN export {word}")
+                stage.spython_lines.append(f"RUN export {checked_text(word, where, kw)}")
             else:
                 warnings.append(f"{where}: ARG {word} has no default and is left out of the .def")
     elif kw == "LABEL":
-        stage.labels += _labels(ins, where)
+        stage.labels += [_label(k, v, where) for k, v in _labels(ins, where)]
     elif kw == "MAINTAINER":
-        stage.labels.append(["maintainer", ins.joined])
+        stage.labels.append(_label("maintainer", ins.joined, where))
     elif kw in ("CMD", "ENTRYPOINT"):
         argv = _exec_or_shell(ins.joined)
+        checked_text(shlex.join(argv), where, kw)
         if kw == "CMD":
             stage.cmd = argv
         else:
@@ -295,19 +282,21 @@ def _instruction(ins: _Instruction, stages: list[_Stage], where: str, warnings: 
         raise UsageError(f"{where}: unknown instruction {kw}")
 
 
+def _label(key: str, value: str, where: str) -> list[str]:
+    if key.lower().startswith(TOOL_LABEL_PREFIX):
+        raise UsageError(
+            f"{where}: LABEL {one_line(key)}: {TOOL_LABEL_PREFIX}* labels are dotlab-hpc's own"
+        )
+    checked_text(f"{key} {value}", where, "LABEL")
+    return [key, value]
+
+
 def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
     body = "\n".join(ins.lines)
     while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
         warnings.append(f"{where}: RUN {m.group(1)} left out: %post has no BuildKit RUN options")
         body = body[m.end() :]
     body = _CONTINUED_RE.sub("", body.rstrip()).rstrip()
-    for x in body.split("\n"):
-        if x.lstrip().startswith("%") or x.lstrip().lower().startswith("bootstrap:"):
-            raise UsageError(
-                f"{where}: a RUN line starting with {x.lstrip()[:10]!r} would open a new"
-                " section or stage of the .def",
-                hint="reflow the command so that no line starts with it",
-            )
     if _HEREDOC_RE.search(body.split("\n", 1)[0]):
         raise UsageError(
             f"{where}: RUN with a heredoc is not supported",
@@ -321,7 +310,7 @@ def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
     return body
 
 
-def _copy(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[str]) -> str:
+def _copy(ins: _Instruction, stages: list[Stage], where: str, warnings: list[str]) -> str:
     argv = _json_list(ins.joined)
     words = argv if argv is not None else ins.joined.split()
     flags = [w for w in words if w.startswith("--")]
@@ -352,12 +341,12 @@ def _copy(ins: _Instruction, stages: list[_Stage], where: str, warnings: list[st
                     hint="COPY the archive and unpack it in RUN (tar -xf)",
                 )
     prefix = f"COPY --from={source_stage} " if source_stage else "COPY "
-    return prefix + " ".join(paths)
+    return prefix + checked_text(" ".join(paths), where, ins.keyword)  # one %files line
 
 
-def _copy_source(value: str, stages: list[_Stage], where: str) -> str:
+def _copy_source(value: str, stages: list[Stage], where: str) -> str:
     names = [s.name for s in stages[:-1]]
-    if value.isdigit() and int(value) < len(names):
+    if value.isascii() and value.isdigit() and len(value) < 5 and int(value) < len(names):
         return names[int(value)]
     if value.lower() in names:
         return value.lower()
@@ -447,88 +436,3 @@ def _json_list(text: str) -> list[str] | None:
 def _exec_or_shell(text: str) -> list[str]:
     argv = _json_list(text)
     return argv if argv is not None else ["/bin/sh", "-c", text]
-
-
-# --------------------------------------------------------------------------- spython
-@contextmanager
-def _quiet_spython() -> Iterator[Any]:
-    """Silence spython's logger (it prints warnings and calls sys.exit on errors)."""
-    from spython.logger import bot
-    from spython.logger.message import QUIET
-
-    level = bot.level
-    bot.level = QUIET
-    try:
-        yield bot
-    finally:
-        bot.level = level
-
-
-def _spython_parse(stages: list[_Stage], source: str) -> dict[str, Any]:
-    from spython.main.parse.parsers import DockerParser
-
-    with _quiet_spython():
-        parser = DockerParser(filename=None, load=False)
-        parser.lines = [line for s in stages for line in s.spython_lines]
-        try:
-            recipes: dict[str, Any] = parser.parse()
-        except SystemExit as e:
-            raise UsageError(f"{source}: spython could not parse the Dockerfile") from e
-    if list(recipes) != [s.name for s in stages]:
-        raise UsageError(
-            f"{source}: spython read stages {list(recipes)}, expected {[s.name for s in stages]}",
-            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
-        )
-    for stage in stages:
-        recipe = recipes[stage.name]
-        if (recipe.fromHeader or "").strip() != stage.image:
-            raise UsageError(
-                f"{source}: spython changed FROM {stage.image} into {recipe.fromHeader!r}",
-                hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
-            )
-        recipe.fromHeader = stage.image
-        recipe.labels = stage.labels
-        recipe.environ = stage.environ
-        recipe.entrypoint = None
-        recipe.cmd = None
-        recipe.test = None
-    final = stages[-1]
-    if final.entrypoint is not None and final.shell_entrypoint:
-        command = final.entrypoint
-    else:
-        command = (final.entrypoint or []) + (final.cmd or [])
-    if command:
-        recipes[final.name].entrypoint = shlex.join(command)
-    return recipes
-
-
-def _spython_write(recipes: dict[str, Any], stages: list[_Stage], source: str) -> str:
-    from spython.main.parse.writers import SingularityWriter
-
-    with _quiet_spython():
-        try:
-            text: str = SingularityWriter(recipes).convert(runscript="")
-        except SystemExit as e:
-            raise UsageError(f"{source}: spython could not write the .def") from e
-    lines = text.split("\n")
-    if len(stages) == 1:
-        lines = [x for x in lines if x != "Stage: spython-base"]
-    # No CMD/ENTRYPOINT: leave %runscript out so Apptainer keeps the base image's own.
-    if recipes[stages[-1].name].entrypoint is None and "%runscript" in lines:
-        lines = lines[: len(lines) - 1 - lines[::-1].index("%runscript")]
-    text = "\n".join(lines).rstrip("\n") + "\n"
-    _check_header(text, stages, source)
-    return text
-
-
-def _check_header(text: str, stages: list[_Stage], source: str) -> None:
-    lines = text.split("\n")
-    boots = [x for x in lines if x.startswith("Bootstrap:")]
-    froms = [x[len("From:") :].strip() for x in lines if x.startswith("From:")]
-    if boots != ["Bootstrap: docker"] * len(stages) or froms != [s.image for s in stages]:
-        raise UsageError(
-            f"{source}: the written .def does not carry the pinned FROM lines exactly",
-            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
-        )
-    if not lines[0].startswith("Bootstrap:"):
-        raise UsageError(f"{source}: the written .def does not start with Bootstrap:")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.manifest import PINNED_FROM_RE
+from dotlab_hpc.container.deffile import pinned_ref_problem
 
 DEFS = Path(__file__).resolve().parents[2] / "defs"
 RECIPES = ["python-base.def", "claim.def.example"]
@@ -47,7 +47,7 @@ def test_recipe_is_pinned_and_installs_from_the_lock(name: str) -> None:
     assert text.startswith("Bootstrap: docker\n")
     header, sections = split_def(text)
     assert header["Bootstrap"] == "docker"
-    assert PINNED_FROM_RE.fullmatch(header["From"]), header["From"]
+    assert pinned_ref_problem(header["From"]) is None, header["From"]
     assert header["From"].startswith("python:3.11-slim@sha256:")
     post = " ".join(sections["post"]).replace("\\ ", "")
     assert re.search(
@@ -83,6 +83,6 @@ def test_every_locked_requirement_is_pinned_and_hashed() -> None:
 
 def test_splitter_and_lock_checks_catch_mistakes() -> None:
     header, _ = split_def("Bootstrap: docker\nFrom: python:3.11-slim\n%post\n  true\n")
-    assert not PINNED_FROM_RE.fullmatch(header["From"])
+    assert pinned_ref_problem(header["From"]) is not None
     bad = lock_requirements("six==1.17.0\npkg==1 \\\n    --hash=sha256:" + "0" * 64 + "\n")
     assert [bool(HASH_RE.search(r)) for r in bad] == [False, True]

@@ -1,0 +1,146 @@
+"""spython's side of the Dockerfile conversion: checked stages → Recipe objects → .def text.
+
+The written text is then read back as Apptainer reads it and must hold exactly the stages,
+header lines and sections the recipes call for (``deffile.check_shape``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UsageError
+from .deffile import check_shape, text_problem
+
+
+@dataclass
+class Stage:
+    """One build stage, normalised into lines spython maps faithfully."""
+
+    name: str
+    image: str
+    spython_lines: list[str] = field(default_factory=list)
+    labels: list[list[str]] = field(default_factory=list)
+    environ: list[str] = field(default_factory=list)
+    entrypoint: list[str] | None = None
+    shell_entrypoint: bool = False  # Docker ignores CMD after a shell-form ENTRYPOINT
+    cmd: list[str] | None = None
+
+
+def checked_text(text: str, where: str, keyword: str) -> str:
+    """``text`` as it goes into the .def, refused if it could open a section or a stage."""
+    problem = text_problem(text)
+    if problem:
+        raise UsageError(
+            f"{where}: {keyword} would open a new section or stage of the .def ({problem})",
+            hint="reflow the command so that no line starts with it",
+        )
+    return text
+
+
+@contextmanager
+def _quiet_spython() -> Iterator[Any]:
+    """Silence spython's logger (it prints warnings and calls sys.exit on errors)."""
+    from spython.logger import bot
+    from spython.logger.message import QUIET
+
+    level = bot.level
+    bot.level = QUIET
+    try:
+        yield bot
+    finally:
+        bot.level = level
+
+
+def spython_parse(stages: list[Stage], source: str) -> dict[str, Any]:
+    from spython.main.parse.parsers import DockerParser
+
+    with _quiet_spython():
+        parser = DockerParser(filename=None, load=False)
+        parser.lines = [line for s in stages for line in s.spython_lines]
+        try:
+            recipes: dict[str, Any] = parser.parse()
+        except SystemExit as e:
+            raise UsageError(f"{source}: spython could not parse the Dockerfile") from e
+    if list(recipes) != [s.name for s in stages]:
+        raise UsageError(
+            f"{source}: spython read stages {list(recipes)}, expected {[s.name for s in stages]}",
+            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
+        )
+    for stage in stages:
+        recipe = recipes[stage.name]
+        if (recipe.fromHeader or "").strip() != stage.image:
+            raise UsageError(
+                f"{source}: spython changed FROM {stage.image} into {recipe.fromHeader!r}",
+                hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
+            )
+        recipe.fromHeader = stage.image
+        recipe.labels = stage.labels
+        recipe.environ = stage.environ
+        recipe.entrypoint = None
+        recipe.cmd = None
+        recipe.test = None
+    final = stages[-1]
+    if final.entrypoint is not None and final.shell_entrypoint:
+        command = final.entrypoint
+    else:
+        command = (final.entrypoint or []) + (final.cmd or [])
+    if command:
+        recipes[final.name].entrypoint = checked_text(shlex.join(command), source, "CMD")
+    return recipes
+
+
+def spython_write(recipes: dict[str, Any], stages: list[Stage], source: str) -> str:
+    from spython.main.parse.writers import SingularityWriter
+
+    with _quiet_spython():
+        try:
+            text: str = SingularityWriter(recipes).convert(runscript="")
+        except SystemExit as e:
+            raise UsageError(f"{source}: spython could not write the .def") from e
+    lines = text.split("\n")
+    if len(stages) == 1:
+        lines = [x for x in lines if x != "Stage: spython-base"]
+    # No CMD/ENTRYPOINT: leave %runscript out so Apptainer keeps the base image's own.
+    if recipes[stages[-1].name].entrypoint is None and "%runscript" in lines:
+        lines = lines[: len(lines) - 1 - lines[::-1].index("%runscript")]
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    _check_header(text, stages, source)
+    check_shape(text, _meant(recipes, stages), source)
+    return text
+
+
+def _meant(
+    recipes: dict[str, Any], stages: list[Stage]
+) -> list[tuple[list[tuple[str, str]], list[str]]]:
+    """Per stage, the header lines and sections the recipes handed to spython call for."""
+    out = []
+    for i, stage in enumerate(stages):
+        recipe = recipes[stage.name]
+        header = [("bootstrap", "docker"), ("from", stage.image)]
+        if len(stages) > 1:
+            header.append(("stage", stage.name))
+        names = ["files"] if recipe.files else []
+        names += [f"files from {layer}" for layer in recipe.layer_files]
+        names += [n for n, v in (("labels", recipe.labels), ("post", recipe.install)) if v]
+        names += ["environment"] if recipe.environ else []
+        if i == len(stages) - 1 and recipe.entrypoint is not None:
+            names += ["runscript", "startscript"]
+        out.append((header, names))
+    return out
+
+
+def _check_header(text: str, stages: list[Stage], source: str) -> None:
+    lines = text.split("\n")
+    boots = [x for x in lines if x.startswith("Bootstrap:")]
+    froms = [x[len("From:") :].strip() for x in lines if x.startswith("From:")]
+    if boots != ["Bootstrap: docker"] * len(stages) or froms != [s.image for s in stages]:
+        raise UsageError(
+            f"{source}: the written .def does not carry the pinned FROM lines exactly",
+            hint="this is a dotlab-hpc bug; please report it with the Dockerfile",
+        )
+    if not lines[0].startswith("Bootstrap:"):
+        raise UsageError(f"{source}: the written .def does not start with Bootstrap:")

@@ -1,0 +1,119 @@
+"""Values no field may hold: NUL, lone surrogates, numbers too long to convert, non-ASCII digits.
+
+Each is one line naming the field, never a traceback or Python's int() advice.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc import manifest as m
+from dotlab_hpc.cli import main
+from dotlab_hpc.errors import ManifestError
+
+from .test_manifest import GOOD_JSON, LABEL, mutate
+
+BIG = "5" * 5000
+
+
+def problems(data: object) -> list[str]:
+    with pytest.raises(ManifestError) as info:
+        m.validate_data(data, LABEL)
+    return info.value.problems
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        ("entrypoint", "python run.py\ud800", "entrypoint"),
+        ("title", "Table \udfff 2", "title"),
+        ("entrypoint", "a\0b", "entrypoint"),
+        ("title", "a\0b", "title"),
+        ("code.repo", "https://x/\ud83d", "code.repo"),
+        ("data.0.path", "train\udc80.csv", "data[0].path"),
+        ("image.build.post", "echo \ud800", "image.build.post"),
+        ("image.build.labels", {"k": "\ud800"}, "image.build.labels.k"),
+        ("targets", {"acc\ud800": {"value": 1}}, "targets['acc\\ud800']"),
+    ],
+)
+def test_every_text_value_is_valid_unicode(path: str, value: object, field: str) -> None:
+    (line,) = problems(mutate(path, value))
+    assert line.startswith(f"{LABEL}: {field}: ")
+    assert "surrogate" in line or "NUL" in line
+    assert line.isprintable()
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "field"),
+    [
+        ("resources.time", '"' + BIG + '"', "resources.time"),
+        ("resources.time", BIG, "resources.time"),
+        ("resources.memory", '"' + BIG + '"', "resources.memory"),
+        ("seed", BIG, "seed"),
+        ("resources.cpus", BIG, "resources.cpus"),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_huge_numbers_are_one_line_naming_the_field(
+    tmp_path: Path, path: str, text: str, field: str, suffix: str
+) -> None:
+    data = mutate(path, "PLACEHOLDER")
+    raw = json.dumps(data).replace('"PLACEHOLDER"', text)
+    f = tmp_path / f"claim{suffix}"
+    f.write_text(raw)  # JSON is YAML too
+    with pytest.raises(ManifestError) as info:
+        m.load(f)
+    (line,) = info.value.problems
+    assert line.startswith(f"{f}: {field}: ")
+    assert "set_int_max_str_digits" not in line and "Exceeds" not in line
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("resources.time", "\u0661\u0662"),  # Arabic-Indic 12
+        ("resources.time", "\uff10\uff11:\uff10\uff10:\uff10\uff10"),  # fullwidth 01:00:00
+        ("resources.time", "1-\u0661:00:00"),
+        ("resources.time", "\u00b2"),  # isdigit() is true, int() refuses it
+        ("resources.memory", "\uff14G"),
+        ("resources.memory", "\u0664\u0660\u0669\u0666"),
+    ],
+)
+def test_only_ascii_digits_count(path: str, value: str) -> None:
+    (line,) = problems(mutate(path, value))
+    assert line.startswith(f"{LABEL}: {path}: ") and "ASCII digits" in line
+
+
+def test_the_entrypoint_fits_in_one_argument() -> None:
+    assert m.validate_data(mutate("entrypoint", "x" * m.MAX_ENTRYPOINT_BYTES), LABEL)
+    (line,) = problems(mutate("entrypoint", "é" * (m.MAX_ENTRYPOINT_BYTES // 2 + 1)))
+    assert line.startswith(f"{LABEL}: entrypoint: is 65538 bytes; at most 65536")
+
+
+def test_validate_cli_reports_a_surrogate_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(GOOD_JSON.read_text())
+    data["entrypoint"] = "run \ud800"
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(data))  # ensure_ascii: the surrogate travels as \ud800
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    want = "entrypoint: must be valid Unicode text, not a lone surrogate (U+D800)"
+    assert err == f"dotlab-hpc: {f}: {want}\n"
+
+
+def test_render_refuses_a_surrogate_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(GOOD_JSON.read_text())
+    data["title"] = "Table \udc80"
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    assert main(["render", str(f), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"dotlab-hpc: {f}: title: must be valid Unicode")
+    assert not out.exists()
