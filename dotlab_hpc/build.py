@@ -38,13 +38,14 @@ from typing import Any
 
 from . import TOOL_NAME, __version__
 from .container.apptainer import build_argv, find_apptainer
+from .container.deffile import local_base
 from .container.sif import read_sif
 from .errors import OperatorError, ToolMissing, UsageError
 from .fsio import atomic_write_json, atomic_write_text
 from .hashing import sha256_file
 from .manifest import Manifest
 from .proc import StreamingRunner
-from .render import def_view, render_def
+from .render import def_view, local_base_path, render_def
 from .rundir import utc_text
 
 LOCK_VERSION = 1
@@ -149,11 +150,36 @@ def lock_data(
         "manifest_sha256": m.sha256,
         "image": {"digest": digest, "path": _relative(image, lock.parent), "size": size},
         "def": {"sha256": def_sha256, "path": _relative(deffile, lock.parent)},
-        "base": {"bootstrap": "docker", "from": view.from_ref},
+        "base": {"bootstrap": view.bootstrap, "from": view.from_ref},
         "builder": {"program": Path(program).name, "version": version},
         "tool": {"name": TOOL_NAME, "version": __version__},
         "built_at": utc_text(now),
     }
+
+
+def check_local_base(m: Manifest) -> None:
+    """A ``localimage:`` base must be a regular file whose sha256 is the pinned one.
+
+    Checked right before ``apptainer build`` reads it: a base changed later than this is the
+    builder's own file system's doing, as with any input read after it was verified.
+    """
+    build = m.spec.image.build
+    local = local_base(build.from_) if build else None
+    if local is None:
+        return
+    path = local_base_path(m)
+    if not path.is_file():
+        raise UsageError(
+            f"image.build.from: the base image {path} is missing or not a regular file",
+            hint="build or copy it there, or change the path (relative to the manifest)",
+        )
+    actual = sha256_file(path)
+    if actual != local[1]:
+        raise UsageError(
+            f"image.build.from: the base image {path} has sha256:{actual}, the manifest pins"
+            f" sha256:{local[1]}",
+            hint="use the pinned base image, or pin this one (dotlab-hpc hash FILE)",
+        )
 
 
 def _check_output(output: Path, deffile: Path, rendered: str, *, force: bool) -> None:
@@ -198,6 +224,7 @@ def build_image(
             " yourself and pin it with image.digest",
         )
     rendered = render_def(m)
+    check_local_base(m)
     deffile = def_path_for(output)
     _check_output(output, deffile, rendered, force=force)
     program = find_builder(apptainer)

@@ -19,7 +19,14 @@ import jinja2
 from . import TOOL_NAME, __version__
 from .container.apptainer import CODE_MOUNT, DATA_MOUNT, OUT_MOUNT, ExecSpec, exec_argv
 from .container.deffile import GO_SPACE as _GO_SPACE
-from .container.deffile import DefShapeError, check_shape, parse_def, text_problem
+from .container.deffile import (
+    HEADER_PATH_RE,
+    DefShapeError,
+    check_shape,
+    local_base,
+    parse_def,
+    text_problem,
+)
 from .errors import UsageError, one_line
 from .manifest import Manifest, ManifestSpec
 
@@ -163,6 +170,7 @@ def argv_lines(argv: Sequence[str], wrapper: str) -> tuple[str, ...]:
 class DefView:
     """What ``claim.def.j2`` lays out: the From line, labels and user sections, all finished."""
 
+    bootstrap: str
     from_ref: str
     labels: tuple[tuple[str, str], ...]
     sections: tuple[tuple[str, str], ...]
@@ -340,11 +348,33 @@ def def_view(manifest: Manifest) -> DefView:
             continue
         body = "\n".join(value) if isinstance(value, tuple) else str(value)
         sections.append((name, _section_body(name, body)))
+    local = local_base(build.from_)
+    if local is None:
+        bootstrap, from_ref = "docker", build.from_.removeprefix("docker://")
+    else:
+        bootstrap, from_ref = "localimage", str(local_base_path(manifest))
     return DefView(
-        from_ref=build.from_.removeprefix("docker://"),
+        bootstrap=bootstrap,
+        from_ref=from_ref,
         labels=tuple(labels),
         sections=tuple(sections),
     )
+
+
+def local_base_path(manifest: Manifest) -> Path:
+    """The absolute path of a ``localimage:`` base (relative to the manifest's folder)."""
+    build = manifest.spec.image.build
+    local = local_base(build.from_) if build else None
+    if local is None:
+        raise UsageError(f"{manifest.path}: image.build.from is not a localimage: base")
+    path = (manifest.path.parent / local[0]).absolute()
+    if not HEADER_PATH_RE.fullmatch(str(path)):
+        raise UsageError(
+            f"image.build.from: the base image's path {str(path)!r} cannot stand on a .def's"
+            " From: line (only letters, digits and . _ + - / are safe there)",
+            hint="move the manifest and its base image to such a folder",
+        )
+    return path
 
 
 def _section_body(name: str, body: str) -> str:
@@ -363,7 +393,7 @@ def render_def(manifest: Manifest) -> str:
     """
     view = def_view(manifest)
     text = _environment().get_template("claim.def.j2").render(**_fields(view))
-    header = (("bootstrap", "docker"), ("from", view.from_ref))
+    header = (("bootstrap", view.bootstrap), ("from", view.from_ref))
     names = ("labels", *(name for name, _ in view.sections))
     source = f"{manifest.path}: image.build"
     check_shape(text, [(header, names)], source)

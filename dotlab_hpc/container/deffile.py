@@ -35,6 +35,13 @@ DOCKER_REF_RE = re.compile(
 # The labels the tool writes itself; no manifest or Dockerfile may set one.
 TOOL_LABEL_PREFIX = "dotlab."
 _FULL_DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
+# A local base image pinned by the sha256 of its file (SPEC section 1): a relative path of plain
+# characters (no '#', spaces or '\\', which Apptainer's header line would cut or join), no "..".
+LOCALIMAGE_PREFIX = "localimage:"
+_LOCAL_PATH = r"[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*"
+LOCALIMAGE_RE = re.compile(rf"localimage:(?P<path>{_LOCAL_PATH})@sha256:(?P<hex>[0-9a-f]{{64}})")
+# what an absolute path must look like to stand on a From: line as it is
+HEADER_PATH_RE = re.compile(rf"/{_LOCAL_PATH}")
 _SCHEME_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 
 
@@ -57,14 +64,24 @@ def has_full_digest(ref: str) -> bool:
     return _FULL_DIGEST_RE.search(ref) is not None
 
 
+def local_base(ref: str) -> tuple[str, str] | None:
+    """(relative path, sha256 hex) of a ``localimage:`` base, or None for a docker:// one."""
+    m = LOCALIMAGE_RE.fullmatch(ref)
+    return (m.group("path"), m.group("hex")) if m else None
+
+
 def pinned_ref_problem(ref: str) -> str | None:
-    """Why ``ref`` is not a Docker image reference pinned by digest, or None."""
-    if ref.lower().startswith("localimage:"):
-        # SPEC section 1 allows it, but the template renders Bootstrap: docker only; refused
-        # rather than built as a Docker image named "localimage".
-        return (
-            "localimage: base images are not supported yet; use a docker:// image pinned by digest"
-        )
+    """Why ``ref`` is not a base pinned by digest (docker://… or localimage:…), or None."""
+    if ref.lower().startswith(LOCALIMAGE_PREFIX):
+        m_local = LOCALIMAGE_RE.fullmatch(ref)
+        if m_local is None:
+            return (
+                "a local base image is localimage:PATH@sha256:<64 hex digits of the file>, PATH"
+                " relative to the manifest, of letters, digits and . _ + - / only"
+            )
+        if ".." in m_local.group("path").split("/"):
+            return "localimage: the path must stay below the manifest's folder (no '..')"
+        return None
     m = _SCHEME_RE.match(ref)
     if m and m.group("scheme") != "docker":
         return (

@@ -7,6 +7,7 @@ import pytest
 from dotlab_hpc.container.deffile import (
     DefShapeError,
     check_shape,
+    local_base,
     parse_def,
     pinned_ref_problem,
     text_problem,
@@ -66,11 +67,21 @@ def test_ordinary_text_passes(text: str) -> None:
     [
         f"x#@{D}", f"x@{D}#", f"library://x@{D}", f"shub://x@{D}", f"oras://x@{D}",
         f"docker://library://x@{D}", f"x y@{D}", f"X@{D}", f"x\\@{D}", f"x:@{D}", "x",
-        f"x@{D}\\", f"x@{D} ", f"x:t@{D}\n%setup", "x@sha256:abc", f"localimage:b.sif@{D}",
+        f"x@{D}\\", f"x@{D} ", f"x:t@{D}\n%setup", "x@sha256:abc",
+        # local bases: pinned, relative, below the manifest, plain characters only
+        "localimage:b.sif", f"localimage:../b.sif@{D}", f"localimage:a/../../b.sif@{D}",
+        f"localimage:/abs/b.sif@{D}", f"localimage:b#c.sif@{D}", f"localimage:b c.sif@{D}",
+        f"localimage:b.sif@{D}\n%setup", f"localimage:b\\.sif@{D}", "localimage:b.sif@sha256:abc",
     ],
 )  # fmt: skip
 def test_refs_apptainer_would_misread_or_not_pin_are_refused(ref: str) -> None:
     assert pinned_ref_problem(ref) is not None
+
+
+@pytest.mark.parametrize("ref", [f"localimage:b.sif@{D}", f"localimage:bases/py-3.13.sif@{D}"])
+def test_local_bases_pinned_by_their_file_pass(ref: str) -> None:
+    assert pinned_ref_problem(ref) is None
+    assert local_base(ref) == (ref.split(":", 1)[1].split("@")[0], D.removeprefix("sha256:"))
 
 
 def test_library_refs_say_why() -> None:

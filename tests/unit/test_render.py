@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path, PurePosixPath
 
@@ -292,3 +293,40 @@ def split_sections(text: str) -> dict[str, str]:
         if current is not None:
             current.append(line)
     return {k: "\n".join(v).strip("\n") for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------- localimage bases
+def local_manifest(path: Path, sha: str) -> manifest_mod.Manifest:
+    build = {"from": f"localimage:base.sif@sha256:{sha}", "post": "echo hi"}
+    m = manifest(image={"digest": "sha256:" + SHA, "build": build})
+    return manifest_mod.Manifest(spec=m.spec, path=path, sha256=m.sha256, raw=b"")
+
+
+def test_localimage_base_renders_bootstrap_localimage_with_the_manifests_folder(
+    tmp_path: Path,
+) -> None:
+    text = render_def(local_manifest(tmp_path / "claim.yaml", "b" * 64))
+    assert text.startswith(f"Bootstrap: localimage\nFrom: {tmp_path / 'base.sif'}\n")
+    assert "\n%post\necho hi\n" in text
+
+
+def test_localimage_base_in_a_folder_no_from_line_can_hold_is_refused(tmp_path: Path) -> None:
+    odd = tmp_path / "a b#c"
+    with pytest.raises(UsageError, match=r"cannot stand on a \.def's From: line"):
+        render_def(local_manifest(odd / "claim.yaml", "b" * 64))
+
+
+def test_build_refuses_a_local_base_whose_digest_differs(tmp_path: Path) -> None:
+    from dotlab_hpc.build import check_local_base
+
+    (tmp_path / "base.sif").write_bytes(b"not the pinned base")
+    m = local_manifest(tmp_path / "claim.yaml", "b" * 64)
+    with pytest.raises(
+        UsageError, match=r"has sha256:[0-9a-f]{64}, the manifest pins sha256:b{64}"
+    ):
+        check_local_base(m)
+    good = hashlib.sha256(b"not the pinned base").hexdigest()
+    check_local_base(local_manifest(tmp_path / "claim.yaml", good))  # the pinned file: accepted
+    (tmp_path / "base.sif").unlink()
+    with pytest.raises(UsageError, match="missing or not a regular file"):
+        check_local_base(local_manifest(tmp_path / "claim.yaml", good))

@@ -1,0 +1,63 @@
+"""`dotlab-hpc build` for real: `apptainer build --fakeroot` of a rendered .def, as the test user.
+
+No image registry is reachable here, so the base is a local SIF pinned by its sha256
+(``image.build.from: localimage:PATH@sha256:…``, SPEC section 1); its ``%post`` runs. The built
+image's digest then goes into a manifest that is submitted and must come out ``reproduced``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.container.sif import read_sif
+from tests.support import platform
+from tests.support.claims import Kit
+
+pytestmark = pytest.mark.real_apptainer
+
+POST = "mkdir -p /opt/dotlab\necho built-by-post > /opt/dotlab/built\n"
+ENTRY = "grep -qx built-by-post /opt/dotlab/built && python3 analysis.py good"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
+    platform.require()
+    return Kit(tmp_path, dict(slurm_env))
+
+
+def test_build_from_a_local_base_runs_post_and_the_image_reproduces(kit: Kit) -> None:
+    base = kit.image  # the test image, copied into the kit: image.sif beside the manifests
+    build = {"from": f"localimage:{base.name}@sha256:{sha256(base)}", "post": POST}
+    m = kit.manifest("built", image={"digest": "sha256:" + "0" * 64, "build": build},
+                     entrypoint=ENTRY)  # fmt: skip
+    out = kit.root / "claim.sif"
+    res = kit.cli("build", str(m), "-o", str(out), "--apptainer", str(platform.apptainer()))
+    assert res.rc == 0, (res.stdout, res.stderr)
+    digest = "sha256:" + sha256(out)
+    assert re.search(rf"digest: {digest}\b", res.stdout), res.stdout
+    embedded = read_sif(out).deffile
+    assert embedded is not None
+    assert embedded.startswith(f"Bootstrap: localimage\nFrom: {base}\n".encode())
+
+    kit.image = out
+    again = kit.manifest("built", image={"digest": digest}, entrypoint=ENTRY)
+    run = kit.run(again)
+    assert run.outcome == "reproduced", (run.stdout, run.stderr)
+
+
+def test_build_refuses_a_local_base_that_is_not_the_pinned_one(kit: Kit) -> None:
+    build = {"from": f"localimage:{kit.image.name}@sha256:{'e' * 64}", "post": POST}
+    m = kit.manifest("wrongbase", image={"digest": "sha256:" + "0" * 64, "build": build})
+    out = kit.root / "claim.sif"
+    res = kit.cli("build", str(m), "-o", str(out), "--apptainer", str(platform.apptainer()))
+    assert res.rc == 2, (res.stdout, res.stderr)
+    assert f"the manifest pins sha256:{'e' * 64}" in res.stderr
+    assert not out.exists()
