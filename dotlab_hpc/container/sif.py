@@ -44,8 +44,9 @@ PARTITION = 0x4004
 SIGNATURE = 0x4005
 CRYPTO_MESSAGE = 0x4008
 SBOM = 0x4009
-OCI_BLOB = 0x400A
-OCI_ROOT_INDEX = 0x400B
+# sylabs/sif sif.go: DataOCIRootIndex then DataOCIBlob (`apptainer sif list` names them so).
+OCI_ROOT_INDEX = 0x400A
+OCI_BLOB = 0x400B
 
 DATA_TYPES = {
     DEFFILE: "Def.FILE",
@@ -57,8 +58,8 @@ DATA_TYPES = {
     0x4007: "Generic/Raw",
     CRYPTO_MESSAGE: "Cryptographic Message",
     SBOM: "SBOM",
+    OCI_ROOT_INDEX: "OCI.RootIndex",
     OCI_BLOB: "OCI.Blob",
-    OCI_ROOT_INDEX: "OCI.RootIndex",  # later sylabs/sif releases call it OCI.ImageIndex
 }
 # sylabs/sif arch.go: two ASCII digits and a NUL; anything else is "unknown".
 ARCHES = {
@@ -499,7 +500,7 @@ def _with_extra(o: SifObject, extra: bytes) -> SifObject:
     if o.type_code == SBOM:
         (fmt,) = SBOM_EXTRA.unpack_from(extra)
         return replace(o, sbom_format=SBOM_FORMATS.get(fmt, "unknown"))
-    if o.type_code in (OCI_BLOB, OCI_ROOT_INDEX):
+    if o.type_code in (OCI_ROOT_INDEX, OCI_BLOB):
         return replace(o, oci_digest=extra.split(b"\x00", 1)[0].decode("ascii", "replace"))
     return o
 
