@@ -172,6 +172,7 @@ def _cmd_verify_bundle(args: argparse.Namespace) -> int:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from .container import sif as sif_mod
+    from .container.sif_summary import format_summary
     from .errors import SifError
 
     image = sif_mod.read_sif(args.sif, digest=not args.deffile)
@@ -184,7 +185,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     elif args.json:
         _print_json(image.as_dict())
     else:
-        sys.stdout.write(sif_mod.format_summary(image))
+        sys.stdout.write(format_summary(image))
     return 0
 
 

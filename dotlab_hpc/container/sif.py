@@ -44,8 +44,9 @@ PARTITION = 0x4004
 SIGNATURE = 0x4005
 CRYPTO_MESSAGE = 0x4008
 SBOM = 0x4009
-OCI_BLOB = 0x400A
-OCI_ROOT_INDEX = 0x400B
+# sylabs/sif sif.go: DataOCIRootIndex then DataOCIBlob (`apptainer sif list` names them so).
+OCI_ROOT_INDEX = 0x400A
+OCI_BLOB = 0x400B
 
 DATA_TYPES = {
     DEFFILE: "Def.FILE",
@@ -57,8 +58,8 @@ DATA_TYPES = {
     0x4007: "Generic/Raw",
     CRYPTO_MESSAGE: "Cryptographic Message",
     SBOM: "SBOM",
+    OCI_ROOT_INDEX: "OCI.RootIndex",
     OCI_BLOB: "OCI.Blob",
-    OCI_ROOT_INDEX: "OCI.RootIndex",  # later sylabs/sif releases call it OCI.ImageIndex
 }
 # sylabs/sif arch.go: two ASCII digits and a NUL; anything else is "unknown".
 ARCHES = {
@@ -499,75 +500,6 @@ def _with_extra(o: SifObject, extra: bytes) -> SifObject:
     if o.type_code == SBOM:
         (fmt,) = SBOM_EXTRA.unpack_from(extra)
         return replace(o, sbom_format=SBOM_FORMATS.get(fmt, "unknown"))
-    if o.type_code in (OCI_BLOB, OCI_ROOT_INDEX):
+    if o.type_code in (OCI_ROOT_INDEX, OCI_BLOB):
         return replace(o, oci_digest=extra.split(b"\x00", 1)[0].decode("ascii", "replace"))
     return o
-
-
-# --------------------------------------------------------------------------- display
-def _printable(text: str) -> str:
-    """Escape control characters so a lying file cannot drive the terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _when(ts: int) -> str:
-    if ts == GO_ZERO_TIME:
-        return "unset (deterministic build)"
-    t = utc_time(ts)
-    return f"{ts} (out of range)" if t is None else t.replace(tzinfo=None).isoformat(" ") + " UTC"
-
-
-def format_summary(image: SifImage) -> str:
-    """A short aligned summary: header facts, one line per object, the digest."""
-    h = image.header
-    used = len(image.objects)
-    facts = [
-        ("file", f"{image.path} ({image.file_size} bytes)"),
-        ("digest", image.digest or "not computed"),
-        ("version", h.version),
-        ("arch", h.arch if h.arch != "unknown" else f"unknown ({h.arch_code!r})"),
-        ("id", str(h.id)),
-        ("created", _when(h.created_at)),
-        ("modified", _when(h.modified_at)),
-        (
-            "descriptors",
-            f"{used} used, {h.descriptors_free} free of {h.descriptors_total}"
-            f" (table at byte {h.descriptors_offset}, {h.descriptors_size} bytes)",
-        ),
-        ("data", f"at byte {h.data_offset}, {h.data_size} bytes"),
-    ]
-    if h.launch_script:
-        facts.insert(3, ("launch script", h.launch_script.rstrip("\n")))
-    if image.deffile is not None:
-        facts.append(("definition", f"{len(image.deffile)} bytes (`inspect --def` prints it)"))
-    else:
-        facts.append(("definition", "none embedded"))
-    width = max(len(k) for k, _ in facts)
-    lines = [f"{k:<{width}}  {_printable(v)}" for k, v in facts]
-
-    rows = [("ID", "GROUP", "LINK", "OFFSET", "SIZE", "TYPE", "NAME")]
-    for o in image.objects:
-        link = "-" if o.link is None else f"{o.link.id}{' (group)' if o.link.is_group else ''}"
-        label = o.type_label
-        if o.signature and o.signature.fingerprint:
-            label += f" {o.signature.fingerprint}"
-        if o.oci_digest:
-            label += f" {o.oci_digest}"
-        rows.append(
-            (
-                str(o.id),
-                "-" if o.group is None else str(o.group),
-                link,
-                str(o.offset),
-                str(o.size),
-                _printable(label),
-                _printable(o.name),
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines.append("")
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    if not image.objects:
-        lines.append("(no objects)")
-    return "\n".join(lines) + "\n"

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.container.sif import GO_ZERO_TIME, SifImage, SifObject, read_sif
+from dotlab_hpc.container.sif import SifImage, read_sif
 from dotlab_hpc.errors import SifError
-from tests.support.sif import SIGNER, make_rich_sif, make_sif, siftool
+from tests.support.sif import (
+    SIGNER,
+    SiftoolText,
+    assert_agrees,
+    listed_ids,
+    make_rich_sif,
+    make_sif,
+    siftool,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -27,120 +33,15 @@ def _tools() -> None:
         pytest.skip(msg)
 
 
-# --------------------------------------------------------------------------- siftool's formats
-def go_time(ts: int) -> str:
-    """How Go prints time.Unix(ts, 0).UTC()."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
-
-
-def readable_size(size: int) -> str:
-    """siftool's readableSize (internal/app/siftool/info.go)."""
-    if -1024 < size < 1024:
-        return f"{size} B"
-    div, exp = 1024, 0
-    n = int(size / 1024)
-    while n <= -1024 or n >= 1024:
-        div *= 1024
-        exp += 1
-        n = int(n / 1024)
-    return f"{math.floor(size / div + 0.5):.0f} {'KMGTPE'[exp]}iB"
-
-
-def parse_keyvals(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if line.strip():
-            key, value = line.split(":", 1)
-            assert key.strip() not in out, line
-            out[key.strip()] = value.strip()
-    return out
-
-
-def parse_list(text: str) -> list[tuple[str, str, str, str, str]]:
-    rows = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith(("---", "ID ")):
-            continue
-        cells = [re.sub(r"\s+", " ", c.strip()) for c in line.split("|")]
-        assert len(cells) == 5, line
-        rows.append((cells[0], cells[1], cells[2], cells[3], cells[4]))
-    return rows
-
-
-# --------------------------------------------------------------------------- what we expect
-def expected_header(img: SifImage) -> dict[str, str]:
-    h = img.header
-    out: dict[str, str] = {}
-    if h.launch_script:
-        out["Launch Script"] = h.launch_script.rstrip("\n")
-    out["Version"] = h.version
-    if h.arch != "unknown":
-        out["Primary Architecture"] = h.arch
-    if h.id.int:
-        out["ID"] = str(h.id)
-    if h.created_at != GO_ZERO_TIME:
-        out["Created At"] = go_time(h.created_at)
-    if h.modified_at != GO_ZERO_TIME:
-        out["Modified At"] = go_time(h.modified_at)
-    out["Descriptors Free"] = str(h.descriptors_free)
-    out["Descriptors Total"] = str(h.descriptors_total)
-    out["Descriptors Offset"] = str(h.descriptors_offset)
-    out["Descriptors Size"] = readable_size(h.descriptors_size)
-    out["Data Offset"] = str(h.data_offset)
-    out["Data Size"] = readable_size(h.data_size)
-    return out
-
-
-def link_text(o: SifObject) -> str:
-    if o.link is None:
-        return "NONE"
-    return f"{o.link.id} (G)" if o.link.is_group else str(o.link.id)
-
-
-def expected_row(o: SifObject) -> tuple[str, str, str, str, str]:
-    return (
-        str(o.id),
-        "NONE" if o.group is None else str(o.group),
-        link_text(o),
-        f"{o.offset}-{o.offset + o.size}",
-        o.type_label,
-    )
-
-
-def expected_info(o: SifObject) -> dict[str, str]:
-    out = {
-        "Data Type": o.type_name,
-        "ID": str(o.id),
-        "Group ID": "NONE" if o.group is None else str(o.group),
-        "Linked ID": link_text(o),
-        "Offset": str(o.offset),
-        "Size": str(o.size),
-    }
-    if o.created_at != GO_ZERO_TIME:
-        out["Created At"] = go_time(o.created_at)
-    if o.modified_at != GO_ZERO_TIME:
-        out["Modified At"] = go_time(o.modified_at)
-    if o.name:
-        out["Name"] = o.name
-    if p := o.partition:
-        out |= {"Filesystem Type": p.fs, "Partition Type": p.part_type, "Architecture": p.arch}
-    if s := o.signature:
-        out["Hash Type"] = s.hash_type
-        if s.fingerprint:
-            out["Entity"] = s.fingerprint
-    if c := o.crypto_message:
-        out |= {"Format Type": c.format, "Message Type": c.message}
-    if o.sbom_format is not None:
-        out["Format"] = o.sbom_format
-    return out
+def siftool_text(path: Path) -> SiftoolText:
+    listing = siftool("list", path)
+    info = {i: siftool("info", str(i), path) for i in listed_ids(listing)}
+    return SiftoolText(siftool("header", path), listing, info)
 
 
 def assert_agrees_with_siftool(path: Path) -> SifImage:
     img = read_sif(path)
-    assert parse_keyvals(siftool("header", path)) == expected_header(img)
-    assert parse_list(siftool("list", path)) == [expected_row(o) for o in img.objects]
-    for o in img.objects:
-        assert parse_keyvals(siftool("info", str(o.id), path)) == expected_info(o), o
+    assert_agrees(img.as_dict(), siftool_text(path))
     assert img.digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     return img
 

@@ -1,11 +1,15 @@
-"""Real SIF files for tests, made by Debian's siftool from a mksquashfs image."""
+"""SIF files for tests (made by Debian's siftool, or packed in memory) and what siftool prints."""
 
 from __future__ import annotations
 
+import math
+import re
 import struct
 import subprocess
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 MINIMAL_DEF = "Bootstrap: docker\nFrom: debian:12@sha256:" + "0" * 64 + "\n"
 
@@ -201,3 +205,168 @@ def partition_extra(fs: int = 1, part: int = 2, arch: bytes = b"02\x00") -> byte
 def signature_extra(hash_type: int = 1, fingerprint: bytes = bytes(range(1, 21))) -> bytes:
     """The Extra field of a signature descriptor."""
     return struct.pack("<i256s", hash_type, fingerprint)
+
+
+# --------------------------------------------------------------------------- what siftool prints
+# `siftool header|list|info` (Debian's siftool) and `apptainer sif header|list|info` print the same
+# way (apptainer/sif internal/app/siftool/info.go). These turn one image as `inspect --json` shows
+# it (SifImage.as_dict()) into what those tools print, so each field is compared with theirs.
+GO_ZERO_TIME = -62135596800  # Go's zero time.Time: the tools leave such a time out
+
+
+@dataclass(frozen=True)
+class SiftoolText:
+    """What ``header``, ``list`` and ``info ID`` (one per listed ID) printed for one image."""
+
+    header: str
+    listing: str
+    info: dict[int, str]
+
+
+def go_time(ts: int) -> str:
+    """How Go prints time.Unix(ts, 0).UTC()."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+
+
+def readable_size(size: int) -> str:
+    """siftool's readableSize (internal/app/siftool/info.go)."""
+    if -1024 < size < 1024:
+        return f"{size} B"
+    div, exp = 1024, 0
+    n = int(size / 1024)
+    while n <= -1024 or n >= 1024:
+        div *= 1024
+        exp += 1
+        n = int(n / 1024)
+    return f"{math.floor(size / div + 0.5):.0f} {'KMGTPE'[exp]}iB"
+
+
+def parse_keyvals(text: str) -> dict[str, str]:
+    """``Key:   value`` lines (header, info) as a dict; a repeated key fails."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.strip():
+            key, value = line.split(":", 1)
+            assert key.strip() not in out, line
+            out[key.strip()] = value.strip()
+    return out
+
+
+def parse_list(text: str) -> list[tuple[str, str, str, str, str]]:
+    """The rows of ``list``: ID, GROUP, LINK, SIF POSITION, TYPE (inner spaces collapsed)."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith(("---", "ID ")):
+            continue
+        cells = [re.sub(r"\s+", " ", c.strip()) for c in line.split("|")]
+        assert len(cells) == 5, line
+        rows.append((cells[0], cells[1], cells[2], cells[3], cells[4]))
+    return rows
+
+
+def expected_header(doc: dict[str, Any]) -> dict[str, str]:
+    """What ``header`` prints for the image ``doc`` (``inspect --json``)."""
+    h = doc["header"]
+    out: dict[str, str] = {}
+    if h["launch_script"]:
+        out["Launch Script"] = h["launch_script"].rstrip("\n")
+    out["Version"] = h["version"]
+    if h["arch"]["name"] != "unknown":
+        out["Primary Architecture"] = h["arch"]["name"]
+    if h["id"] != "00000000-0000-0000-0000-000000000000":
+        out["ID"] = h["id"]
+    if h["created_at"] != GO_ZERO_TIME:
+        out["Created At"] = go_time(h["created_at"])
+    if h["modified_at"] != GO_ZERO_TIME:
+        out["Modified At"] = go_time(h["modified_at"])
+    out["Descriptors Free"] = str(h["descriptors_free"])
+    out["Descriptors Total"] = str(h["descriptors_total"])
+    out["Descriptors Offset"] = str(h["descriptors_offset"])
+    out["Descriptors Size"] = readable_size(h["descriptors_size"])
+    out["Data Offset"] = str(h["data_offset"])
+    out["Data Size"] = readable_size(h["data_size"])
+    return out
+
+
+def _link_text(o: dict[str, Any]) -> str:
+    if o["link"] is None:
+        return "NONE"
+    return f"{o['link']['id']} (G)" if o["link"]["is_group"] else str(o["link"]["id"])
+
+
+def expected_row(o: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """The ``list`` row of one object of ``inspect --json``."""
+    return (
+        str(o["id"]),
+        "NONE" if o["group"] is None else str(o["group"]),
+        _link_text(o),
+        f"{o['offset']}-{o['offset'] + o['size']}",
+        o["type"]["label"],
+    )
+
+
+def expected_info(o: dict[str, Any]) -> dict[str, str]:
+    """What ``info ID`` prints for one object of ``inspect --json``."""
+    out = {
+        "Data Type": o["type"]["name"],
+        "ID": str(o["id"]),
+        "Group ID": "NONE" if o["group"] is None else str(o["group"]),
+        "Linked ID": _link_text(o),
+        "Offset": str(o["offset"]),
+        "Size": str(o["size"]),
+    }
+    if o["created_at"] != GO_ZERO_TIME:
+        out["Created At"] = go_time(o["created_at"])
+    if o["modified_at"] != GO_ZERO_TIME:
+        out["Modified At"] = go_time(o["modified_at"])
+    if o["name"]:
+        out["Name"] = o["name"]
+    if p := o.get("partition"):
+        out["Filesystem Type"] = p["fs"]["name"]
+        out["Partition Type"] = p["type"]["name"]
+        out["Architecture"] = p["arch"]["name"]
+    if s := o.get("signature"):
+        out["Hash Type"] = s["hash"]["name"]
+        if s["fingerprint"]:
+            out["Entity"] = s["fingerprint"]
+    if c := o.get("crypto_message"):
+        out["Format Type"] = c["format"]["name"]
+        out["Message Type"] = c["message"]["name"]
+    if "sbom_format" in o:
+        out["Format"] = o["sbom_format"]
+    if "oci_digest" in o:
+        out["Digest"] = o["oci_digest"]
+    return out
+
+
+def assert_agrees(doc: dict[str, Any], text: SiftoolText) -> None:
+    """Every field the tool printed equals the same field of ``doc`` (``inspect --json``)."""
+    assert parse_keyvals(text.header) == expected_header(doc)
+    assert parse_list(text.listing) == [expected_row(o) for o in doc["objects"]]
+    assert sorted(text.info) == [o["id"] for o in doc["objects"]]
+    for o in doc["objects"]:
+        assert parse_keyvals(text.info[o["id"]]) == expected_info(o), o
+
+
+def listed_ids(listing: str) -> list[int]:
+    """The object IDs a ``list`` output names (what to ask ``info`` about)."""
+    return [int(row[0]) for row in parse_list(listing)]
+
+
+def save_text(text: SiftoolText, folder: Path) -> None:
+    """Write ``header.txt``, ``list.txt`` and ``info-ID.txt`` into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "header.txt").write_text(text.header)
+    (folder / "list.txt").write_text(text.listing)
+    for ident, out in text.info.items():
+        (folder / f"info-{ident}.txt").write_text(out)
+
+
+def load_text(folder: Path) -> SiftoolText:
+    """Read back what ``save_text`` wrote."""
+    listing = (folder / "list.txt").read_text()
+    return SiftoolText(
+        header=(folder / "header.txt").read_text(),
+        listing=listing,
+        info={i: (folder / f"info-{i}.txt").read_text() for i in listed_ids(listing)},
+    )

@@ -17,9 +17,9 @@ from dotlab_hpc.container.sif import (
     MAX_DEFFILE_BYTES,
     MAX_DESCRIPTORS,
     SifImage,
-    format_summary,
     parse_sif,
 )
+from dotlab_hpc.container.sif_summary import format_summary
 from dotlab_hpc.errors import SifError
 from tests.support.sif import ObjectSpec, pack_sif
 

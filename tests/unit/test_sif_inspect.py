@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from dotlab_hpc.cli import main
-from tests.support.sif import ObjectSpec, pack_sif, partition_extra
+from tests.support.sif import ObjectSpec, pack_sif, partition_extra, signature_extra
 
 DEF = b"Bootstrap: docker\nFrom: x@sha256:" + b"1" * 64 + b"\n%post\n  echo \xff raw\n"
 
@@ -64,3 +65,37 @@ def test_not_a_sif(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == f"dotlab-hpc: {path}: not a SIF image (no SIF_MAGIC at byte 32)\n"
+
+
+def test_summary_lists_each_signature_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fpr = bytes(range(1, 21))
+    path = tmp_path / "signed.sif"
+    path.write_bytes(
+        pack_sif(
+            [
+                ObjectSpec(DEF, type_code=0x4001, group=1),
+                ObjectSpec(b"sig1", type_code=0x4005, link=0xF0000001, extra=signature_extra()),
+                ObjectSpec(b"sig2", type_code=0x4005, link=1, extra=signature_extra(3)),
+                ObjectSpec(b"sig3", type_code=0x4005, extra=signature_extra(2, bytes(20))),
+            ]
+        )
+    )
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    facts, _objects, signatures = out.split("\n\n")
+    assert "signed         3 signature object(s)" in facts.splitlines()
+    assert [re.split(r"\s{2,}", line) for line in signatures.splitlines()[1:]] == [
+        ["ID", "SIGNS", "HASH", "SIGNER"],
+        ["2", "group 1", "SHA-256", fpr.hex().upper()],
+        ["3", "object 1", "SHA-512", fpr.hex().upper()],
+        ["4", "nothing (no link)", "SHA-384", "unknown (no fingerprint)"],
+    ]
+
+
+def test_summary_of_an_unsigned_image(image: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(image)]) == 0
+    out = capsys.readouterr().out
+    assert "signed         no" in out.splitlines()
+    assert "signatures" not in out

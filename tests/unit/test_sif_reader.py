@@ -17,10 +17,10 @@ from dotlab_hpc.container.sif import (
     MAX_DEFFILE_BYTES,
     MAX_DESCRIPTORS,
     SifImage,
-    format_summary,
     parse_sif,
     read_sif,
 )
+from dotlab_hpc.container.sif_summary import format_summary
 from dotlab_hpc.errors import SifError
 from tests.support.sif import ObjectSpec, pack_sif, partition_extra, signature_extra
 
@@ -41,7 +41,7 @@ def sample() -> bytes:
             ObjectSpec(b"\0" * 100, type_code=0x4004, group=1, extra=partition_extra()),
             ObjectSpec(b'{"a": "b"}', type_code=0x4003, group=1, link=2, name=b"labels.json"),
             ObjectSpec(b"sig", type_code=0x4005, link=0xF0000001, extra=signature_extra(2)),
-            ObjectSpec(b"blob", type_code=0x400A, extra=b"sha256:" + b"e" * 64),
+            ObjectSpec(b"blob", type_code=0x400B, extra=b"sha256:" + b"e" * 64),
             ObjectSpec(b"x", type_code=0x4999, group=7),
         ]
     )
@@ -101,10 +101,22 @@ def test_every_header_and_descriptor_field() -> None:
     assert sig.signature.hash_type == "SHA-384"
     assert sig.signature.fingerprint == bytes(range(1, 21)).hex().upper()
     assert sig.type_label == "Signature (SHA-384)"
-    assert blob.oci_digest == "sha256:" + "e" * 64
+    assert (blob.type_name, blob.oci_digest) == ("OCI.Blob", "sha256:" + "e" * 64)
     assert (odd.type_code, odd.type_name, odd.group) == (0x4999, "Unknown", 7)
     assert img.deffile == DEF
     assert img.as_dict()["deffile"] == DEF.decode()
+
+
+def test_oci_type_codes_follow_sylabs_sif() -> None:
+    # sif.go declares DataOCIRootIndex (0x400a) before DataOCIBlob (0x400b); Apptainer 1.4.5's
+    # `sif list` names them so (tests/data/apptainer-1.4.5/rich).
+    index = ObjectSpec(b'{"schemaVersion":2}', type_code=0x400A, extra=b"sha256:" + b"1" * 64)
+    blob = ObjectSpec(b"layer", type_code=0x400B, extra=b"sha256:" + b"2" * 64)
+    objs = parse(pack_sif([index, blob])).objects
+    assert [(o.type_name, o.type_label, o.oci_digest) for o in objs] == [
+        ("OCI.RootIndex", "OCI.RootIndex", "sha256:" + "1" * 64),
+        ("OCI.Blob", "OCI.Blob", "sha256:" + "2" * 64),
+    ]
 
 
 def test_deterministic_image_and_unknown_arch() -> None:
