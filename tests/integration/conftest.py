@@ -40,16 +40,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test that needs the cluster with ``slurm``; deselect the other platform's tests.
 
     A test marked ``standin`` runs only against the stand-in apptainer, one marked
-    ``real_apptainer`` only against the real one (tests/support/platform.py): each suite of
-    .ci/run deselects the other's, so every test runs in one of them and none is skipped.
+    ``real_apptainer`` only against the real one (tests/support/platform.py), one marked
+    ``host_cluster`` only in the host's suite (it needs root there): each suite of .ci/run
+    deselects the other's, so every test runs in one of them and none is skipped.
     """
-    other = "standin" if platform.real_apptainer() else "real_apptainer"
+    others = ("standin", "host_cluster") if platform.real_apptainer() else ("real_apptainer",)
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         if "slurm_env" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
-        (dropped if item.get_closest_marker(other) else keep).append(item)
+        other = any(item.get_closest_marker(m) for m in others)
+        (dropped if other else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

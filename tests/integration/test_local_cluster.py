@@ -7,6 +7,8 @@ exercised by .ci/run's exit trap (and by hand: see the script's header).
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -70,3 +72,36 @@ def test_unknown_verb() -> None:
     done = SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), "sideways"), timeout=30)
     assert done.returncode == 2
     assert "up" in done.stderr
+
+
+@pytest.mark.host_cluster
+def test_down_stops_only_processes_with_its_token_in_its_mount_namespace(tmp_path: Path) -> None:
+    # Three processes that all look like a stray slurmscriptd of cluster B (the same SLURM_CONF):
+    # one carries B's token, one none (another cluster using the same path), and one carries the
+    # token but lives in another mount namespace (a rooted cluster). `down` kills the first only.
+    base = tmp_path / "cluster"
+    (base / "run").mkdir(parents=True)
+    (base / ".local-cluster").write_text("test\n")
+    token = "0123456789abcdef"
+    (base / "run" / "token").write_text(token + "\n")
+    fake = tmp_path / "slurmscriptd"  # a copy of sleep, so that its comm is slurmscriptd
+    shutil.copy("/bin/sleep", fake)
+    conf = f"SLURM_CONF={base}/etc/slurm.conf"
+    procs = {
+        "ours": subprocess.Popen(["env", conf, f"DOTLAB_SLURM_CLUSTER={token}", fake, "600"]),
+        "no token": subprocess.Popen(["env", conf, fake, "600"]),
+        "other mount namespace": subprocess.Popen(
+            ["unshare", "--mount", "env", conf, f"DOTLAB_SLURM_CLUSTER={token}", fake, "600"]
+        ),
+    }
+    try:
+        time.sleep(0.5)
+        done = _local_cluster("down", base)
+        assert done.returncode == 0, done.stdout + done.stderr
+        time.sleep(0.5)
+        alive = {name: p.poll() is None for name, p in procs.items()}
+        assert alive == {"ours": False, "no token": True, "other mount namespace": True}
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
