@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import TOOL_NAME, __version__
+from .clock import utc_text
 from .container.apptainer import build_argv, find_apptainer
 from .container.sif import read_sif
 from .errors import OperatorError, ToolMissing, UsageError
@@ -45,7 +46,6 @@ from .hashing import sha256_file
 from .manifest import Manifest
 from .proc import StreamingRunner
 from .render import def_view, render_def
-from .rundir import utc_text
 
 LOCK_VERSION = 1
 LOCK_SUFFIX = ".lock.json"

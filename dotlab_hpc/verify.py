@@ -86,15 +86,15 @@ class VerifyReport:
 
 def format_table(report: VerifyReport) -> str:
     """The report as an aligned ``CHECK  NAME  RESULT  DETAIL`` table for people."""
-    rows = [("CHECK", "NAME", "RESULT", "DETAIL")]
+    from .view import table
+
+    rows = []
     for c in report.checks:
         detail = c.reason if not c.ok else _short(c.actual or "")
         if c.path and c.kind == "dataset":
             detail = f"{c.path}: {detail}"
         rows.append((c.kind, c.name, "ok" if c.ok else "MISMATCH", detail))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join([*(r[i].ljust(widths[i]) for i in range(3)), r[3]]).rstrip() for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(table(rows, ("CHECK", "NAME", "RESULT", "DETAIL"))) + "\n"
 
 
 def _short(value: str) -> str:

@@ -505,11 +505,6 @@ def _with_extra(o: SifObject, extra: bytes) -> SifObject:
 
 
 # --------------------------------------------------------------------------- display
-def _printable(text: str) -> str:
-    """Escape control characters so a lying file cannot drive the terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _when(ts: int) -> str:
     if ts == GO_ZERO_TIME:
         return "unset (deterministic build)"
@@ -542,10 +537,10 @@ def format_summary(image: SifImage) -> str:
         facts.append(("definition", f"{len(image.deffile)} bytes (`inspect --def` prints it)"))
     else:
         facts.append(("definition", "none embedded"))
-    width = max(len(k) for k, _ in facts)
-    lines = [f"{k:<{width}}  {_printable(v)}" for k, v in facts]
+    from ..view import table
 
-    rows = [("ID", "GROUP", "LINK", "OFFSET", "SIZE", "TYPE", "NAME")]
+    lines = table(facts)
+    rows = []
     for o in image.objects:
         link = "-" if o.link is None else f"{o.link.id}{' (group)' if o.link.is_group else ''}"
         label = o.type_label
@@ -560,14 +555,12 @@ def format_summary(image: SifImage) -> str:
                 link,
                 str(o.offset),
                 str(o.size),
-                _printable(label),
-                _printable(o.name),
+                label,
+                o.name,
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines.append("")
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    lines += table(rows, ("ID", "GROUP", "LINK", "OFFSET", "SIZE", "TYPE", "NAME"))
     if not image.objects:
         lines.append("(no objects)")
     return "\n".join(lines) + "\n"

@@ -14,17 +14,16 @@ from dotlab_hpc.bundle import (
     BundleImage,
     BundleIndex,
     MalformedSums,
-    UnsafeTar,
-    extract_tar,
     parse_sums,
     path_problem,
     sums_text,
-    tar_member_problem,
 )
+from dotlab_hpc.bundle_tar import UnsafeTar, extract_tar, tar_member_problem
 from dotlab_hpc.collect import parse_markers
 from dotlab_hpc.manifest import validate_data
 from dotlab_hpc.pack import derive_evidence, readme_text, tar_root_name, write_tar
 from dotlab_hpc.record import ClaimRecord, ToolRecord
+from tests.support.runfiles import job_status, submission_record
 
 H1 = "a" * 64
 H2 = "0123456789abcdef" * 4
@@ -249,19 +248,10 @@ CONTAINER_ERR = (
     "analysis chatter\n"
     "@@dotlab end 2026-01-01T00:00:09Z rc=0 timed_out=0\n"
 )
-STATUS = {
-    "version": 1,
-    "phase": "finished",
-    "exit_code": 0,
-    "image_digest_on_node": "",
-    "job_started_at": "2026-01-01T00:00:00Z",
-    "ended_at": "2026-01-01T00:00:10Z",
-    "node": "n1",
-    "job_id": "42",
-    "array_job_id": "",
-    "array_task_id": "",
-}
-SUBMISSION = {"job_id": "42", "array_job_id": None, "submitted_at": "2025-12-31T23:59:59Z"}
+STATUS = job_status(
+    job_started_at="2026-01-01T00:00:00Z", ended_at="2026-01-01T00:00:10Z", job_id="42"
+)
+SUBMISSION = submission_record(job_id="42", submitted_at="2025-12-31T23:59:59Z")
 
 
 def test_evidence_of_a_gpu_claim() -> None:

@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.bundle import SUMS, parse_sums, sums_text, verify_bundle, verify_dir
+from dotlab_hpc.bundle import SUMS, parse_sums, sums_text
+from dotlab_hpc.bundle_check import verify_bundle, verify_dir
 from dotlab_hpc.errors import RunDirError, UsageError
 from dotlab_hpc.pack import PackOptions, pack
+from dotlab_hpc.record import InputsRecord
+from dotlab_hpc.rundir import RunDir, RunPaths
+from tests.support.runfiles import job_status, run_record, submission_record, write_status
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim"
@@ -37,15 +41,16 @@ def make_run_dir(root: Path) -> Path:
         "image_digest": m.spec.image.digest,
         "datasets": {d.name: d.sha256 for d in m.spec.data},
     }
-    run = {
-        "run_id": rd.name,
-        "claim": m.spec.claim,
-        "manifest_file": "manifest.orig.yaml",
-        "manifest_sha256": m.sha256,
-        "paths": {"image": str(image), "run_dir": str(rd)},
-        "inputs": inputs,
-    }
-    (rd / "run.json").write_text(json.dumps(run))
+    run = run_record(
+        run_id=rd.name,
+        claim=m.spec.claim,
+        manifest_sha256=m.sha256,
+        paths=RunPaths(
+            run_dir=str(rd), code_dir="/code", data_dir="/data", out_dir="/out", image=str(image)
+        ),
+        inputs=InputsRecord.model_validate(inputs),
+    )
+    RunDir(rd).write_run(run)
     record = {
         "record_version": 1,
         "outcome": "reproduced",
@@ -76,8 +81,8 @@ def make_run_dir(root: Path) -> Path:
     (rd / "container.err").write_text(CONTAINER_ERR)
     (rd / "container.out").write_text("accuracy=0.9444\n")
     (rd / "slurm.out").write_text("dotlab-hpc: job 7 on vm\n")
-    (rd / "status.json").write_text(json.dumps({"phase": "finished", "job_id": "7"}))
-    (rd / "submission.json").write_text(json.dumps({"job_id": "7"}))
+    write_status(RunDir(rd), job_status(job_id="7"))
+    RunDir(rd).write_submission(submission_record(job_id="7"))
     (rd / "job.sbatch").write_text("#!/bin/bash\n")
     (rd / "events.jsonl").write_text('{"event":"collected"}\n')
     (rd / "claim.def").write_text("Bootstrap: docker\n")
@@ -209,7 +214,7 @@ def test_no_image_keeps_the_digest_and_url(run_dir: Path, tmp_path: Path) -> Non
 def test_manifest_changed_after_collect_is_refused(run_dir: Path, tmp_path: Path) -> None:
     with (run_dir / "manifest.orig.yaml").open("a") as f:
         f.write("# edited\n")
-    with pytest.raises(RunDirError, match="changed after collect"):
+    with pytest.raises(RunDirError, match="changed after (submission|collect)"):
         pack(PackOptions(run_dir, tmp_path / "b"))
 
 
@@ -306,7 +311,7 @@ def test_verify_bundle_usage_errors(tmp_path: Path) -> None:
 
 
 def test_report_json_and_table(bundle: Path) -> None:
-    from dotlab_hpc.bundle import format_report
+    from dotlab_hpc.bundle_check import format_report
 
     report = verify_bundle(bundle)
     data = report.to_json()
