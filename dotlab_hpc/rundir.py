@@ -287,9 +287,7 @@ def create(path: Path) -> RunDir:
             hint="choose another --run-dir or leave it out to get a fresh one",
         ) from e
     except OSError as e:
-        raise UsageError(
-            f"{one_line(path)}: cannot create the run directory ({e.strerror})"
-        ) from e
+        raise UsageError(f"{one_line(path)}: cannot create the run directory ({e.strerror})") from e
     return RunDir(path)
 
 

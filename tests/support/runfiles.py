@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from dotlab_hpc.record import InputsRecord, ToolRecord
+from dotlab_hpc.record import ClaimRecord, InputsRecord, ToolRecord
 from dotlab_hpc.rundir import JobStatus, RunDir, RunPaths, RunRecord, SubmissionRecord
 
 
@@ -70,3 +71,50 @@ def write_status(rd: RunDir, status: JobStatus) -> None:
     from dotlab_hpc.fsio import atomic_write_json
 
     atomic_write_json(rd.status_path, status.model_dump(mode="json"))
+
+
+MANIFEST = (
+    "version: 1\nclaim: c0\ncode: {commit: " + "c" * 40 + "}\n"
+    "image: {digest: 'sha256:" + "d" * 64 + "'}\nentrypoint: 'true'\n"
+    "targets: {x: {value: 1}}\nresources: {time: '1'}\n"
+).encode()
+
+
+def claim_record(**over: Any) -> ClaimRecord:
+    """A plausible record of a reproduced claim."""
+    data: dict[str, Any] = {
+        "record_version": 1,
+        "outcome": "reproduced",
+        "reason": "all 1 targets within tolerance",
+        "claim": "c0",
+        "title": None,
+        "run_id": "c0-20261129T070000Z-000000000000",
+        "manifest_sha256": "0" * 64,
+        "targets": {
+            "x": {"expected": 1.0, "actual": 1.0, "abs_tol": 0.0, "rel_tol": 0.0, "within": True}
+        },
+        "slurm": {"job_id": "1000", "state": "COMPLETED", "exit_code": 0, "node": "n1"},
+        "inputs": {"commit": "c" * 40, "image_digest": "sha256:" + "d" * 64, "datasets": {}},
+        "evidence": {"container_started_at": None, "container_ended_at": None, "gpus": []},
+        "tool": {"name": "dotlab-hpc", "version": "0.1.0"},
+    }
+    data.update(over)
+    return ClaimRecord.model_validate(data)
+
+
+def complete_run_dir(path: Path, *, with_record: bool = True) -> RunDir:
+    """A run directory as submit, the job and collect leave it (manifest copy included)."""
+    import hashlib
+
+    from dotlab_hpc.record import write_record
+
+    rd = RunDir(path)
+    path.mkdir(parents=True)
+    sha = hashlib.sha256(MANIFEST).hexdigest()
+    rd.file("manifest.orig.yaml").write_bytes(MANIFEST)
+    rd.write_run(run_record(manifest_sha256=sha))
+    rd.write_submission(submission_record())
+    write_status(rd, job_status())
+    if with_record:
+        write_record(claim_record(manifest_sha256=sha), rd.record_path)
+    return rd

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import signal
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -214,7 +218,7 @@ def test_no_image_keeps_the_digest_and_url(run_dir: Path, tmp_path: Path) -> Non
 def test_manifest_changed_after_collect_is_refused(run_dir: Path, tmp_path: Path) -> None:
     with (run_dir / "manifest.orig.yaml").open("a") as f:
         f.write("# edited\n")
-    with pytest.raises(RunDirError, match="changed after (submission|collect)"):
+    with pytest.raises(RunDirError, match=r"changed after (submission|collect)"):
         pack(PackOptions(run_dir, tmp_path / "b"))
 
 
@@ -327,3 +331,63 @@ def test_report_json_and_table(bundle: Path) -> None:
     text = format_report(report)
     assert text.splitlines()[0].split() == ["CHECK", "RESULT", "DETAIL"]
     assert text.endswith("bundle OK: claim example-centroid, outcome reproduced\n")
+
+
+# --------------------------------------------------------------------------- hostile bundles
+class Hung(BaseException):
+    """Not an OSError or Exception: no ``except`` in the code under test may swallow it."""
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    def ring(signum: int, frame: FrameType | None) -> None:
+        raise Hung("blocked for 5 s: a read waited on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(5)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize(
+    ("name", "check"),
+    [
+        ("record.json", "record"),
+        ("bundle.json", "index"),
+        ("SHA256SUMS", "sha256sums"),
+        ("evidence.json", "evidence"),
+        ("manifest.resolved.json", "manifest"),
+    ],
+)
+def test_a_fifo_in_a_bundle_fails_its_checks_without_blocking(
+    bundle: Path, tmp_path: Path, name: str, check: str, no_hang: None
+) -> None:
+    hostile = tmp_path / "hostile"
+    shutil.copytree(bundle, hostile)
+    (hostile / name).unlink()
+    os.mkfifo(hostile / name)
+    report = verify_dir(hostile)
+    assert not report.ok
+    assert "files" in report.failed() and check in report.failed()
+
+
+def test_a_sparse_record_in_a_bundle_is_refused_by_size(bundle: Path, tmp_path: Path) -> None:
+    hostile = tmp_path / "hostile"
+    shutil.copytree(bundle, hostile)
+    with (hostile / "record.json").open("r+b") as f:
+        f.truncate(2 << 30)
+    detail = next(c.detail for c in verify_dir(hostile).checks if c.name == "record")
+    assert "larger than" in detail
+
+
+def test_pack_refuses_a_fifo_log_without_blocking(
+    run_dir: Path, tmp_path: Path, no_hang: None
+) -> None:
+    (run_dir / "container.out").unlink()
+    os.mkfifo(run_dir / "container.out")
+    with pytest.raises(RunDirError, match=r"container\.out: is not a regular file \(it is a FIFO"):
+        pack(PackOptions(run_dir=run_dir, output=tmp_path / "b"))
+    assert not (tmp_path / "b").exists()
