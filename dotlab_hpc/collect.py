@@ -1,7 +1,7 @@
 """Collect: gather what a finished job left behind, classify it, and write the record.
 
 Reading the output never follows a symlink and never reads more than the limit; reading logs
-never reads more than a fixed window at the head and the tail.
+never reads more than a fixed window at the head and the tail (both through ``fsio``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,7 +17,7 @@ from typing import Any
 
 from .classify import JobFacts, OutputFacts, Verdict, classify
 from .errors import DotlabError, NotFinished, OperatorError, ProcTimeout, SlurmError
-from .fsio import locked
+from .fsio import FileRefused, locked, read_regular, read_window
 from .manifest import Manifest
 from .record import (
     ClaimRecord,
@@ -40,32 +39,8 @@ from .slurm import JobInfo, SlurmClient
 
 RESULTS_NAME = "results.json"
 DEFAULT_RESULTS_LIMIT = 1 << 20
-LOG_WINDOW = 256 * 1024
 MARKER = "@@dotlab "
 MAX_OUTPUT_ENTRIES = 1_000_000
-
-
-# --------------------------------------------------------------------------- bounded reads
-def read_window(path: Path, window: int = LOG_WINDOW) -> str:
-    """The head and the tail of a text file (at most ``2*window`` bytes), or '' if absent."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ""
-        head = os.read(fd, window)
-        tail = b""
-        if st.st_size > 2 * window:
-            os.lseek(fd, st.st_size - window, os.SEEK_SET)
-            tail = b"\n" + os.read(fd, window)
-        elif st.st_size > window:
-            tail = os.read(fd, window)
-        return (head + tail).decode("utf-8", errors="replace")
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -143,22 +118,12 @@ def read_output(out_dir: Path, *, limit: int = DEFAULT_RESULTS_LIMIT) -> OutputF
     link = _find_symlink(out_dir)
     if link is not None:
         return OutputFacts(None, f"the output holds a symlink ({link}); outputs must be files")
-    path = out_dir / RESULTS_NAME
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        data = read_regular(out_dir / RESULTS_NAME, limit=limit)
     except FileNotFoundError:
         return OutputFacts(None, "the analysis wrote no results.json to /work/out")
-    except OSError as e:
-        return OutputFacts(None, f"results.json cannot be opened ({e.strerror})")
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return OutputFacts(None, "results.json is not a regular file")
-        data = os.read(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        return OutputFacts(None, f"results.json is larger than {limit} bytes")
+    except FileRefused as e:
+        return OutputFacts(None, f"{RESULTS_NAME} {e.reason}")
     return parse_results(data)
 
 

@@ -70,6 +70,36 @@ def read_regular(path: Path, *, limit: int, follow_symlinks: bool = False) -> by
     return b"".join(chunks)
 
 
+LOG_WINDOW = 256 * 1024
+
+
+def read_window(path: Path, window: int = LOG_WINDOW) -> str:
+    """The head and the tail of a text log (at most ``2*window`` bytes); '' if absent or odd.
+
+    A log is evidence to scan, never required: a link, FIFO or device reads as empty.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        head = os.read(fd, window)
+        tail = b""
+        if st.st_size > 2 * window:
+            os.lseek(fd, st.st_size - window, os.SEEK_SET)
+            tail = b"\n" + os.read(fd, window)
+        elif st.st_size > window:
+            tail = os.read(fd, window)
+        return (head + tail).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
 def copy_regular(src: Path, dst: Path, *, follow_symlinks: bool = False) -> None:
     """Copy the regular file ``src`` to the new file ``dst`` (fsynced, mode 0644).
 

@@ -38,9 +38,9 @@ from .bundle import (
     walk_files,
 )
 from .bundle_check import verify_dir
-from .collect import Markers, parse_markers, read_window
+from .collect import Markers, parse_markers
 from .errors import RunDirError, UsageError, one_line
-from .fsio import FileRefused, canonical_json, copy_regular
+from .fsio import FileRefused, canonical_json, copy_regular, read_window
 from .hashing import sha256_files
 from .manifest import ManifestSpec
 from .record import ClaimRecord, ToolRecord

@@ -9,6 +9,7 @@ jobcomp file (no Slurm call) for jobs the controller has already forgotten.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -52,13 +53,23 @@ TailReader = Callable[[Path, int], "str | None"]
 def read_tail(path: Path, limit: int) -> str | None:
     """The last ``limit`` bytes of ``path`` as text, or None when it cannot be read."""
     try:
-        with path.open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - limit))
-            data = fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    return data.decode("utf-8", "replace")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+            return None
+        os.lseek(fd, max(0, st.st_size - limit), os.SEEK_SET)
+        chunks, size = [], 0
+        while size < limit and (chunk := os.read(fd, min(1 << 20, limit - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def _chunks(ids: Sequence[str], size: int) -> Iterator[list[str]]:

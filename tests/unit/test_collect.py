@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc.collect import (
-    parse_markers,
-    parse_results,
-    read_output,
-    read_window,
-)
+from dotlab_hpc.collect import parse_markers, parse_results, read_output
+from dotlab_hpc.fsio import read_window
 
 
 def test_markers_full_run() -> None:

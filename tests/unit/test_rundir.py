@@ -219,3 +219,14 @@ def test_the_cli_gives_one_line_and_exit_2_on_a_fifo(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("dotlab-hpc: ") and name in err[0] and "FIFO" in err[0]
+
+
+def test_log_windows_and_the_jobcomp_tail_skip_a_fifo(tmp_path: Path, no_hang: None) -> None:
+    from dotlab_hpc.fsio import read_window
+    from dotlab_hpc.slurm.client import read_tail
+
+    os.mkfifo(tmp_path / "fifo")
+    assert read_window(tmp_path / "fifo") == ""
+    assert read_tail(tmp_path / "fifo", 100) is None
+    (tmp_path / "log").write_bytes(b"a" * 50 + b"z" * 50)
+    assert read_tail(tmp_path / "log", 10) == "z" * 10
