@@ -17,8 +17,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from .checkout import inspect_checkout
-from .errors import InputMismatch, UsageError
-from .hashing import HashCache, Refused, Tree, hash_paths, hash_trees, scan
+from .errors import UsageError
+from .hashing import HashCache, Refused, Tree, hash_trees, scan
 
 if TYPE_CHECKING:
     from .manifest import ManifestSpec
@@ -74,11 +74,6 @@ class VerifyReport:
         """One line per failed check, naming expected and actual."""
         return [c.line() for c in self.checks if not c.ok]
 
-    def raise_for_mismatch(self) -> None:
-        """Raise ``InputMismatch`` (outcome ``input_mismatch``) unless every check passed."""
-        if not self.ok:
-            raise InputMismatch(self.mismatches())
-
     def to_json(self) -> dict[str, Any]:
         """``{"ok": …, "checks": […]}`` for ``verify --json`` and the record."""
         return {"ok": self.ok, "checks": [c.to_json() for c in self.checks]}
@@ -106,20 +101,6 @@ def _short(value: str) -> str:
 
 
 # --------------------------------------------------------------------------- hashing paths
-def hash_path(path: Path, *, progress: Progress | None = None) -> str:
-    """Hex sha256 of a file, or of a directory by the SPEC section 3 rule; UsageError if refused."""
-    return hash_paths([path], progress=progress)[0]
-
-
-def image_digest(path: Path, *, progress: Progress | None = None) -> str:
-    """``sha256:<hex>`` of an image file's bytes (symlinks followed)."""
-    tree = _plan_image(path)
-    got = tree if isinstance(tree, Refused) else hash_trees([tree], progress)[0]
-    if isinstance(got, Refused):
-        raise UsageError(f"{got.path}: {got.reason}")
-    return f"sha256:{got}"
-
-
 # --------------------------------------------------------------------------- datasets
 def _locate(data_dir: Path, rel: str) -> Path:
     """``data_dir/rel`` with no symlink on the way; refuse one that leaves ``data_dir``."""

@@ -23,7 +23,6 @@ from .argv import (
     sbatch_version_argv,
     scancel_argv,
     scontrol_show_config_argv,
-    scontrol_show_job_argv,
     slurm_time,
     squeue_argv,
     squeue_by_name_argv,
@@ -35,7 +34,6 @@ from .parse import (
     parse_sbatch_parsable,
     parse_sbatch_version,
     parse_scontrol_show_config,
-    parse_scontrol_show_job,
     parse_squeue,
 )
 from .states import JobInfo
@@ -216,15 +214,6 @@ class SlurmClient:
             return {}
         records = parse_jobcomp(text, since=slurm_time(since))
         return {k: v for k, v in records.items() if keep(v)}
-
-    def show_job(self, job_id: str) -> dict[str, JobInfo]:
-        """``scontrol show job`` for one job (all tasks of an array); {} once Slurm forgot it."""
-        done = self._run(scontrol_show_job_argv(job_id))
-        if done.returncode != 0:
-            if INVALID_JOB_ID in done.stderr:
-                return {}
-            raise classify_query_failure("scontrol", done.returncode, done.stderr)
-        return parse_scontrol_show_job(done.stdout)
 
     def find_by_name(self, name: str, *, since: datetime) -> list[str]:
         """Ids (as sbatch printed them) of jobs named ``name`` submitted since ``since``.
