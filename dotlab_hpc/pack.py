@@ -34,6 +34,7 @@ from .bundle import (
     SUMS,
     BundleImage,
     BundleIndex,
+    readme_text,
     sums_text,
     walk_files,
 )
@@ -42,7 +43,6 @@ from .collect import Markers, parse_markers
 from .errors import RunDirError, UsageError, one_line
 from .fsio import FileRefused, canonical_json, copy_regular, read_window
 from .hashing import sha256_files
-from .manifest import ManifestSpec
 from .record import ClaimRecord, ToolRecord
 from .rundir import (
     CONTAINER_ERR,
@@ -134,107 +134,6 @@ def derive_evidence(
             f" {LOGS}/{SUBMISSION_FILE}",
         },
     }
-
-
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:g}"
-
-
-def readme_text(index: BundleIndex, record: ClaimRecord, spec: ManifestSpec) -> str:
-    """The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
-    lines = [f"# Reproduction bundle: {record.claim}", ""]
-    if record.title:
-        lines += [record.title, ""]
-    lines += [
-        f"The handoff bundle of one dotlab-hpc run of the claim `{record.claim}` (run"
-        f" `{record.run_id}`), packed by {index.tool.name} {index.tool.version}; the record was"
-        f" written by {record.tool.name} {record.tool.version}.",
-        "",
-        "## Outcome",
-        "",
-        f"**{record.outcome}**: {record.reason}",
-        "",
-        "| target | expected | actual | abs_tol | rel_tol | within |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, t in sorted(record.targets.items()):
-        lines.append(
-            f"| {name} | {_fmt(t.expected)} | {_fmt(t.actual)} | {_fmt(t.abs_tol)}"
-            f" | {_fmt(t.rel_tol)} | {'yes' if t.within else 'no'} |"
-        )
-    sl = record.slurm
-    ev = record.evidence
-    lines += [
-        "",
-        f"Slurm job {sl.job_id or '—'} on node {sl.node or '—'}: state {sl.state or '—'},"
-        f" exit code {sl.exit_code if sl.exit_code is not None else '—'}. The container ran"
-        f" from {ev.container_started_at or '—'} to {ev.container_ended_at or '—'} (UTC,"
-        " written inside the container).",
-    ]
-    if ev.gpus:
-        lines += ["", "GPUs seen inside the container (`nvidia-smi -L`):", ""]
-        lines += [f"    {g}" for g in ev.gpus]
-    image = index.image
-    hexdigest = image.digest.removeprefix("sha256:")
-    if image.file is not None:
-        image_here = f"`{image.file}`: the image (`{image.digest}`)"
-        image_step = f"The image is `BUNDLE/{image.file}` (sha256 `{hexdigest}`)."
-        image_arg = f"BUNDLE/{image.file}"
-    else:
-        where = f"<{image.url}>" if image.url else "the authors (it is not in this bundle)"
-        image_here = f"no image: `pack --no-image` left it out; get it from {where}"
-        image_step = f"Get the image from {where}; `sha256sum` must print `{hexdigest}` for it."
-        image_arg = "<the .sif>"
-    lines += [
-        "",
-        "## What is here",
-        "",
-        f"- `{RECORD}`: the record of the run (outcome, targets, Slurm job, verified inputs)",
-        f"- `{EVIDENCE}`: container start and end times written inside the container,"
-        " `nvidia-smi -L` lines for GPU claims, the Slurm job's facts",
-        f"- `{index.manifest}`: the manifest exactly as submitted; `{RESOLVED}`: as read",
-    ]
-    if index.deffile:
-        lines.append(f"- `{index.deffile}`: the Apptainer definition the image is built from")
-    lines += [
-        f"- {image_here}",
-        f"- `{LOGS}/`: the job script, Slurm's log, the container's stdout/stderr, the step log",
-        f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file",
-        "",
-        "## Check it",
-        "",
-        "    dotlab-hpc verify-bundle .",
-        "",
-        f"or, with coreutils only: `sha256sum -c {SUMS}`.",
-        "",
-        "## Rerun it",
-        "",
-        f"1. Check out the code at commit `{spec.code.commit}`"
-        + (f" of {spec.code.repo}" if spec.code.repo else "")
-        + ", with nothing modified or added.",
-    ]
-    if spec.data:
-        lines.append(
-            "2. Put the data in one folder, each dataset at its path with this sha256"
-            " (`dotlab-hpc hash PATH` computes it):"
-        )
-        lines += [""] + [f"   - `{d.path}` ({d.name}): `{d.sha256}`" for d in spec.data] + [""]
-    else:
-        lines.append("2. This claim uses no data: any empty folder will do.")
-    lines += [
-        f"3. {image_step}",
-        "4. Run it on a Slurm cluster with Apptainer, from a working folder outside the bundle"
-        " (run directories are made there; BUNDLE is this folder):",
-        "",
-        f"       dotlab-hpc run BUNDLE/{index.manifest} \\",
-        f"         --code-dir <checkout of commit {spec.code.commit}> \\",
-        "         --data-dir <data with the listed sha256s> \\",
-        f"         --image {image_arg} --out-dir <an empty folder>",
-        "",
-        "It checks every input against the pinned sha256s and commit first, prints the outcome,"
-        " and exits 0 when the claim is reproduced.",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def tar_root_name(output: Path) -> str:

@@ -16,12 +16,13 @@ from dotlab_hpc.bundle import (
     MalformedSums,
     parse_sums,
     path_problem,
+    readme_text,
     sums_text,
 )
 from dotlab_hpc.bundle_tar import UnsafeTar, extract_tar, tar_member_problem
 from dotlab_hpc.collect import parse_markers
 from dotlab_hpc.manifest import validate_data
-from dotlab_hpc.pack import derive_evidence, readme_text, tar_root_name, write_tar
+from dotlab_hpc.pack import derive_evidence, tar_root_name, write_tar
 from dotlab_hpc.record import ClaimRecord, ToolRecord
 from tests.support.runfiles import job_status, submission_record
 
