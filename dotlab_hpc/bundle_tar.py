@@ -3,9 +3,10 @@
 A tar is read twice. The first pass only looks at the headers: every member must be a regular
 file or a folder under a relative path without ``..`` (no links, devices, FIFOs, sparse or
 duplicate members), there may be at most ``max_members`` of them, and their sizes may add up to
-at most ``max_bytes`` and to no more than the free space of the temporary folder. A compressed
-tar is decompressed only as far as those limits allow, so a small ``.tar.gz`` that expands to
-terabytes is refused after reading about ``max_bytes`` of it. Only then is anything written.
+at most ``max_bytes``, to at most ``RATIO`` times the tar's own size (plus ``RATIO_SLACK``), and
+to no more than the free space of the temporary folder. A compressed tar is decompressed only
+as far as those limits allow, so a 1 MB ``.tar.gz`` that would expand to terabytes is refused
+after decompressing about 116 MB of it. Only then is anything written.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from .errors import UsageError, one_line
 # A bundle holds about fifteen files; the image is the only large one.
 MAX_MEMBERS = 1000
 MAX_BYTES = 64 << 30
+# A compressed tar may expand to at most this much more than RATIO times its own size: pack
+# writes plain tars, and the image (squashfs) does not compress, so only a bomb comes near it.
+RATIO = 100
+RATIO_SLACK = 16 << 20
 _COPY_CHUNK = 1 << 20
 
 
@@ -59,8 +64,11 @@ def _free_bytes(path: Path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _check_members(tf: tarfile.TarFile, dest: Path, max_members: int, max_bytes: int) -> None:
+def _check_members(
+    tf: tarfile.TarFile, dest: Path, max_members: int, max_bytes: int, tar_size: int
+) -> None:
     """The header pass: raise UnsafeTar with every problem, or return when all is well."""
+    expands_to = RATIO_SLACK + RATIO * tar_size
     problems: list[str] = []
     seen: set[str] = set()
     count = total = 0
@@ -71,6 +79,13 @@ def _check_members(tf: tarfile.TarFile, dest: Path, max_members: int, max_bytes:
             raise UnsafeTar([f"more than {max_members} members; a bundle holds a few files"])
         if total > max_bytes:
             raise UnsafeTar([f"its files hold more than {max_bytes} bytes; not extracted"])
+        if total > expands_to:
+            raise UnsafeTar(
+                [
+                    f"it expands to more than {expands_to} bytes from {tar_size}: a"
+                    " decompression bomb, or a compressed bundle to decompress first"
+                ]
+            )
         problem = tar_member_problem(m)
         if problem:
             problems.append(problem)
@@ -102,9 +117,10 @@ def extract_tar(
 
 
 def _extract(f: BinaryIO, dest: Path, max_members: int, max_bytes: int) -> Path:
+    tar_size = os.fstat(f.fileno()).st_size
     try:
         with tarfile.open(fileobj=f, mode="r:*") as tf:
-            _check_members(tf, dest, max_members, max_bytes)
+            _check_members(tf, dest, max_members, max_bytes, tar_size)
         f.seek(0)
         with tarfile.open(fileobj=f, mode="r:*") as tf:
             written = 0

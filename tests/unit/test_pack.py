@@ -396,6 +396,16 @@ def test_extract_refuses_a_tar_that_expands_past_the_byte_limit(tmp_path: Path) 
     assert list(dest.iterdir()) == []
 
 
+def test_extract_refuses_a_small_tar_gz_that_expands_a_hundredfold(tmp_path: Path) -> None:
+    """With the default limits: 64 MiB of zeros in a ~300 KB .tar.gz is a bomb."""
+    bomb = _gz_bomb(tmp_path / "bomb.tar.gz", 64 << 20)
+    dest = tmp_path / "d"
+    dest.mkdir()
+    with pytest.raises(UnsafeTar, match="decompression bomb"):
+        extract_tar(bomb, dest)
+    assert list(dest.iterdir()) == []
+
+
 def test_extract_refuses_too_many_members(tmp_path: Path) -> None:
     many = _gz_bomb(tmp_path / "many.tar.gz", 0, members=50)
     (tmp_path / "d").mkdir()
