@@ -99,6 +99,8 @@ def test_the_status_model_is_what_the_job_script_writes() -> None:
     from dotlab_hpc.rundir import JobStatus
 
     assert written == set(JobStatus.model_fields)
+    # Until the view model hands the script this path, the two names must agree.
+    assert f'STATUS_FILE="$RUN_DIR/{STATUS_FILE}"' in template
 
 
 def test_a_status_file_as_the_shell_writes_it_parses(tmp_path: Path) -> None:
