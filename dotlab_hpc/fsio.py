@@ -205,11 +205,25 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, canonical_json(obj))
 
 
-def append_line(path: Path, line: str) -> None:
-    """Append one line with a single write(2) (O_APPEND keeps concurrent lines whole)."""
+def append_line(path: Path, line: str, *, regular_only: bool = False) -> None:
+    """Append one line with a single write(2) (O_APPEND keeps concurrent lines whole).
+
+    ``regular_only`` (for files of a run directory): FileRefused for a link, FIFO or device,
+    found without blocking (opening a FIFO to write blocks until someone reads it).
+    """
     data = (line.rstrip("\n") + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    if regular_only:
+        flags |= os.O_NONBLOCK | os.O_NOFOLLOW
     try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if not regular_only:
+            raise
+        raise FileRefused(path, f"cannot be appended to ({e.strerror})") from e
+    try:
+        if regular_only and not stat.S_ISREG(mode := os.fstat(fd).st_mode):
+            raise FileRefused(path, f"is not a regular file (it is a {_kind(mode)})")
         os.write(fd, data)
     finally:
         os.close(fd)

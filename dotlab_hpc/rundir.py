@@ -272,7 +272,10 @@ class RunDir:
 
     def log_event(self, event: dict[str, object]) -> None:
         """Append one event line to the run's events.jsonl."""
-        append_line(self.file(EVENTS), json_line(event))
+        try:
+            append_line(self.file(EVENTS), json_line(event), regular_only=True)
+        except FileRefused as e:
+            raise RunDirError(f"{one_line(e.path)}: {e.reason}") from e
 
 
 def create(path: Path) -> RunDir:

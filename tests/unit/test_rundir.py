@@ -232,3 +232,17 @@ def test_log_windows_and_the_jobcomp_tail_skip_a_fifo(tmp_path: Path, no_hang: N
     assert read_tail(tmp_path / "fifo", 100) is None
     (tmp_path / "log").write_bytes(b"a" * 50 + b"z" * 50)
     assert read_tail(tmp_path / "log", 10) == "z" * 10
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_the_event_log_is_never_a_fifo_or_a_link(tmp_path: Path, kind: str, no_hang: None) -> None:
+    rd = make_rd(tmp_path)
+    target = rd.file("events.jsonl")
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        (tmp_path / "elsewhere").write_text("")
+        target.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RunDirError, match=r"events\.jsonl"):
+        rd.log_event({"event": "x"})
+    assert kind == "fifo" or (tmp_path / "elsewhere").read_text() == ""
