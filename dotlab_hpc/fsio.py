@@ -28,13 +28,9 @@ class FileRefused(Exception):
         self.reason = reason
 
 
-def read_regular(path: Path, *, limit: int, follow_symlinks: bool = False) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them.
-
-    Raises FileNotFoundError when it is absent and FileRefused when it is a link (unless
-    ``follow_symlinks``), a FIFO, device, socket or folder, larger than ``limit``, or unreadable.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+def _open_regular(path: Path, *, follow_symlinks: bool) -> tuple[int, os.stat_result]:
+    """An fd of the regular file ``path`` and its stat, opened without blocking."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
     if not follow_symlinks:
         flags |= os.O_NOFOLLOW
     try:
@@ -51,6 +47,20 @@ def read_regular(path: Path, *, limit: int, follow_symlinks: bool = False) -> by
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused(path, f"is not a regular file (it is a {_kind(st.st_mode)})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_regular(path: Path, *, limit: int, follow_symlinks: bool = False) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them.
+
+    Raises FileNotFoundError when it is absent and FileRefused when it is a link (unless
+    ``follow_symlinks``), a FIFO, device, socket or folder, larger than ``limit``, or unreadable.
+    """
+    fd, st = _open_regular(path, follow_symlinks=follow_symlinks)
+    try:
         if st.st_size > limit:
             raise FileRefused(path, f"is larger than {limit} bytes ({st.st_size})")
         chunks: list[bytes] = []
@@ -79,13 +89,10 @@ def read_window(path: Path, window: int = LOG_WINDOW) -> str:
     A log is evidence to scan, never required: a link, FIFO or device reads as empty.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (OSError, ValueError):
+        fd, st = _open_regular(path, follow_symlinks=False)
+    except (FileNotFoundError, FileRefused):
         return ""
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ""
         head = os.read(fd, window)
         tail = b""
         if st.st_size > 2 * window:
@@ -106,21 +113,8 @@ def copy_regular(src: Path, dst: Path, *, follow_symlinks: bool = False) -> None
     Raises FileNotFoundError when ``src`` is absent and FileRefused when it is not a regular
     file: a FIFO is refused without blocking, as in ``read_regular``.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-    if not follow_symlinks:
-        flags |= os.O_NOFOLLOW
+    fd, _ = _open_regular(src, follow_symlinks=follow_symlinks)
     try:
-        fd = os.open(src, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        if e.errno == errno.ELOOP and not follow_symlinks:
-            raise FileRefused(src, "is a symbolic link, not a regular file") from e
-        raise FileRefused(src, f"cannot be opened ({e.strerror})") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FileRefused(src, f"is not a regular file (it is a {_kind(st.st_mode)})")
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
             while chunk := os.read(fd, 1 << 20):
