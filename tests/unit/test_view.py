@@ -51,3 +51,15 @@ def test_status_and_collect_output_carry_no_escape(text: str) -> None:
     ]
     for line in status_lines([state]) + collected_lines(results):
         assert line.isprintable(), repr(line)
+
+
+def test_an_error_naming_a_path_with_a_newline_or_escape_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dotlab_hpc import cli
+
+    bad = tmp_path / "a\nb\x1b[2Jc"
+    assert cli.main(["status", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err
+    assert "a\\nb\\x1b[2Jc" in err
