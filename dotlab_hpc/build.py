@@ -37,16 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from . import TOOL_NAME, __version__
+from .clock import utc_text
 from .container.apptainer import build_argv, find_apptainer
 from .container.deffile import local_base
 from .container.sif import read_sif
 from .errors import OperatorError, ToolMissing, UsageError
-from .fsio import atomic_write_json, atomic_write_text
+from .fsio import FileRefused, atomic_write_json, atomic_write_text, read_regular
 from .hashing import sha256_file
 from .manifest import Manifest
 from .proc import StreamingRunner
 from .render import def_view, local_base_path, render_def
-from .rundir import utc_text
 
 LOCK_VERSION = 1
 LOCK_SUFFIX = ".lock.json"
@@ -196,8 +196,9 @@ def _check_output(output: Path, deffile: Path, rendered: str, *, force: bool) ->
         raise UsageError(f"{deffile}: exists and is not a plain file; cannot write the .def there")
     if not force and deffile.exists():
         try:
-            same = deffile.read_text(encoding="utf-8") == rendered
-        except (OSError, UnicodeDecodeError):
+            limit = len(rendered.encode()) + 1
+            same = read_regular(deffile, limit=limit).decode("utf-8") == rendered
+        except (OSError, FileRefused, UnicodeDecodeError):
             same = False
         if not same:
             raise UsageError(

@@ -8,6 +8,7 @@ and submodules too) overridden on the command line; see ``_Git``.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -213,6 +214,83 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "no message")
 
 
+# --------------------------------------------------------------------------- before git runs
+# Files git opens with a plain blocking open(2): a FIFO in their place hangs git forever (and
+# a device feeds it without end), so each must be a regular file, or absent, before git runs.
+_GIT_DIR_FILES = (
+    "config",
+    "config.worktree",
+    "commondir",
+    "HEAD",
+    "index",
+    "packed-refs",
+    "shallow",
+    "info/exclude",
+    "info/attributes",
+    "info/sparse-checkout",
+    "info/grafts",
+    "objects/info/alternates",
+)
+_WORK_TREE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
+MAX_WALK_ENTRIES = 2_000_000
+
+
+def _not_regular(path: Path) -> str | None:
+    """Why git must not open ``path`` (it exists and is no regular file), or None."""
+    try:
+        st = path.stat()  # a symlink to a regular file is what git would read too
+    except OSError:
+        return None  # absent (or a dangling link): git reports that itself
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kind = (
+        "FIFO"
+        if stat.S_ISFIFO(st.st_mode)
+        else "folder"
+        if stat.S_ISDIR(st.st_mode)
+        else ("device or socket")
+    )
+    return f"{path}: a {kind}, not a regular file; git would block or misread it"
+
+
+def _unreadable_for_git(git_dir: Path, work_tree: Path) -> list[str]:
+    """The files git would open that are not regular: in the git dirs, and .gitignore & co."""
+    problems: list[str] = []
+    commondir = git_dir / "commondir"
+    common = git_dir
+    if _not_regular(commondir) is None and commondir.is_file():
+        target = Path(commondir.read_text(errors="surrogateescape").strip())
+        common = Path(os.path.normpath(git_dir / target))
+    bases = list(dict.fromkeys((git_dir, common)))
+    # Submodules' git directories below modules/: git status of the outer repository reads
+    # their config too, even with --ignore-submodules=all.
+    pending = [common / "modules"]
+    while pending and len(bases) < 10_000:
+        d = pending.pop()
+        if os.path.lexists(d / "HEAD"):  # a submodule's git directory (HEAD may be the FIFO)
+            bases.append(d)
+            pending.append(d / "modules")
+        elif d.is_dir() and not d.is_symlink():  # a level of a submodule name with slashes
+            pending += sorted(c for c in d.iterdir() if c.is_dir() and not c.is_symlink())
+    for base in bases:
+        problems += filter(None, (_not_regular(base / name) for name in _GIT_DIR_FILES))
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(work_tree):
+        seen += len(dirnames) + len(filenames)
+        if seen > MAX_WALK_ENTRIES:
+            break
+        here = Path(dirpath)
+        # Not into git directories, nor into submodules (each is checked on its own turn).
+        dirnames[:] = [
+            d for d in dirnames if d != ".git" and not os.path.lexists(here / d / ".git")
+        ]
+        for name in _WORK_TREE_FILES.intersection(filenames + dirnames):
+            problem = _not_regular(here / name)
+            if problem is not None and not (here / name).is_dir():
+                problems.append(problem)
+    return problems
+
+
 # --------------------------------------------------------------------------- what differs
 def _status_entries(stdout: str) -> Iterator[tuple[str, str]]:
     """``git status --porcelain -z`` → ``(XY, path)`` pairs."""
@@ -246,7 +324,12 @@ def _check_repo(
     """HEAD and the differences of one checkout from its HEAD commit, submodules included."""
     git_dir = _git_dir_of(work_tree)
     if git_dir is None:
+        if os.path.lexists(work_tree / ".git"):
+            return None, [f"{shown}/.git: neither a git directory nor a gitdir file"]
         return None, [f"{shown}: not a git checkout (no .git)"]
+    blocking = _unreadable_for_git(git_dir, work_tree)
+    if blocking:
+        return None, blocking
     try:
         git = _Git(runner, git_dir, work_tree, _overrides(runner, git_dir))
     except Refused as r:

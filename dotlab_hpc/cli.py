@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import TOOL_NAME, __version__
-from .errors import DotlabError, UsageError
+from .errors import DotlabError, UsageError, one_line
 
 # Imported where used: `dotlab-hpc hash` starts in ~50 ms and must not pay for pydantic,
 # subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
@@ -32,7 +32,6 @@ def _print_error(line: str) -> None:
 
     A path holding a newline (or a terminal escape) cannot split or forge the message.
     """
-    from .errors import one_line
 
     if line.startswith("hint:"):
         sys.stderr.write(f"  {one_line(line)}\n")
@@ -160,7 +159,7 @@ def _cmd_pack(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify_bundle(args: argparse.Namespace) -> int:
-    from .bundle import format_report, verify_bundle
+    from .bundle_check import format_report, verify_bundle
 
     report = verify_bundle(args.bundle)
     if args.json:
@@ -254,7 +253,7 @@ def _submit_options(args: argparse.Namespace) -> SubmitOptions:
     if args.run_dir is not None and len(args.manifest) > 1:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     if args.record is not None and len(args.manifest) > 1:
-        raise UsageError("--record takes one claim; each run directory holds its own record.json")
+        raise UsageError("--record takes one claim; each run directory holds its own record")
     return SubmitOptions(
         manifests=tuple(args.manifest),
         code_dir=args.code_dir,
@@ -426,15 +425,15 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from .rundir import SUBMISSION_JSON, open_existing
+    from .rundir import open_existing
 
     ids = []
     for p in args.run_dirs:
-        sub = open_existing(p).read_json(SUBMISSION_JSON)
-        if sub is None or not sub.get("job_id"):
+        sub = open_existing(p).submission()
+        if sub is None:
             _print_error(f"{p}: never submitted; nothing to cancel")
             continue
-        ids.append(str(sub["job_id"]))
+        ids.append(sub.job_id)
     if ids:
         _client().cancel(ids)
         print(f"cancelled {' '.join(ids)}")
@@ -581,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-image", action="store_true", help="leave the .sif out; keep its digest")
     p.add_argument(
-        "--image", type=Path, help="the run's .sif, when it is no longer where run.json says"
+        "--image", type=Path, help="the run's .sif, when it is no longer where the run says"
     )
     p.add_argument("--image-url", help="where the .sif can be fetched (written into the bundle)")
 

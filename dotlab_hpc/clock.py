@@ -25,3 +25,8 @@ class SystemClock:
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds``."""
         time.sleep(max(0.0, seconds))
+
+
+def utc_text(now: datetime) -> str:
+    """ISO 8601 UTC with a Z, to the second: every timestamp dotlab-hpc (or its job) writes."""
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

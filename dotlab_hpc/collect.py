@@ -1,7 +1,7 @@
 """Collect: gather what a finished job left behind, classify it, and write the record.
 
 Reading the output never follows a symlink and never reads more than the limit; reading logs
-never reads more than a fixed window at the head and the tail.
+never reads more than a fixed window at the head and the tail (both through ``fsio``).
 """
 
 from __future__ import annotations
@@ -9,58 +9,38 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import manifest as manifest_mod
 from .classify import JobFacts, OutputFacts, Verdict, classify
-from .errors import DotlabError, NotFinished, OperatorError, ProcTimeout, RunDirError, SlurmError
-from .fsio import locked
+from .errors import DotlabError, NotFinished, OperatorError, ProcTimeout, SlurmError
+from .fsio import FileRefused, locked, read_regular, read_window
 from .manifest import Manifest
 from .record import (
     ClaimRecord,
     EvidenceRecord,
-    InputsRecord,
     SlurmRecord,
     build_record,
     event,
     write_record,
 )
-from .rundir import RECORD_JSON, RUN_JSON, STATUS_JSON, SUBMISSION_JSON, RunDir
+from .rundir import (
+    CONTAINER_ERR,
+    SLURM_LOG,
+    JobStatus,
+    RunDir,
+    RunRecord,
+    SubmissionRecord,
+)
 from .slurm import JobInfo, SlurmClient
 
 RESULTS_NAME = "results.json"
 DEFAULT_RESULTS_LIMIT = 1 << 20
-LOG_WINDOW = 256 * 1024
 MARKER = "@@dotlab "
 MAX_OUTPUT_ENTRIES = 1_000_000
-
-
-# --------------------------------------------------------------------------- bounded reads
-def read_window(path: Path, window: int = LOG_WINDOW) -> str:
-    """The head and the tail of a text file (at most ``2*window`` bytes), or '' if absent."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ""
-        head = os.read(fd, window)
-        tail = b""
-        if st.st_size > 2 * window:
-            os.lseek(fd, st.st_size - window, os.SEEK_SET)
-            tail = b"\n" + os.read(fd, window)
-        elif st.st_size > window:
-            tail = os.read(fd, window)
-        return (head + tail).decode("utf-8", errors="replace")
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -138,29 +118,21 @@ def read_output(out_dir: Path, *, limit: int = DEFAULT_RESULTS_LIMIT) -> OutputF
     link = _find_symlink(out_dir)
     if link is not None:
         return OutputFacts(None, f"the output holds a symlink ({link}); outputs must be files")
-    path = out_dir / RESULTS_NAME
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        data = read_regular(out_dir / RESULTS_NAME, limit=limit)
     except FileNotFoundError:
         return OutputFacts(None, "the analysis wrote no results.json to /work/out")
-    except OSError as e:
-        return OutputFacts(None, f"results.json cannot be opened ({e.strerror})")
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return OutputFacts(None, "results.json is not a regular file")
-        data = os.read(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        return OutputFacts(None, f"results.json is larger than {limit} bytes")
+    except FileRefused as e:
+        return OutputFacts(None, f"{RESULTS_NAME} {e.reason}")
     return parse_results(data)
 
 
 def parse_results(data: bytes) -> OutputFacts:
     """``results.json`` bytes → a mapping of finite numbers, or why not."""
     try:
-        obj = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        # Integers are read as floats: a 4000-digit one is then infinite (refused below),
+        # never an OverflowError or Python's int-max-str-digits ValueError.
+        obj = json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_int=float)
     except UnicodeDecodeError:
         return OutputFacts(None, "results.json is not UTF-8 text")
     except ValueError as e:
@@ -189,53 +161,41 @@ class RunFacts:
 
     run_dir: RunDir
     manifest: Manifest
-    run: dict[str, Any]
-    submission: dict[str, Any] | None
-    status: dict[str, Any] | None
+    run: RunRecord
+    submission: SubmissionRecord | None
+    status: JobStatus | None
     markers: Markers
     slurm_log: str
 
 
-def load_manifest(rd: RunDir, run: Mapping[str, Any]) -> Manifest:
-    """The manifest as submitted (the copy kept in the run directory)."""
-    name = str(run.get("manifest_file", ""))
-    if not name or "/" in name:
-        raise RunDirError(f"{rd.path}: run.json names no manifest copy")
-    m = manifest_mod.load(rd.file(name))
-    if m.sha256 != run.get("manifest_sha256"):
-        raise RunDirError(f"{rd.file(name)}: changed after submission (sha256 differs)")
-    return m
-
-
 def read_facts(rd: RunDir) -> RunFacts:
     """Read a run directory's files (no Slurm call)."""
-    run = rd.require_json(RUN_JSON)
+    run = rd.run()
     return RunFacts(
         run_dir=rd,
-        manifest=load_manifest(rd, run),
+        manifest=rd.manifest(run),
         run=run,
-        submission=rd.read_json(SUBMISSION_JSON),
-        status=rd.read_json(STATUS_JSON),
-        markers=parse_markers(read_window(rd.file("container.err"))),
-        slurm_log=read_window(rd.file("slurm.out"), 64 * 1024),
+        submission=rd.submission(),
+        status=rd.status(),
+        markers=parse_markers(read_window(rd.file(CONTAINER_ERR))),
+        slurm_log=read_window(rd.file(SLURM_LOG), 64 * 1024),
     )
 
 
 def job_facts(facts: RunFacts, info: JobInfo | None) -> JobFacts:
     """The classifier's view of the job."""
-    st = facts.status or {}
+    st = facts.status
     m = facts.markers
-    code = st.get("exit_code")
     return JobFacts(
-        phase=st.get("phase") if facts.status is not None else None,
-        exit_code=code if isinstance(code, int) else None,
-        container_started=bool(st.get("container_started")) or m.started_at is not None,
+        phase=st.phase if st is not None else None,
+        exit_code=st.exit_code if st is not None else None,
+        container_started=(st is not None and st.container_started) or m.started_at is not None,
         timed_out=m.timed_out,
         probe_failed=m.probe_failed,
         probe_lines=m.gpu_lines,
         fatal_lines=m.fatal_lines,
-        image_digest_on_node=st.get("image_digest_on_node") or None,
-        node=st.get("node") or (info.node if info else None),
+        image_digest_on_node=(st.image_digest_on_node or None) if st is not None else None,
+        node=(st.node if st is not None else None) or (info.node if info else None),
         slurm_state=info.state if info else None,
         oom_in_log="oom-kill event" in facts.slurm_log,
         time_limit_in_log="DUE TO TIME LIMIT" in facts.slurm_log,
@@ -246,41 +206,30 @@ def collect_one(facts: RunFacts, info: JobInfo | None) -> ClaimRecord:
     """Classify one run (raises OperatorError / NotFinished) and build its record."""
     spec = facts.manifest.spec
     jf = job_facts(facts, info)
-    out_dir = Path(str(facts.run["paths"]["out_dir"]))
+    out_dir = Path(facts.run.paths.out_dir)
     needs_output = jf.phase == "finished" and jf.container_started and jf.exit_code == 0
     verdict: Verdict = classify(spec, jf, read_output(out_dir) if needs_output else None)
     return build_record(
         verdict=verdict,
         claim=spec.claim,
         title=spec.title,
-        run_id=str(facts.run["run_id"]),
+        run_id=facts.run.run_id,
         manifest_sha256=facts.manifest.sha256,
         slurm=SlurmRecord(
-            job_id=str(facts.submission["job_id"]) if facts.submission else None,
+            job_id=facts.submission.job_id if facts.submission else None,
             state=info.state.value if info else None,
             exit_code=jf.exit_code
             if jf.exit_code is not None
             else (info.exit_code if info else None),
             node=jf.node,
         ),
-        inputs=InputsRecord.model_validate(facts.run["inputs"]),
+        inputs=facts.run.inputs,
         evidence=EvidenceRecord(
             container_started_at=facts.markers.started_at,
             container_ended_at=facts.markers.ended_at,
             gpus=list(facts.markers.gpu_lines) if spec.is_gpu else [],
         ),
     )
-
-
-def existing_record(rd: RunDir) -> ClaimRecord | None:
-    """The record a previous collect wrote, if any (collecting twice gives the same record)."""
-    obj = rd.read_json(RECORD_JSON)
-    if obj is None:
-        return None
-    try:
-        return ClaimRecord.model_validate(obj)
-    except ValueError as e:
-        raise RunDirError(f"{rd.file(RECORD_JSON)}: is not a record this version can read") from e
 
 
 @dataclass(frozen=True)
@@ -307,13 +256,13 @@ def collect_runs(
     todo: list[RunFacts] = []
     for rd in run_dirs:
         with locked(rd.lock_path):
-            rec = existing_record(rd)
+            rec = rd.record()
         if rec is not None:
             done[rd.path] = Collected(rd.path, rec.claim, rec, None, True)
         else:
             todo.append(read_facts(rd))
     infos: dict[str, JobInfo] = {}
-    ids = [str(f.submission["job_id"]) for f in todo if f.submission]
+    ids = [f.submission.job_id for f in todo if f.submission]
     if ids:
         try:
             infos = client.query(ids, since=now - timedelta(days=7))
@@ -321,18 +270,18 @@ def collect_runs(
             infos = {}  # the status files still decide; the record says the state is unknown
     for f in todo:
         claim = f.manifest.spec.claim
-        job_id = str(f.submission["job_id"]) if f.submission else ""
+        job_id = f.submission.job_id if f.submission else ""
         try:
             rec = collect_one(f, infos.get(job_id))
         except (OperatorError, NotFinished) as e:
             done[f.run_dir.path] = Collected(f.run_dir.path, claim, None, e, False)
             continue
         with locked(f.run_dir.lock_path):
-            again = existing_record(f.run_dir)
+            again = f.run_dir.record()
             if again is not None:  # another collect won the race: keep its record
                 done[f.run_dir.path] = Collected(f.run_dir.path, claim, again, None, True)
                 continue
-            write_record(rec, f.run_dir.file(RECORD_JSON))
+            write_record(rec, f.run_dir.record_path)
         if log is not None:
             log(
                 f.run_dir,

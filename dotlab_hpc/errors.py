@@ -6,11 +6,13 @@ Library code raises these; only ``cli.py`` prints them and picks the exit code.
 from __future__ import annotations
 
 
-def one_line(text: str) -> str:
-    """``text`` with every unprintable character (newlines included) escaped, as repr() does."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+def one_line(text: object) -> str:
+    """``text`` safe to show on a terminal, on one line: newlines, ESC and every other control
+    or format character (C0, C1, bidi overrides) become escapes such as ``\\x1b``."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 class DotlabError(Exception):

@@ -16,15 +16,11 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from . import TOOL_NAME, __version__
-from . import manifest as manifest_mod
 from .bundle import (
     DEF,
     EVIDENCE,
@@ -38,17 +34,27 @@ from .bundle import (
     SUMS,
     BundleImage,
     BundleIndex,
+    readme_text,
     sums_text,
-    verify_dir,
     walk_files,
 )
-from .collect import Markers, parse_markers, read_window
-from .errors import RunDirError, UsageError
-from .fsio import canonical_json
+from .bundle_check import verify_dir
+from .collect import Markers, parse_markers
+from .errors import RunDirError, UsageError, one_line
+from .fsio import FileRefused, canonical_json, copy_regular, read_window
 from .hashing import sha256_files
-from .manifest import ManifestSpec
 from .record import ClaimRecord, ToolRecord
-from .rundir import DEF_NAME, RECORD_JSON, RUN_JSON, STATUS_JSON, SUBMISSION_JSON, open_existing
+from .rundir import (
+    CONTAINER_ERR,
+    DEF_NAME,
+    RESOLVED_FILE,
+    STATUS_FILE,
+    SUBMISSION_FILE,
+    JobStatus,
+    RunRecord,
+    SubmissionRecord,
+    open_existing,
+)
 
 EVIDENCE_VERSION = 1
 TAR_MTIME = 0
@@ -80,26 +86,23 @@ class PackResult:
 
 
 # --------------------------------------------------------------------------- pure parts
-def _text_or_none(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return str(value)
+def _text_or_none(value: str | None) -> str | None:
+    return value or None
 
 
 def derive_evidence(
     record: ClaimRecord,
     *,
     markers: Markers,
-    status: Mapping[str, Any] | None,
-    submission: Mapping[str, Any] | None,
+    status: JobStatus | None,
+    submission: SubmissionRecord | None,
     gpu_claim: bool,
 ) -> dict[str, Any]:
     """``evidence.json``: what the container wrote inside it, and the Slurm job's facts.
 
     GPU lines count only for GPU claims, as in the record: for other claims no probe ran.
     """
-    st = status or {}
-    sub = submission or {}
+    st, sub = status, submission
     return {
         "evidence_version": EVIDENCE_VERSION,
         "claim": record.claim,
@@ -115,121 +118,22 @@ def derive_evidence(
         "gpu_probe_failed": markers.probe_failed,
         "slurm": {
             "job_id": record.slurm.job_id,
-            "array_job_id": _text_or_none(st.get("array_job_id") or sub.get("array_job_id")),
-            "array_task_id": _text_or_none(st.get("array_task_id")),
+            "array_job_id": _text_or_none(
+                (st.array_job_id if st else None) or (sub.array_job_id if sub else None)
+            ),
+            "array_task_id": _text_or_none(st.array_task_id if st else None),
             "state": record.slurm.state,
             "exit_code": record.slurm.exit_code,
             "node": record.slurm.node,
-            "submitted_at": _text_or_none(sub.get("submitted_at")),
-            "job_started_at": _text_or_none(st.get("job_started_at")),
-            "job_ended_at": _text_or_none(st.get("ended_at")),
-            "phase": _text_or_none(st.get("phase")),
-            "image_digest_on_node": _text_or_none(st.get("image_digest_on_node")),
-            "source": f"record.json, {LOGS}/status.json (written by the job),"
-            f" {LOGS}/submission.json",
+            "submitted_at": _text_or_none(sub.submitted_at if sub else None),
+            "job_started_at": _text_or_none(st.job_started_at if st else None),
+            "job_ended_at": _text_or_none(st.ended_at if st else None),
+            "phase": _text_or_none(st.phase if st else None),
+            "image_digest_on_node": _text_or_none(st.image_digest_on_node if st else None),
+            "source": f"{RECORD}, {LOGS}/{STATUS_FILE} (written by the job),"
+            f" {LOGS}/{SUBMISSION_FILE}",
         },
     }
-
-
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:g}"
-
-
-def readme_text(index: BundleIndex, record: ClaimRecord, spec: ManifestSpec) -> str:
-    """The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
-    lines = [f"# Reproduction bundle: {record.claim}", ""]
-    if record.title:
-        lines += [record.title, ""]
-    lines += [
-        f"The handoff bundle of one dotlab-hpc run of the claim `{record.claim}` (run"
-        f" `{record.run_id}`), packed by {index.tool.name} {index.tool.version}; the record was"
-        f" written by {record.tool.name} {record.tool.version}.",
-        "",
-        "## Outcome",
-        "",
-        f"**{record.outcome}**: {record.reason}",
-        "",
-        "| target | expected | actual | abs_tol | rel_tol | within |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, t in sorted(record.targets.items()):
-        lines.append(
-            f"| {name} | {_fmt(t.expected)} | {_fmt(t.actual)} | {_fmt(t.abs_tol)}"
-            f" | {_fmt(t.rel_tol)} | {'yes' if t.within else 'no'} |"
-        )
-    sl = record.slurm
-    ev = record.evidence
-    lines += [
-        "",
-        f"Slurm job {sl.job_id or '—'} on node {sl.node or '—'}: state {sl.state or '—'},"
-        f" exit code {sl.exit_code if sl.exit_code is not None else '—'}. The container ran"
-        f" from {ev.container_started_at or '—'} to {ev.container_ended_at or '—'} (UTC,"
-        " written inside the container).",
-    ]
-    if ev.gpus:
-        lines += ["", "GPUs seen inside the container (`nvidia-smi -L`):", ""]
-        lines += [f"    {g}" for g in ev.gpus]
-    image = index.image
-    hexdigest = image.digest.removeprefix("sha256:")
-    if image.file is not None:
-        image_here = f"`{image.file}`: the image (`{image.digest}`)"
-        image_step = f"The image is `BUNDLE/{image.file}` (sha256 `{hexdigest}`)."
-        image_arg = f"BUNDLE/{image.file}"
-    else:
-        where = f"<{image.url}>" if image.url else "the authors (it is not in this bundle)"
-        image_here = f"no image: `pack --no-image` left it out; get it from {where}"
-        image_step = f"Get the image from {where}; `sha256sum` must print `{hexdigest}` for it."
-        image_arg = "<the .sif>"
-    lines += [
-        "",
-        "## What is here",
-        "",
-        f"- `{RECORD}`: the record of the run (outcome, targets, Slurm job, verified inputs)",
-        f"- `{EVIDENCE}`: container start and end times written inside the container,"
-        " `nvidia-smi -L` lines for GPU claims, the Slurm job's facts",
-        f"- `{index.manifest}`: the manifest exactly as submitted; `{RESOLVED}`: as read",
-    ]
-    if index.deffile:
-        lines.append(f"- `{index.deffile}`: the Apptainer definition the image is built from")
-    lines += [
-        f"- {image_here}",
-        f"- `{LOGS}/`: the job script, Slurm's log, the container's stdout/stderr, the step log",
-        f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file",
-        "",
-        "## Check it",
-        "",
-        "    dotlab-hpc verify-bundle .",
-        "",
-        f"or, with coreutils only: `sha256sum -c {SUMS}`.",
-        "",
-        "## Rerun it",
-        "",
-        f"1. Check out the code at commit `{spec.code.commit}`"
-        + (f" of {spec.code.repo}" if spec.code.repo else "")
-        + ", with nothing modified or added.",
-    ]
-    if spec.data:
-        lines.append(
-            "2. Put the data in one folder, each dataset at its path with this sha256"
-            " (`dotlab-hpc hash PATH` computes it):"
-        )
-        lines += [""] + [f"   - `{d.path}` ({d.name}): `{d.sha256}`" for d in spec.data] + [""]
-    else:
-        lines.append("2. This claim uses no data: any empty folder will do.")
-    lines += [
-        f"3. {image_step}",
-        "4. Run it on a Slurm cluster with Apptainer, from a working folder outside the bundle"
-        " (run directories are made there; BUNDLE is this folder):",
-        "",
-        f"       dotlab-hpc run BUNDLE/{index.manifest} \\",
-        f"         --code-dir <checkout of commit {spec.code.commit}> \\",
-        "         --data-dir <data with the listed sha256s> \\",
-        f"         --image {image_arg} --out-dir <an empty folder>",
-        "",
-        "It checks every input against the pinned sha256s and commit first, prints the outcome,"
-        " and exits 0 when the claim is reproduced.",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def tar_root_name(output: Path) -> str:
@@ -272,42 +176,24 @@ def write_tar(tree: Path, dest: Path, root_name: str) -> None:
 
 
 # --------------------------------------------------------------------------- the run dir
-def _load_record(rd_path: Path, data: dict[str, Any] | None) -> ClaimRecord:
-    if data is None:
-        raise RunDirError(
-            f"{rd_path}: has no record yet; collect first",
-            hint=f"run `dotlab-hpc collect {rd_path}` once the job has finished, then pack",
-        )
-    try:
-        return ClaimRecord.model_validate(data)
-    except ValidationError as e:
-        raise RunDirError(f"{rd_path / RECORD_JSON}: not a dotlab-hpc record ({e})") from e
-
-
-def _source(path: Path) -> Path | None:
-    """A run-directory file to copy: None when absent; refused when not a regular file."""
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(mode):
-        raise RunDirError(f"{path}: not a regular file; a run directory holds only files")
-    return path
-
-
-def _copy(src: Path, dst: Path) -> None:
+def _copy(src: Path, dst: Path, *, follow_symlinks: bool = False) -> bool:
+    """Copy a regular file (False when absent); a link, FIFO or device is refused."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
-    dst.chmod(0o644)
-    fd = os.open(dst, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        copy_regular(src, dst, follow_symlinks=follow_symlinks)
+    except FileNotFoundError:
+        return False
+    except FileRefused as e:
+        raise RunDirError(f"{one_line(src)}: {e.reason}; a run directory holds only files") from e
+    return True
 
 
 def _write(dst: Path, text: str) -> None:
-    dst.write_text(text, encoding="utf-8")
+    _write_bytes(dst, text.encode("utf-8"))
+
+
+def _write_bytes(dst: Path, data: bytes) -> None:
+    dst.write_bytes(data)
     dst.chmod(0o644)
 
 
@@ -329,14 +215,8 @@ def _check_target(output: Path, *, is_tar: bool) -> None:
         )
 
 
-def _image_source(opts: PackOptions, run: Mapping[str, Any], digest: str) -> Path:
-    if opts.image is not None:
-        src = opts.image
-    else:
-        recorded = (run.get("paths") or {}).get("image")
-        if not recorded:
-            raise RunDirError(f"{opts.run_dir}: run.json names no image", hint="give --image")
-        src = Path(str(recorded))
+def _image_source(opts: PackOptions, run: RunRecord, digest: str) -> Path:
+    src = opts.image if opts.image is not None else Path(run.paths.image)
     if not src.is_file():
         raise UsageError(
             f"{src}: the run's image is not there any more",
@@ -348,15 +228,19 @@ def _image_source(opts: PackOptions, run: Mapping[str, Any], digest: str) -> Pat
 def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
     """Fill the empty folder ``tree`` with the bundle of ``opts.run_dir``."""
     rd = open_existing(opts.run_dir)
-    record = _load_record(rd.path, rd.read_json(RECORD_JSON))
-    run = rd.require_json(RUN_JSON)
-    manifest_name = str(run.get("manifest_file") or "")
-    if not manifest_name.startswith("manifest.orig.") or "/" in manifest_name:
-        raise RunDirError(f"{rd.path}: run.json names no manifest copy")
-    manifest = manifest_mod.load(rd.file(manifest_name))
+    got = rd.record_and_bytes()
+    if got is None:
+        raise RunDirError(
+            f"{one_line(rd.path)}: has no record yet; collect first",
+            hint=f"run `dotlab-hpc collect {rd.path}` once the job has finished, then pack",
+        )
+    record, record_bytes = got
+    run = rd.run()
+    manifest = rd.manifest(run)
+    manifest_name = run.manifest_file
     if manifest.sha256 != record.manifest_sha256:
         raise RunDirError(
-            f"{rd.file(manifest_name)}: sha256 {manifest.sha256} is not the record's"
+            f"{one_line(rd.file(manifest_name))}: sha256 {manifest.sha256} is not the record's"
             f" {record.manifest_sha256}; the run directory was changed after collect"
         )
     digest = record.inputs.image_digest
@@ -364,24 +248,23 @@ def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
     if opts.image_url is not None and not _URL_OK.fullmatch(opts.image_url):
         raise UsageError(f"--image-url {opts.image_url!r}: not a URL (spaces or control chars)")
 
-    _copy(rd.file(manifest_name), tree / manifest_name)
-    _copy(rd.file(RECORD_JSON), tree / RECORD)
-    for name, dst in ((RESOLVED, RESOLVED), (DEF_NAME, DEF)):
-        if src := _source(rd.file(name)):
-            _copy(src, tree / dst)
+    # The manifest and the record were just read and checked; copy those exact bytes.
+    _write_bytes(tree / manifest_name, manifest.raw)
+    _write_bytes(tree / RECORD, record_bytes)
+    for name, dst in ((RESOLVED_FILE, RESOLVED), (DEF_NAME, DEF)):
+        _copy(rd.file(name), tree / dst)
     for name in LOG_FILES:
-        if src := _source(rd.file(name)):
-            _copy(src, tree / LOGS / name)
+        _copy(rd.file(name), tree / LOGS / name)
     size = None
     if image_src is not None:
-        _copy(image_src, tree / IMAGE)
+        _copy(image_src, tree / IMAGE, follow_symlinks=True)
         size = (tree / IMAGE).stat().st_size
-    markers = parse_markers(read_window(rd.file("container.err")))
+    markers = parse_markers(read_window(rd.file(CONTAINER_ERR)))
     evidence = derive_evidence(
         record,
         markers=markers,
-        status=rd.read_json(STATUS_JSON),
-        submission=rd.read_json(SUBMISSION_JSON),
+        status=rd.status(),
+        submission=rd.submission(),
         gpu_claim=manifest.spec.is_gpu,
     )
     _write(tree / EVIDENCE, canonical_json(evidence))

@@ -17,7 +17,7 @@ from typing import Any
 from .clock import Clock
 from .errors import OperatorError, ProcTimeout, SlurmError
 from .record import Logger, event
-from .rundir import RECORD_JSON, RUN_JSON, STATUS_JSON, SUBMISSION_JSON, RunDir
+from .rundir import RunDir
 from .slurm import JobInfo, JobState, SlurmClient, is_terminal
 
 # A job just submitted may not be in sacct yet (slurmdbd lags the controller).
@@ -88,8 +88,8 @@ class RunState:
         }
 
 
-def _parse_ts(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
+def _parse_ts(text: str | None) -> datetime | None:
+    if not text:
         return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -97,7 +97,7 @@ def _parse_ts(text: object) -> datetime | None:
         return None
 
 
-def _seconds_between(a: object, b: object) -> int | None:
+def _seconds_between(a: str, b: str) -> int | None:
     start, end = _parse_ts(a), _parse_ts(b)
     if start is None or end is None:
         return None
@@ -115,41 +115,30 @@ class _Local:
 
 def _local_state(rd: RunDir) -> _Local:
     """What the run directory alone says (no Slurm call)."""
-    run = rd.require_json(RUN_JSON)
-    claim = str(run.get("claim", "?"))
-    sub = rd.read_json(SUBMISSION_JSON)
-    record = rd.read_json(RECORD_JSON)
-    status = rd.read_json(STATUS_JSON)
-    job_id = str(sub["job_id"]) if sub and sub.get("job_id") else None
-    submitted = _parse_ts(sub.get("submitted_at")) if sub else None
+    claim = rd.run().claim
+    sub = rd.submission()
+    record = rd.record()
+    status = rd.status()
+    job_id = sub.job_id if sub is not None else None
+    submitted = _parse_ts(sub.submitted_at) if sub is not None else None
     done: RunState | None = None
     if record is not None and sub is None:
-        done = RunState(
-            rd.path,
-            claim,
-            None,
-            "NOT_SUBMITTED",
-            True,
-            None,
-            None,
-            f"outcome {record.get('outcome')}: {record.get('reason', '')}",
-            "record",
-        )
+        note = f"outcome {record.outcome}: {record.reason}"
+        done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record")
     elif status is not None:
-        phase = str(status.get("phase", "?"))
-        code = status.get("exit_code")
-        state = "FINISHED" if phase == "finished" else f"FINISHED:{phase}"
-        note = f"exit {code}" if code is not None else phase
+        state = "FINISHED" if status.phase == "finished" else f"FINISHED:{status.phase}"
+        code = status.exit_code
+        note = f"exit {code}" if code is not None else status.phase
         if record is not None:
-            note = f"outcome {record.get('outcome')}"
+            note = f"outcome {record.outcome}"
         done = RunState(
             rd.path,
             claim,
             job_id,
             state,
             True,
-            status.get("node") or None,
-            _seconds_between(status.get("job_started_at"), status.get("ended_at")),
+            status.node or None,
+            _seconds_between(status.job_started_at, status.ended_at),
             note,
             "status",
         )
@@ -269,7 +258,7 @@ def follow(
             # the run directory is read again only when its status file has appeared.
             states = [
                 _local_state(RunDir(s.run_dir)).done or s
-                if not s.finished and (s.run_dir / STATUS_JSON).exists()
+                if not s.finished and RunDir(s.run_dir).has_status()
                 else s
                 for s in last
             ]

@@ -1,8 +1,8 @@
 """A live progress line on stderr when it is a terminal; silent otherwise.
 
 One reporter serves every long wait: bytes hashed (``unit="B"``: done, rate, ETA), items
-finished (``unit="jobs"``), or work of unknown size (``total=None``: elapsed time and a status
-text such as a job's state). ``advance`` is thread-safe, so worker threads may report directly.
+finished (``unit="jobs"``), or work of unknown size (``total=None``: elapsed time).
+``advance`` is thread-safe, so worker threads may report directly.
 """
 
 from __future__ import annotations
@@ -66,7 +66,6 @@ class Progress:
         self.enabled = enabled
         self._total = total
         self._done = 0.0
-        self._status = ""
         self._delay = delay
         self._interval = interval
         self._clock = clock
@@ -95,24 +94,6 @@ class Progress:
         """Count ``amount`` more units as done; safe to call from any thread."""
         with self._lock:
             self._done += amount
-            self._maybe_draw()
-
-    def update(self, done: float) -> None:
-        """Set the amount done."""
-        with self._lock:
-            self._done = done
-            self._maybe_draw()
-
-    def set_status(self, text: str) -> None:
-        """Show ``text`` after the numbers (e.g. a job's state); redraws when it changes."""
-        with self._lock:
-            changed = text != self._status
-            self._status = text
-            self._maybe_draw(force=changed)
-
-    def tick(self) -> None:
-        """Redraw if due (for waits where nothing advances, to keep the elapsed time live)."""
-        with self._lock:
             self._maybe_draw()
 
     def close(self) -> None:
@@ -160,15 +141,13 @@ class Progress:
             parts.append(f"ETA {format_duration(remaining)}")
         else:
             parts.append(f"elapsed {format_duration(elapsed)}")
-        if self._status:
-            parts.append(self._status)
         return "  ".join(parts)
 
-    def _maybe_draw(self, *, force: bool = False) -> None:
+    def _maybe_draw(self) -> None:
         if not self.enabled:
             return
         now = self._clock()
-        if now < self._next_draw and not (force and self._drawn):
+        if now < self._next_draw:
             return
         self._next_draw = now + self._interval
         import shutil  # only when drawing: keeps start-up light for short runs

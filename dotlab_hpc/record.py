@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from . import TOOL_NAME, __version__
 from .classify import TargetResult, Verdict
+from .clock import utc_text
 from .errors import UsageError
 from .fsio import append_line, atomic_write_json, json_line
 
@@ -142,7 +143,7 @@ def write_record(record: ClaimRecord, *paths: Path) -> None:
 
 def event(kind: str, now: datetime, **fields: Any) -> dict[str, Any]:
     """One step-log event: ``{"event": kind, "ts": ..., ...}``."""
-    return {"event": kind, "ts": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), **fields}
+    return {"event": kind, "ts": utc_text(now), **fields}
 
 
 Logger = Callable[["RunDir | None", dict[str, Any]], None]

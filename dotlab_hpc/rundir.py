@@ -1,40 +1,70 @@
 """The run directory: everything about one submission, so any later process can follow it.
 
-Layout (all JSON written atomically; ``status.json`` is written by the job itself):
+Layout (all JSON written atomically; the status file is written by the job itself)::
 
-    manifest.orig.EXT  the manifest's bytes as submitted (their sha256 is the manifest hash)
+    manifest.orig.EXT       the manifest's bytes as submitted (their sha256 is the manifest hash)
     manifest.resolved.json  the validated manifest with every default filled in
-    run.json           who/what/where: run id, claim, paths, apptainer, the verified inputs
-    job.sbatch         the rendered script
-    claim.def          the rendered .def (when image.build is set)
-    submission.json    the Slurm job id and the exact sbatch argv
-    status.json        the job's own account: phase, exit code, node, times (the truth file)
-    container.out/err  the container's stdout/stderr (markers written inside the container)
-    slurm.out          Slurm's log of the batch job
-    record.json        the record (section 7), written by collect
-    events.jsonl       one JSON object per step
+    run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs
+    job.sbatch              the rendered script
+    claim.def               the rendered .def (when image.build is set)
+    submission.json         SubmissionRecord: the Slurm job id and the exact sbatch argv
+    status.json             JobStatus: the job's own account (phase, exit code, node, times)
+    container.out/err       the container's stdout/stderr
+    slurm.out               Slurm's log of the batch job
+    record.json             the record (SPEC section 7), written by collect
+    events.jsonl            one JSON object per step
+
+This module is the only one that names these files or opens the JSON ones. Every read is
+bounded (``fsio.read_regular``: regular files only, never blocking on a FIFO, size-capped), and
+every way a file can be wrong (absent when required, not a regular file, too large, not JSON,
+not the model) is one ``RunDirError`` naming the file.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from .errors import RunDirError, UsageError
-from .fsio import append_line, atomic_write_json, json_line
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-RUN_JSON = "run.json"
+from .errors import DotlabError, RunDirError, UsageError, one_line
+from .fsio import FileRefused, append_line, atomic_write_json, json_line, read_regular
+from .record import ClaimRecord, InputsRecord, ToolRecord
+
+if TYPE_CHECKING:
+    from .manifest import Manifest
+
+RUN_FILE = "run.json"
+SUBMISSION_FILE = "submission.json"
+STATUS_FILE = "status.json"
+RECORD_FILE = "record.json"
+RESOLVED_FILE = "manifest.resolved.json"
+MANIFEST_PREFIX = "manifest.orig."
 SCRIPT_NAME = "job.sbatch"
 DEF_NAME = "claim.def"
-SUBMISSION_JSON = "submission.json"
-STATUS_JSON = "status.json"
-RECORD_JSON = "record.json"
+SLURM_LOG = "slurm.out"
+CONTAINER_OUT = "container.out"
+CONTAINER_ERR = "container.err"
 EVENTS = "events.jsonl"
 LOCK = ".lock"
+# What a handoff bundle copies verbatim into its logs/ folder, when present.
+LOG_FILES = (
+    SCRIPT_NAME,
+    SLURM_LOG,
+    CONTAINER_OUT,
+    CONTAINER_ERR,
+    EVENTS,
+    RUN_FILE,
+    SUBMISSION_FILE,
+    STATUS_FILE,
+)
+# No file dotlab-hpc or its job writes comes near this; a larger one is not ours.
+MAX_JSON_BYTES = 16 << 20
+MAX_MANIFEST_COPY_BYTES = 1 << 20
 
 
 def new_run_id(claim: str, now: datetime) -> str:
@@ -47,14 +77,99 @@ def new_batch_id(now: datetime) -> str:
     return f"batch-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(6)}"
 
 
-def utc_text(now: datetime) -> str:
-    """ISO 8601 UTC with a Z, to the second (what the job script writes too)."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# --------------------------------------------------------------------------- the models
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
+class RunPaths(_Frozen):
+    """The absolute host paths of one run."""
+
+    run_dir: str
+    code_dir: str
+    data_dir: str
+    out_dir: str
+    image: str
+
+
+class RunRecord(_Frozen):
+    """``run.json``: who, what and where, written by ``submit`` before anything is submitted."""
+
+    run_id: str = Field(min_length=1)
+    claim: str = Field(min_length=1)
+    created_at: str
+    tool: ToolRecord
+    task_index: int | None = Field(ge=0)
+    job_name: str = Field(min_length=1)
+    manifest_file: str = Field(pattern=r"^manifest\.orig\.(yaml|yml|json)$")
+    manifest_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    manifest_path: str
+    apptainer: str
+    paths: RunPaths
+    inputs: InputsRecord
+
+
+class SubmissionRecord(_Frozen):
+    """``submission.json``: the Slurm job of the run, written once sbatch answered."""
+
+    job_id: str = Field(pattern=r"^[0-9]+(_[0-9]+)?$")
+    array_job_id: str | None = Field(pattern=r"^[0-9]+$")
+    task_index: int | None = Field(ge=0)
+    submitted_at: str
+    sbatch_argv: tuple[str, ...]
+    adopted_after_retry: bool
+    slurm_log: str
+
+
+class JobStatus(_Frozen):
+    """``status.json``: the contract the job script's ``write_status`` writes (once, atomically).
+
+    ``phase`` is ``finished`` when the container ran to its end, else why it did not
+    (``image_missing``, ``image_mismatch``, ``out_not_empty``, ``terminated``,
+    ``slurm_time_limit``); text fields the shell had no value for are empty strings.
+    """
+
+    version: Literal[1]
+    phase: str = Field(pattern=r"^[a-z_]{1,64}$")
+    exit_code: int | None = Field(ge=0, le=65535)
+    container_started: bool
+    signal: str
+    image_digest_on_node: str
+    job_started_at: str
+    ended_at: str
+    node: str
+    job_id: str
+    array_job_id: str
+    array_task_id: str
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _model_problem(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"]) or "(top)"
+    return f"{loc}: {err['msg']}"
+
+
+def parse_model(model: type[M], data: bytes, source: Path) -> M:
+    """``data`` (JSON) as ``model``; a RunDirError naming ``source`` and the first bad field."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as e:
+        if any(err["type"] == "json_invalid" for err in e.errors()):
+            raise RunDirError(f"{one_line(source)}: is not valid JSON") from e
+        raise RunDirError(
+            f"{one_line(source)}: not a {model.__name__} this version can read"
+            f" ({one_line(_model_problem(e))})",
+            hint="was the run directory changed by hand? submit again to get a fresh one",
+        ) from e
+
+
+# --------------------------------------------------------------------------- the directory
 @dataclass(frozen=True)
 class RunDir:
-    """A run directory on disk and the names of the files in it."""
+    """A run directory on disk: the one place its files are named, read and written."""
 
     path: Path
 
@@ -67,40 +182,100 @@ class RunDir:
         """The lock that serializes commands acting on this run."""
         return self.path / LOCK
 
-    def read_json(self, name: str) -> dict[str, Any] | None:
-        """A JSON object file of the run, or None when absent; a corrupt file is an error."""
+    @property
+    def record_path(self) -> Path:
+        """Where collect writes the record."""
+        return self.path / RECORD_FILE
+
+    @property
+    def status_path(self) -> Path:
+        """Where the job writes its status file (the job script is given this path)."""
+        return self.path / STATUS_FILE
+
+    def read_bytes(self, name: str, *, limit: int = MAX_JSON_BYTES) -> bytes | None:
+        """A file's bytes (bounded, regular files only), or None when absent."""
         p = self.file(name)
         try:
-            text = p.read_text(encoding="utf-8")
+            return read_regular(p, limit=limit)
         except FileNotFoundError:
             return None
-        except OSError as e:
-            raise RunDirError(f"{p}: cannot be read ({e.strerror})") from e
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise RunDirError(f"{p}: is not valid JSON ({e.msg}, line {e.lineno})") from e
-        if not isinstance(obj, dict):
-            raise RunDirError(f"{p}: is not a JSON object")
-        return obj
+        except FileRefused as e:
+            raise RunDirError(f"{one_line(p)}: {e.reason}") from e
 
-    def require_json(self, name: str) -> dict[str, Any]:
-        """Like ``read_json`` but a missing file means this is not a (complete) run directory."""
-        obj = self.read_json(name)
-        if obj is None:
+    def _read(self, name: str, model: type[M]) -> M | None:
+        data = self.read_bytes(name)
+        return None if data is None else parse_model(model, data, self.file(name))
+
+    def run(self) -> RunRecord:
+        """``run.json``; its absence means this is not a (complete) run directory."""
+        run = self._read(RUN_FILE, RunRecord)
+        if run is None:
             raise RunDirError(
-                f"{self.path}: not a dotlab-hpc run directory (no {name})",
+                f"{one_line(self.path)}: not a dotlab-hpc run directory (no {RUN_FILE})",
                 hint="give the folder `dotlab-hpc submit` printed",
             )
-        return obj
+        return run
 
-    def write_json(self, name: str, obj: Any) -> None:
-        """Write a JSON file of the run atomically."""
-        atomic_write_json(self.file(name), obj)
+    def submission(self) -> SubmissionRecord | None:
+        """``submission.json``, or None when the run was never submitted."""
+        return self._read(SUBMISSION_FILE, SubmissionRecord)
 
-    def log_event(self, event: dict[str, Any]) -> None:
+    def status(self) -> JobStatus | None:
+        """The job's status file, or None while the job has not written it."""
+        return self._read(STATUS_FILE, JobStatus)
+
+    def has_status(self) -> bool:
+        """Whether the job wrote its status file (one stat; nothing is read)."""
+        return self.status_path.exists()
+
+    def record(self) -> ClaimRecord | None:
+        """The record collect (or submit, for input_mismatch) wrote, or None."""
+        return self._read(RECORD_FILE, ClaimRecord)
+
+    def record_and_bytes(self) -> tuple[ClaimRecord, bytes] | None:
+        """The record and the very bytes it was read from (what a bundle copies)."""
+        data = self.read_bytes(RECORD_FILE)
+        if data is None:
+            return None
+        return parse_model(ClaimRecord, data, self.record_path), data
+
+    def manifest(self, run: RunRecord) -> Manifest:
+        """The manifest copy kept in the run directory; refused if changed since submission."""
+        from . import manifest as manifest_mod
+
+        p = self.file(run.manifest_file)
+        raw = self.read_bytes(run.manifest_file, limit=MAX_MANIFEST_COPY_BYTES)
+        if raw is None:
+            raise RunDirError(f"{one_line(p)}: missing; the run directory is incomplete")
+        if hashlib.sha256(raw).hexdigest() != run.manifest_sha256:
+            raise RunDirError(f"{one_line(p)}: changed after submission (sha256 differs)")
+        label = one_line(p)
+        try:
+            data = manifest_mod.parse_document(raw, p.suffix.lower(), label)
+            spec = manifest_mod.validate_data(data, label)
+        except DotlabError as e:
+            raise RunDirError(f"{label}: no longer a valid manifest ({e.lines()[0]})") from e
+        return manifest_mod.Manifest(spec=spec, path=p, sha256=run.manifest_sha256, raw=raw)
+
+    def write_run(self, run: RunRecord) -> None:
+        """Write ``run.json`` atomically."""
+        atomic_write_json(self.file(RUN_FILE), run.model_dump(mode="json"))
+
+    def write_submission(self, sub: SubmissionRecord) -> None:
+        """Write ``submission.json`` atomically."""
+        atomic_write_json(self.file(SUBMISSION_FILE), sub.model_dump(mode="json"))
+
+    def write_resolved(self, manifest: Manifest) -> None:
+        """The validated manifest with every default filled in."""
+        data = manifest.spec.model_dump(mode="json", by_alias=True)
+        atomic_write_json(self.file(RESOLVED_FILE), data)
+
+    def log_event(self, event: dict[str, object]) -> None:
         """Append one event line to the run's events.jsonl."""
-        append_line(self.file(EVENTS), json_line(event))
+        try:
+            append_line(self.file(EVENTS), json_line(event), regular_only=True)
+        except FileRefused as e:
+            raise RunDirError(f"{one_line(e.path)}: {e.reason}") from e
 
 
 def create(path: Path) -> RunDir:
@@ -111,19 +286,19 @@ def create(path: Path) -> RunDir:
         path.mkdir()
     except FileExistsError as e:
         raise UsageError(
-            f"{path}: run directory exists; run directories are never reused",
+            f"{one_line(path)}: run directory exists; run directories are never reused",
             hint="choose another --run-dir or leave it out to get a fresh one",
         ) from e
     except OSError as e:
-        raise UsageError(f"{path}: cannot create the run directory ({e.strerror})") from e
+        raise UsageError(f"{one_line(path)}: cannot create the run directory ({e.strerror})") from e
     return RunDir(path)
 
 
 def open_existing(path: Path) -> RunDir:
-    """A run directory made by ``submit``; refuse anything else."""
+    """A run directory made by ``submit`` (its run file readable); refuse anything else."""
     path = path.absolute()
     if not path.is_dir():
-        raise RunDirError(f"{path}: no such run directory")
+        raise RunDirError(f"{one_line(path)}: no such run directory")
     rd = RunDir(path)
-    rd.require_json(RUN_JSON)
+    rd.run()
     return rd

@@ -12,12 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from . import TOOL_NAME, __version__
 from . import manifest as manifest_mod
 from .classify import Outcome, Verdict, empty_targets
-from .clock import Clock
+from .clock import Clock, utc_text
 from .container.apptainer import find_apptainer
 from .errors import ProcTimeout, SlurmError, UsageError
 from .manifest import Manifest
@@ -28,6 +27,7 @@ from .record import (
     InputsRecord,
     Logger,
     SlurmRecord,
+    ToolRecord,
     build_record,
     event,
     write_record,
@@ -42,15 +42,16 @@ from .render import (
 )
 from .rundir import (
     DEF_NAME,
-    RECORD_JSON,
-    RUN_JSON,
+    MANIFEST_PREFIX,
     SCRIPT_NAME,
-    SUBMISSION_JSON,
+    SLURM_LOG,
     RunDir,
+    RunPaths,
+    RunRecord,
+    SubmissionRecord,
     create,
     new_batch_id,
     new_run_id,
-    utc_text,
 )
 from .slurm import SlurmClient, sbatch_argv
 
@@ -158,7 +159,7 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
         return Plan(
             runs=runs,
             job_name=f"dotlab-{run_id}",
-            slurm_output=_slurm_pattern(run_dir / "slurm.out"),
+            slurm_output=_slurm_pattern(run_dir / SLURM_LOG),
             chdir=run_dir,
             code_dir=code_dir,
             data_dir=data_dir,
@@ -184,7 +185,7 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
     return Plan(
         runs=runs,
         job_name=f"dotlab-{batch}",
-        slurm_output=_slurm_pattern(runs_root) + f"/{batch}-%a/slurm.out",
+        slurm_output=_slurm_pattern(runs_root) + f"/{batch}-%a/{SLURM_LOG}",
         chdir=runs_root,
         code_dir=code_dir,
         data_dir=data_dir,
@@ -263,42 +264,43 @@ def inputs_record(m: Manifest) -> InputsRecord:
     )
 
 
-def write_run_dir(
-    p: Plan, run: PlannedRun, now: datetime, *, script: str | None, task_index: int | None
-) -> RunDir:
-    """Create the run directory with the manifest copy, run.json, the script and the .def."""
+def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
+    """The run file of one planned run."""
+    m = run.manifest
+    return RunRecord(
+        run_id=run.run_id,
+        claim=m.spec.claim,
+        created_at=utc_text(now),
+        tool=ToolRecord(name=TOOL_NAME, version=__version__),
+        task_index=run.index if p.is_array else None,
+        job_name=p.job_name,
+        manifest_file=f"{MANIFEST_PREFIX}{m.path.suffix.lower().removeprefix('.')}",
+        manifest_sha256=m.sha256,
+        manifest_path=str(m.path.absolute()),
+        apptainer=p.apptainer,
+        paths=RunPaths(
+            run_dir=str(run.run_dir),
+            code_dir=str(p.code_dir),
+            data_dir=str(p.data_dir),
+            out_dir=str(run.out_dir),
+            image=str(p.image),
+        ),
+        inputs=inputs_record(m),
+    )
+
+
+def write_run_dir(p: Plan, run: PlannedRun, now: datetime, *, script: str | None) -> RunDir:
+    """Create the run directory with the manifest copy, the run file, the script and the .def."""
     rd = create(run.run_dir)
     m = run.manifest
-    source = f"manifest.orig{m.path.suffix.lower()}"
-    rd.file(source).write_bytes(m.raw)
-    rd.write_json("manifest.resolved.json", m.spec.model_dump(mode="json", by_alias=True))
+    record = run_record(p, run, now)
+    rd.file(record.manifest_file).write_bytes(m.raw)
+    rd.write_resolved(m)
     if script is not None:
         rd.file(SCRIPT_NAME).write_text(script, encoding="utf-8")
     if m.spec.image.build is not None:
         rd.file(DEF_NAME).write_text(render_def(m), encoding="utf-8")
-    rd.write_json(
-        RUN_JSON,
-        {
-            "run_id": run.run_id,
-            "claim": m.spec.claim,
-            "created_at": utc_text(now),
-            "tool": {"name": TOOL_NAME, "version": __version__},
-            "task_index": task_index,
-            "job_name": p.job_name,
-            "manifest_file": source,
-            "manifest_sha256": m.sha256,
-            "manifest_path": str(m.path.absolute()),
-            "apptainer": p.apptainer,
-            "paths": {
-                "run_dir": str(run.run_dir),
-                "code_dir": str(p.code_dir),
-                "data_dir": str(p.data_dir),
-                "out_dir": str(run.out_dir),
-                "image": str(p.image),
-            },
-            "inputs": inputs_record(m).model_dump(mode="json"),
-        },
-    )
+    rd.write_run(record)
     return rd
 
 
@@ -375,29 +377,24 @@ def submit_once(
     )
 
 
-def write_submission(
-    rd: RunDir,
-    *,
-    job_id: str,
-    array_job_id: str | None,
-    task_index: int | None,
-    argv: Sequence[str],
-    submitted_at: datetime,
-    adopted: bool,
-    slurm_log: Path,
-) -> dict[str, Any]:
-    """Record the Slurm job id in the run directory (atomically)."""
-    obj = {
-        "job_id": job_id,
-        "array_job_id": array_job_id,
-        "task_index": task_index,
-        "submitted_at": utc_text(submitted_at),
-        "sbatch_argv": list(argv),
-        "adopted_after_retry": adopted,
-        "slurm_log": str(slurm_log),
-    }
-    rd.write_json(SUBMISSION_JSON, obj)
-    return obj
+def submission_record(
+    p: Plan, run: PlannedRun, *, job_id: str, argv: Sequence[str], now: datetime, adopted: bool
+) -> SubmissionRecord:
+    """The submission file of one run: its own array task is its index in the plan.
+
+    The job gets ``--array`` of the indices of the runs that passed verification, and the
+    script's ``case`` uses the same indices, so task ``_<index>`` is this run's, even when an
+    earlier claim failed verification and has no task.
+    """
+    return SubmissionRecord(
+        job_id=f"{job_id}_{run.index}" if p.is_array else job_id,
+        array_job_id=job_id if p.is_array else None,
+        task_index=run.index if p.is_array else None,
+        submitted_at=utc_text(now),
+        sbatch_argv=tuple(argv),
+        adopted_after_retry=adopted,
+        slurm_log=str(run.run_dir / SLURM_LOG),
+    )
 
 
 def render_for(p: Plan, runs: Sequence[PlannedRun], export: str) -> str:
@@ -473,14 +470,7 @@ def execute(
     dirs: dict[int, RunDir] = {}
     results: dict[int, SubmittedRun] = {}
     for r in p.runs:
-        task = good.index(r) if r in good else None
-        rd = write_run_dir(
-            p,
-            r,
-            now,
-            script=script if task is not None else None,
-            task_index=task if p.is_array else None,
-        )
+        rd = write_run_dir(p, r, now, script=None if mismatches[r.index] else script)
         dirs[r.index] = rd
         if log is not None:
             log(
@@ -496,7 +486,7 @@ def execute(
             )
         if mismatches[r.index]:
             rec = mismatch_record(r, mismatches[r.index])
-            write_record(rec, rd.file(RECORD_JSON))
+            write_record(rec, rd.record_path)
             results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, None, rec)
         elif log is not None:
             log(rd, event("rendered", clock.now(), run_dir=str(rd.path), script=SCRIPT_NAME))
@@ -504,19 +494,11 @@ def execute(
         job_id, adopted = submit_once(
             client, argv, job_name=p.job_name, since=now, clock=clock, on_retry=on_retry
         )
-        for task, r in enumerate(good):
+        for r in good:
             rd = dirs[r.index]
-            jid = f"{job_id}_{task}" if p.is_array else job_id
-            write_submission(
-                rd,
-                job_id=jid,
-                array_job_id=job_id if p.is_array else None,
-                task_index=task if p.is_array else None,
-                argv=argv,
-                submitted_at=now,
-                adopted=adopted,
-                slurm_log=rd.file("slurm.out"),
-            )
+            sub = submission_record(p, r, job_id=job_id, argv=argv, now=now, adopted=adopted)
+            rd.write_submission(sub)
+            jid = sub.job_id
             if log is not None:
                 log(
                     rd,

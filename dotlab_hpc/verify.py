@@ -17,8 +17,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from .checkout import inspect_checkout, working_dir_problem
-from .errors import InputMismatch, UsageError
-from .hashing import HashCache, Refused, Tree, hash_paths, hash_trees, scan
+from .errors import UsageError
+from .hashing import HashCache, Refused, Tree, hash_trees, scan
 
 if TYPE_CHECKING:
     from .manifest import ManifestSpec
@@ -74,11 +74,6 @@ class VerifyReport:
         """One line per failed check, naming expected and actual."""
         return [c.line() for c in self.checks if not c.ok]
 
-    def raise_for_mismatch(self) -> None:
-        """Raise ``InputMismatch`` (outcome ``input_mismatch``) unless every check passed."""
-        if not self.ok:
-            raise InputMismatch(self.mismatches())
-
     def to_json(self) -> dict[str, Any]:
         """``{"ok": …, "checks": […]}`` for ``verify --json`` and the record."""
         return {"ok": self.ok, "checks": [c.to_json() for c in self.checks]}
@@ -86,15 +81,15 @@ class VerifyReport:
 
 def format_table(report: VerifyReport) -> str:
     """The report as an aligned ``CHECK  NAME  RESULT  DETAIL`` table for people."""
-    rows = [("CHECK", "NAME", "RESULT", "DETAIL")]
+    from .view import table
+
+    rows = []
     for c in report.checks:
         detail = c.reason if not c.ok else _short(c.actual or "")
         if c.path and c.kind == "dataset":
             detail = f"{c.path}: {detail}"
         rows.append((c.kind, c.name, "ok" if c.ok else "MISMATCH", detail))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join([*(r[i].ljust(widths[i]) for i in range(3)), r[3]]).rstrip() for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(table(rows, ("CHECK", "NAME", "RESULT", "DETAIL"))) + "\n"
 
 
 def _short(value: str) -> str:
@@ -106,20 +101,6 @@ def _short(value: str) -> str:
 
 
 # --------------------------------------------------------------------------- hashing paths
-def hash_path(path: Path, *, progress: Progress | None = None) -> str:
-    """Hex sha256 of a file, or of a directory by the SPEC section 3 rule; UsageError if refused."""
-    return hash_paths([path], progress=progress)[0]
-
-
-def image_digest(path: Path, *, progress: Progress | None = None) -> str:
-    """``sha256:<hex>`` of an image file's bytes (symlinks followed)."""
-    tree = _plan_image(path)
-    got = tree if isinstance(tree, Refused) else hash_trees([tree], progress)[0]
-    if isinstance(got, Refused):
-        raise UsageError(f"{got.path}: {got.reason}")
-    return f"sha256:{got}"
-
-
 # --------------------------------------------------------------------------- datasets
 def _locate(data_dir: Path, rel: str) -> Path:
     """``data_dir/rel`` with no symlink on the way; refuse one that leaves ``data_dir``."""

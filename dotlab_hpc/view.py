@@ -6,6 +6,8 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .errors import one_line
+
 if TYPE_CHECKING:
     from .collect import Collected
     from .poll import RunState
@@ -13,9 +15,13 @@ if TYPE_CHECKING:
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> list[str]:
-    """Left-aligned columns separated by two spaces; the last column is not padded."""
-    all_rows = [list(header)] if header else []
-    all_rows += [list(r) for r in rows]
+    """Left-aligned columns separated by two spaces; the last column is not padded.
+
+    The one table formatter: every cell is made safe for a terminal first (``one_line``), so
+    text read from run files, bundles or images can never move the cursor or start an escape.
+    """
+    all_rows = [[one_line(c) for c in header]] if header else []
+    all_rows += [[one_line(c) for c in r] for r in rows]
     if not all_rows:
         return []
     widths = [max(len(r[i]) for r in all_rows if i < len(r)) for i in range(len(all_rows[0]))]

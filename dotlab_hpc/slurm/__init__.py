@@ -38,7 +38,7 @@ from .parse import (
     parse_scontrol_show_job,
     parse_squeue,
 )
-from .states import TERMINAL_STATES, JobInfo, JobState, is_success, is_terminal, parse_state
+from .states import TERMINAL_STATES, JobInfo, JobState, is_terminal, parse_state
 
 __all__ = [
     "SACCT_FIELDS",
@@ -54,7 +54,6 @@ __all__ = [
     "classify_sbatch_failure",
     "expand_job_id",
     "expand_task_ids",
-    "is_success",
     "is_terminal",
     "parse_duration",
     "parse_exit_code",

@@ -9,6 +9,7 @@ jobcomp file (no Slurm call) for jobs the controller has already forgotten.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +23,6 @@ from .argv import (
     sbatch_version_argv,
     scancel_argv,
     scontrol_show_config_argv,
-    scontrol_show_job_argv,
     slurm_time,
     squeue_argv,
     squeue_by_name_argv,
@@ -34,7 +34,6 @@ from .parse import (
     parse_sbatch_parsable,
     parse_sbatch_version,
     parse_scontrol_show_config,
-    parse_scontrol_show_job,
     parse_squeue,
 )
 from .states import JobInfo
@@ -52,13 +51,23 @@ TailReader = Callable[[Path, int], "str | None"]
 def read_tail(path: Path, limit: int) -> str | None:
     """The last ``limit`` bytes of ``path`` as text, or None when it cannot be read."""
     try:
-        with path.open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - limit))
-            data = fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    return data.decode("utf-8", "replace")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+            return None
+        os.lseek(fd, max(0, st.st_size - limit), os.SEEK_SET)
+        chunks, size = [], 0
+        while size < limit and (chunk := os.read(fd, min(1 << 20, limit - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def _chunks(ids: Sequence[str], size: int) -> Iterator[list[str]]:
@@ -205,15 +214,6 @@ class SlurmClient:
             return {}
         records = parse_jobcomp(text, since=slurm_time(since))
         return {k: v for k, v in records.items() if keep(v)}
-
-    def show_job(self, job_id: str) -> dict[str, JobInfo]:
-        """``scontrol show job`` for one job (all tasks of an array); {} once Slurm forgot it."""
-        done = self._run(scontrol_show_job_argv(job_id))
-        if done.returncode != 0:
-            if INVALID_JOB_ID in done.stderr:
-                return {}
-            raise classify_query_failure("scontrol", done.returncode, done.stderr)
-        return parse_scontrol_show_job(done.stdout)
 
     def find_by_name(self, name: str, *, since: datetime) -> list[str]:
         """Ids (as sbatch printed them) of jobs named ``name`` submitted since ``since``.

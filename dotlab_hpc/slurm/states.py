@@ -103,11 +103,6 @@ def is_terminal(state: JobState) -> bool:
     return state in TERMINAL_STATES
 
 
-def is_success(state: JobState) -> bool:
-    """True only for COMPLETED: no other state, UNKNOWN least of all, counts as success."""
-    return state is JobState.COMPLETED
-
-
 @dataclass(frozen=True)
 class JobInfo:
     """One job or array task as Slurm reported it; ``job_id`` is the user-facing id (``12_3``)."""

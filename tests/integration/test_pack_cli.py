@@ -255,3 +255,83 @@ def test_pack_refusals(run_dir: Path, tmp_path: Path) -> None:
     assert [p.name for p in full.iterdir()] == ["keep"]
 
     assert cli("verify-bundle", tmp_path / "missing").returncode == 2
+
+
+# --------------------------------------------------------------------------- hostile files
+def bounded_cli(
+    *args: str | Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI with 30 s and 2 GiB of address space: a hang or an unbounded read fails the test."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+        env=env,
+        cwd=REPO,
+        preexec_fn=limit,
+    )
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "check"),
+    [("bundle.json", "index"), ("record.json", "record"), ("evidence.json", "evidence")],
+)
+def test_verify_bundle_with_a_link_to_dev_zero_or_a_fifo(
+    bundle: Path, tmp_path: Path, name: str, check: str
+) -> None:
+    for kind in ("dev-zero", "fifo"):
+        b = tmp_path / kind / "b"
+        shutil.copytree(bundle, b)
+        if kind == "fifo":
+            _fifo(b / name)
+        else:
+            (b / name).unlink()
+            (b / name).symlink_to("/dev/zero")
+        cp = bounded_cli("verify-bundle", b)
+        assert cp.returncode == 1, cp.stderr
+        assert "Traceback" not in cp.stderr
+        row = next(line for line in cp.stdout.splitlines() if line.startswith(f"{check} "))
+        assert "FAILED" in row, cp.stdout
+
+
+def test_verify_bundle_refuses_a_tar_gz_bomb(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.tar.gz"
+    with tarfile.open(bomb, "w:gz", compresslevel=9) as tf:
+        info = tarfile.TarInfo("b/logs/container.out")
+        info.size = 512 << 20
+        zeros = io.BytesIO(bytes(512 << 20))
+        tf.addfile(info, zeros)
+    assert bomb.stat().st_size < 1 << 20
+    cp = bounded_cli("verify-bundle", bomb, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert cp.returncode == 1, cp.stderr
+    assert "decompression bomb" in cp.stdout
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("dotlab-bundle-")]
+
+
+@pytest.mark.parametrize("name", ["status.json", "submission.json", "record.json", "run.json"])
+def test_status_collect_pack_refuse_a_fifo_run_file(
+    run_dir: Path, tmp_path: Path, name: str, slurm_env: dict[str, str]
+) -> None:
+    for verb in ("status", "collect", "pack"):
+        rd = tmp_path / verb
+        shutil.copytree(run_dir, rd)
+        if verb == "collect" and name != "record.json":
+            (rd / "record.json").unlink()  # else collect answers with the record alone
+        _fifo(rd / name)
+        extra = ("-o", tmp_path / f"b-{verb}") if verb == "pack" else ()
+        cp = bounded_cli(verb, rd, *extra, env=slurm_env)
+        assert cp.returncode == 2, (verb, cp.stdout, cp.stderr)
+        assert name in cp.stderr and "FIFO" in cp.stderr, (verb, cp.stderr)
+        assert "Traceback" not in cp.stderr

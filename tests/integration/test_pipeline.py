@@ -362,6 +362,34 @@ def test_many_claims_are_one_job_array(kit: Kit) -> None:
     assert [s["finished"] for s in json.loads(status.stdout)] == [True, True]
 
 
+def test_array_tasks_after_a_failed_verification_are_the_runs_own(kit: Kit) -> None:
+    """The first of three claims fails verification: tasks 1 and 2 run and are followed as such."""
+    bad = kit.manifest(
+        "arr3-bad", data=[{"name": "points", "path": "points.csv", "sha256": "0" * 64}]
+    )
+    good = kit.manifest("arr3-good")
+    wrong = kit.manifest("arr3-wrong", mode="wrong")
+    runs_root = kit.root / "runs3"
+    res = kit.cli("run", str(bad), str(good), str(wrong), "--code-dir", str(kit.code),
+                  "--data-dir", str(kit.data), "--image", str(kit.image), "--out-dir",
+                  str(kit.root / "outs3"), "--runs-root", str(runs_root), "--apptainer",
+                  str(platform.apptainer()))  # fmt: skip
+    assert res.rc == 1, (res.stdout, res.stderr)
+    d0, d1, d2 = sorted(runs_root.iterdir())
+    assert not (d0 / "submission.json").exists()
+    records = [json.loads((d / "record.json").read_text()) for d in (d0, d1, d2)]
+    assert [r["outcome"] for r in records] == ["input_mismatch", "reproduced", "not_reproduced"]
+    for task, d, rec in ((1, d1, records[1]), (2, d2, records[2])):
+        sub = json.loads((d / "submission.json").read_text())
+        status = json.loads((d / "status.json").read_text())  # written by the job's own task
+        assert sub["job_id"] == f"{sub['array_job_id']}_{task}" == rec["slurm"]["job_id"]
+        assert status["array_task_id"] == str(task)
+        assert status["array_job_id"] == sub["array_job_id"]
+    states = json.loads(kit.cli("status", "--json", str(d1), str(d2)).stdout)
+    assert [s["job_id"] for s in states] == [records[1]["slurm"]["job_id"],
+                                             records[2]["slurm"]["job_id"]]  # fmt: skip
+
+
 # --------------------------------------------------------------------------- exactly once
 def test_sbatch_that_times_out_after_creating_the_job_gives_exactly_one_job(
     kit: Kit, slurm_env: dict[str, str]

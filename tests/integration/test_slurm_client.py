@@ -14,7 +14,13 @@ import pytest
 
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.proc import SubprocessRunner
-from dotlab_hpc.slurm import JobState, SlurmClient, sbatch_argv
+from dotlab_hpc.slurm import (
+    JobState,
+    SlurmClient,
+    parse_scontrol_show_job,
+    sbatch_argv,
+    scontrol_show_job_argv,
+)
 
 from .conftest import WaitFor
 
@@ -200,7 +206,8 @@ def test_find_by_name_sees_a_job_at_once(
     )
     try:
         assert slurm_client.find_by_name(name, since=slurm_since) == [job_id]
-        info = slurm_client.show_job(job_id)[job_id]
+        shown = SubprocessRunner().run(scontrol_show_job_argv(job_id), timeout=30)
+        info = parse_scontrol_show_job(shown.stdout)[job_id]
         assert (info.state, info.reason) == (JobState.PENDING, "JobHeldUser")
     finally:
         slurm_client.cancel([job_id])

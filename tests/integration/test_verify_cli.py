@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import verify
+from dotlab_hpc import hashing
 from tests.integration.test_verify_git import git, make_repo
 
 pytestmark = pytest.mark.skipif(
@@ -41,7 +41,7 @@ class Setup:
         self.manifest = tmp_path / "claim.yaml"
         self.hashes = {
             "train": hashlib.sha256(b"x,y\n1,2\n").hexdigest(),
-            "images": verify.hash_path(self.data / "images"),
+            "images": hashing.hash_paths([self.data / "images"])[0],
         }
         self.write_manifest()
 

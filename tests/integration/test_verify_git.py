@@ -300,3 +300,44 @@ def test_the_overrides_are_what_disarms_them(
     check(code, head)
     fired = {p.name for p in markers.iterdir()}
     assert fired >= {"fsmonitor-main", "filter-main", "filter-included", "filter-sub"}
+
+
+def _fifo_in_place(path: Path) -> None:
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ".git/config",
+        ".git/HEAD",
+        ".git/index",
+        ".git/info/exclude",
+        ".git/modules/sub/config",
+        ".gitignore",
+        "a b/.gitignore",
+        "sub/.gitignore",
+    ],
+)
+def test_a_fifo_git_would_open_is_refused_before_git_runs(
+    repo: tuple[Path, str], where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git itself blocks on these FIFOs; with a 20 s git timeout a regression fails, not hangs."""
+    code, head = repo
+    monkeypatch.setattr(checkout_mod, "GIT_TIMEOUT_S", 20.0)
+    _fifo_in_place(code / where)
+    started = time.monotonic()
+    c_commit, c_tree = check(code, head)
+    assert time.monotonic() - started < 10
+    reasons = c_commit.reason + c_tree.reason
+    assert not (c_commit.ok and c_tree.ok)
+    assert where.rsplit("/", 1)[-1] in reasons and "FIFO" in reasons, reasons
+
+
+def test_a_fifo_as_dot_git_is_not_a_checkout(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / ".git")
+    c_commit, _ = check(tmp_path, "0" * 40)
+    assert "neither a git directory nor a gitdir file" in c_commit.reason

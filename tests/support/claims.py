@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dotlab_hpc.hashing import sha256_file
-from dotlab_hpc.verify import hash_path
+from dotlab_hpc.hashing import hash_paths, sha256_file
 
 from . import platform
 
@@ -214,7 +213,7 @@ class Kit:
 
     def manifest(self, name: str, *, mode: str = "good", **over: Any) -> Path:
         """Write a JSON manifest whose inputs match this kit (``over`` replaces top-level keys)."""
-        points_sha = hash_path(self.data / "points.csv")
+        points_sha = hash_paths([self.data / "points.csv"])[0]
         data: dict[str, Any] = {
             "version": 1,
             "claim": name,

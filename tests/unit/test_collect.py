@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc.collect import (
-    parse_markers,
-    parse_results,
-    read_output,
-    read_window,
-)
+from dotlab_hpc.collect import parse_markers, parse_results, read_output
+from dotlab_hpc.fsio import read_window
 
 
 def test_markers_full_run() -> None:
@@ -146,3 +142,14 @@ def test_read_window_is_bounded(tmp_path: Path) -> None:
     assert text.startswith("HEAD") and text.endswith("TAIL\n")
     assert len(text) <= 201
     assert read_window(tmp_path / "absent") == ""
+
+
+@pytest.mark.parametrize("digits", [400, 4000, 5000, 100_000])
+def test_huge_integers_in_results_are_not_finite_never_a_crash(digits: int) -> None:
+    out = parse_results(b'{"acc": ' + b"9" * digits + b"}")
+    assert out.results is None
+    assert out.problem == "results.json: 'acc' is not a finite number"
+
+
+def test_integers_in_results_keep_their_value() -> None:
+    assert parse_results(b'{"n": 12, "m": -3}').results == {"n": 12.0, "m": -3.0}

@@ -42,7 +42,6 @@ def test_silent_when_the_stream_is_not_a_terminal() -> None:
     with Progress("hashing", total=100, stream=out, clock=clock) as p:
         clock.now += 10
         p.advance(50)
-        p.set_status("RUNNING")
     assert not p.enabled
     assert out.getvalue() == ""
 
@@ -68,32 +67,19 @@ def test_terminal_line_has_bytes_rate_and_eta_then_is_erased() -> None:
     assert out.getvalue().endswith("\r\x1b[K")  # closed: stays quiet
 
 
-def test_unknown_total_shows_elapsed_and_status() -> None:
+def test_unknown_total_shows_elapsed() -> None:
     clock = FakeClock()
     p = Progress("waiting for job 42", total=None, unit="", stream=Tty(), clock=clock)
     clock.now += 75
-    p.set_status("PENDING")
-    assert p.render() == "waiting for job 42  elapsed 1:15  PENDING"
+    assert p.render() == "waiting for job 42  elapsed 1:15"
 
 
 def test_items_unit() -> None:
     clock = FakeClock()
     p = Progress("jobs", total=10, unit="jobs", stream=Tty(), clock=clock)
-    p.update(4)
+    p.advance(4)
     clock.now += 8
     assert p.render() == "jobs  4 / 10 jobs   40%  0.5/s  ETA 0:12"
-
-
-def test_status_change_redraws_at_once() -> None:
-    out = Tty()
-    clock = FakeClock()
-    p = Progress("job", stream=out, clock=clock, unit="")
-    clock.now += 1
-    p.set_status("PENDING")
-    first = out.getvalue()
-    assert "PENDING" in first
-    p.set_status("RUNNING")  # no time passed, but the state changed
-    assert out.getvalue().endswith("RUNNING\x1b[K")
 
 
 def test_advance_is_thread_safe() -> None:

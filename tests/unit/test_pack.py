@@ -14,17 +14,17 @@ from dotlab_hpc.bundle import (
     BundleImage,
     BundleIndex,
     MalformedSums,
-    UnsafeTar,
-    extract_tar,
     parse_sums,
     path_problem,
+    readme_text,
     sums_text,
-    tar_member_problem,
 )
+from dotlab_hpc.bundle_tar import UnsafeTar, extract_tar, tar_member_problem
 from dotlab_hpc.collect import parse_markers
 from dotlab_hpc.manifest import validate_data
-from dotlab_hpc.pack import derive_evidence, readme_text, tar_root_name, write_tar
+from dotlab_hpc.pack import derive_evidence, tar_root_name, write_tar
 from dotlab_hpc.record import ClaimRecord, ToolRecord
+from tests.support.runfiles import job_status, submission_record
 
 H1 = "a" * 64
 H2 = "0123456789abcdef" * 4
@@ -249,19 +249,10 @@ CONTAINER_ERR = (
     "analysis chatter\n"
     "@@dotlab end 2026-01-01T00:00:09Z rc=0 timed_out=0\n"
 )
-STATUS = {
-    "version": 1,
-    "phase": "finished",
-    "exit_code": 0,
-    "image_digest_on_node": "",
-    "job_started_at": "2026-01-01T00:00:00Z",
-    "ended_at": "2026-01-01T00:00:10Z",
-    "node": "n1",
-    "job_id": "42",
-    "array_job_id": "",
-    "array_task_id": "",
-}
-SUBMISSION = {"job_id": "42", "array_job_id": None, "submitted_at": "2025-12-31T23:59:59Z"}
+STATUS = job_status(
+    job_started_at="2026-01-01T00:00:00Z", ended_at="2026-01-01T00:00:10Z", job_id="42"
+)
+SUBMISSION = submission_record(job_id="42", submitted_at="2025-12-31T23:59:59Z")
 
 
 def test_evidence_of_a_gpu_claim() -> None:
@@ -368,3 +359,74 @@ def test_readme_without_the_image_says_where_to_fetch_it() -> None:
     assert f"`sha256sum` must print `{'d' * 64}`" in with_url
     without = readme_text(_index(None), _record(), spec)
     assert "the authors (it is not in this bundle)" in without
+
+
+# --------------------------------------------------------------------------- bounded extraction
+def _gz_bomb(path: Path, size: int, members: int = 1) -> Path:
+    """A .tar.gz whose members hold ``size`` zero bytes each: tiny on disk, large expanded."""
+
+    class Zeros(io.RawIOBase):
+        def __init__(self, n: int) -> None:
+            self.left = n
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+            n = min(len(b), self.left)
+            b[:n] = bytes(n)
+            self.left -= n
+            return n
+
+    with tarfile.open(path, "w:gz", compresslevel=1) as tf:
+        for i in range(members):
+            ti = tarfile.TarInfo(f"b/f{i}")
+            ti.size = size
+            tf.addfile(ti, io.BufferedReader(Zeros(size)))
+    return path
+
+
+def test_extract_refuses_a_tar_that_expands_past_the_byte_limit(tmp_path: Path) -> None:
+    bomb = _gz_bomb(tmp_path / "bomb.tar.gz", 64 << 20)
+    assert bomb.stat().st_size < 1 << 20  # a small file...
+    dest = tmp_path / "d"
+    dest.mkdir()
+    with pytest.raises(UnsafeTar, match="more than 8388608 bytes"):
+        extract_tar(bomb, dest, max_bytes=8 << 20)  # ...refused before anything is written
+    assert list(dest.iterdir()) == []
+
+
+def test_extract_refuses_a_small_tar_gz_that_expands_a_hundredfold(tmp_path: Path) -> None:
+    """With the default limits: 64 MiB of zeros in a ~300 KB .tar.gz is a bomb."""
+    bomb = _gz_bomb(tmp_path / "bomb.tar.gz", 64 << 20)
+    dest = tmp_path / "d"
+    dest.mkdir()
+    with pytest.raises(UnsafeTar, match="decompression bomb"):
+        extract_tar(bomb, dest)
+    assert list(dest.iterdir()) == []
+
+
+def test_extract_refuses_too_many_members(tmp_path: Path) -> None:
+    many = _gz_bomb(tmp_path / "many.tar.gz", 0, members=50)
+    (tmp_path / "d").mkdir()
+    with pytest.raises(UnsafeTar, match="more than 20 members"):
+        extract_tar(many, tmp_path / "d", max_members=20)
+    assert list((tmp_path / "d").iterdir()) == []
+
+
+def test_extract_refuses_more_than_the_free_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc import bundle_tar
+
+    tar = _gz_bomb(tmp_path / "t.tar.gz", 4096)
+    monkeypatch.setattr(bundle_tar, "_free_bytes", lambda path: 1000)
+    (tmp_path / "d").mkdir()
+    with pytest.raises(UnsafeTar, match="more than the 1000 free"):
+        extract_tar(tar, tmp_path / "d")
+
+
+def test_the_default_limits_bound_a_bundle() -> None:
+    from dotlab_hpc import bundle_tar
+
+    assert bundle_tar.MAX_MEMBERS <= 10_000 and bundle_tar.MAX_BYTES <= 1 << 40

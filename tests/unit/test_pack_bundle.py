@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import signal
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
 from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.bundle import SUMS, parse_sums, sums_text, verify_bundle, verify_dir
+from dotlab_hpc.bundle import SUMS, parse_sums, sums_text
+from dotlab_hpc.bundle_check import verify_bundle, verify_dir
 from dotlab_hpc.errors import RunDirError, UsageError
 from dotlab_hpc.pack import PackOptions, pack
+from dotlab_hpc.record import InputsRecord
+from dotlab_hpc.rundir import RunDir, RunPaths
+from tests.support.runfiles import job_status, run_record, submission_record, write_status
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim"
@@ -37,15 +45,16 @@ def make_run_dir(root: Path) -> Path:
         "image_digest": m.spec.image.digest,
         "datasets": {d.name: d.sha256 for d in m.spec.data},
     }
-    run = {
-        "run_id": rd.name,
-        "claim": m.spec.claim,
-        "manifest_file": "manifest.orig.yaml",
-        "manifest_sha256": m.sha256,
-        "paths": {"image": str(image), "run_dir": str(rd)},
-        "inputs": inputs,
-    }
-    (rd / "run.json").write_text(json.dumps(run))
+    run = run_record(
+        run_id=rd.name,
+        claim=m.spec.claim,
+        manifest_sha256=m.sha256,
+        paths=RunPaths(
+            run_dir=str(rd), code_dir="/code", data_dir="/data", out_dir="/out", image=str(image)
+        ),
+        inputs=InputsRecord.model_validate(inputs),
+    )
+    RunDir(rd).write_run(run)
     record = {
         "record_version": 1,
         "outcome": "reproduced",
@@ -76,8 +85,8 @@ def make_run_dir(root: Path) -> Path:
     (rd / "container.err").write_text(CONTAINER_ERR)
     (rd / "container.out").write_text("accuracy=0.9444\n")
     (rd / "slurm.out").write_text("dotlab-hpc: job 7 on vm\n")
-    (rd / "status.json").write_text(json.dumps({"phase": "finished", "job_id": "7"}))
-    (rd / "submission.json").write_text(json.dumps({"job_id": "7"}))
+    write_status(RunDir(rd), job_status(job_id="7"))
+    RunDir(rd).write_submission(submission_record(job_id="7"))
     (rd / "job.sbatch").write_text("#!/bin/bash\n")
     (rd / "events.jsonl").write_text('{"event":"collected"}\n')
     (rd / "claim.def").write_text("Bootstrap: docker\n")
@@ -209,7 +218,7 @@ def test_no_image_keeps_the_digest_and_url(run_dir: Path, tmp_path: Path) -> Non
 def test_manifest_changed_after_collect_is_refused(run_dir: Path, tmp_path: Path) -> None:
     with (run_dir / "manifest.orig.yaml").open("a") as f:
         f.write("# edited\n")
-    with pytest.raises(RunDirError, match="changed after collect"):
+    with pytest.raises(RunDirError, match=r"changed after (submission|collect)"):
         pack(PackOptions(run_dir, tmp_path / "b"))
 
 
@@ -306,7 +315,7 @@ def test_verify_bundle_usage_errors(tmp_path: Path) -> None:
 
 
 def test_report_json_and_table(bundle: Path) -> None:
-    from dotlab_hpc.bundle import format_report
+    from dotlab_hpc.bundle_check import format_report
 
     report = verify_bundle(bundle)
     data = report.to_json()
@@ -322,3 +331,63 @@ def test_report_json_and_table(bundle: Path) -> None:
     text = format_report(report)
     assert text.splitlines()[0].split() == ["CHECK", "RESULT", "DETAIL"]
     assert text.endswith("bundle OK: claim example-centroid, outcome reproduced\n")
+
+
+# --------------------------------------------------------------------------- hostile bundles
+class Hung(BaseException):
+    """Not an OSError or Exception: no ``except`` in the code under test may swallow it."""
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    def ring(signum: int, frame: FrameType | None) -> None:
+        raise Hung("blocked for 5 s: a read waited on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(5)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize(
+    ("name", "check"),
+    [
+        ("record.json", "record"),
+        ("bundle.json", "index"),
+        ("SHA256SUMS", "sha256sums"),
+        ("evidence.json", "evidence"),
+        ("manifest.resolved.json", "manifest"),
+    ],
+)
+def test_a_fifo_in_a_bundle_fails_its_checks_without_blocking(
+    bundle: Path, tmp_path: Path, name: str, check: str, no_hang: None
+) -> None:
+    hostile = tmp_path / "hostile"
+    shutil.copytree(bundle, hostile)
+    (hostile / name).unlink()
+    os.mkfifo(hostile / name)
+    report = verify_dir(hostile)
+    assert not report.ok
+    assert "files" in report.failed() and check in report.failed()
+
+
+def test_a_sparse_record_in_a_bundle_is_refused_by_size(bundle: Path, tmp_path: Path) -> None:
+    hostile = tmp_path / "hostile"
+    shutil.copytree(bundle, hostile)
+    with (hostile / "record.json").open("r+b") as f:
+        f.truncate(2 << 30)
+    detail = next(c.detail for c in verify_dir(hostile).checks if c.name == "record")
+    assert "larger than" in detail
+
+
+def test_pack_refuses_a_fifo_log_without_blocking(
+    run_dir: Path, tmp_path: Path, no_hang: None
+) -> None:
+    (run_dir / "container.out").unlink()
+    os.mkfifo(run_dir / "container.out")
+    with pytest.raises(RunDirError, match=r"container\.out: is not a regular file \(it is a FIFO"):
+        pack(PackOptions(run_dir=run_dir, output=tmp_path / "b"))
+    assert not (tmp_path / "b").exists()

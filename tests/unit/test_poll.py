@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.errors import OperatorError
-from dotlab_hpc.fsio import atomic_write_json
 from dotlab_hpc.poll import explain_reason, follow, poll_once
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir import RunDir
 from dotlab_hpc.slurm import SlurmClient
 from tests.support.fakes import ScriptedRunner
+from tests.support.runfiles import job_status, run_record, submission_record, write_status
 
 NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
@@ -47,17 +47,10 @@ def make_runs(root: Path, n: int, *, finished: set[int]) -> list[RunDir]:
     for i in range(n):
         rd = RunDir(root / f"run{i}")
         rd.path.mkdir(parents=True)
-        atomic_write_json(rd.file("run.json"), {"claim": f"c{i}", "run_id": f"r{i}"})
-        atomic_write_json(
-            rd.file("submission.json"),
-            {"job_id": str(1000 + i), "submitted_at": "2026-11-29T07:00:00Z"},
-        )
+        rd.write_run(run_record(claim=f"c{i}", run_id=f"r{i}"))
+        rd.write_submission(submission_record(job_id=str(1000 + i)))
         if i in finished:
-            atomic_write_json(
-                rd.file("status.json"),
-                {"phase": "finished", "exit_code": 0, "node": "n1",
-                 "job_started_at": "2026-11-29T07:00:00Z", "ended_at": "2026-11-29T07:02:03Z"},
-            )  # fmt: skip
+            write_status(rd, job_status(job_id=str(1000 + i)))
         runs.append(rd)
     return runs
 
@@ -138,8 +131,8 @@ def test_follow_backs_off_and_reads_status_files_between_queries(tmp_path: Path)
     def finish_after_ten_minutes(c: FakeClock) -> None:
         if c.t >= NOW + timedelta(minutes=10):
             for rd in runs:
-                if not rd.file("status.json").exists():
-                    atomic_write_json(rd.file("status.json"), {"phase": "finished", "exit_code": 0})
+                if not rd.has_status():
+                    write_status(rd, job_status())
 
     clock.on_sleep.append(finish_after_ten_minutes)
     states = follow(runs, SlurmClient(fake), clock, base_s=5, cap_s=60, file_check_s=2)

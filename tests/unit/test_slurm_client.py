@@ -313,16 +313,6 @@ def test_cancel_gone_job_is_fine_other_errors_raise() -> None:
         client.cancel(["1"])
 
 
-def test_show_job() -> None:
-    runner = FakeRunner().add(
-        "scontrol", recorded("scontrol_show_job_oom"), recorded("scontrol_show_job_invalid")
-    )
-    client = SlurmClient(runner)
-    assert client.show_job("11")["11"].state is JobState.OUT_OF_MEMORY
-    assert client.show_job("99999") == {}
-    assert runner.calls[0] == ("scontrol", "-o", "show", "job", "11")
-
-
 def test_read_tail(tmp_path: Path) -> None:
     f = tmp_path / "jobcomp.txt"
     f.write_text("a" * 10 + "\nJobId=1 JobState=COMPLETED\n")

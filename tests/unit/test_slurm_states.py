@@ -8,7 +8,6 @@ from dotlab_hpc.slurm import (
     TERMINAL_STATES,
     JobInfo,
     JobState,
-    is_success,
     is_terminal,
     parse_state,
 )
@@ -76,11 +75,6 @@ def test_terminal_set() -> None:
 )
 def test_not_terminal(state: JobState) -> None:
     assert not is_terminal(state)
-
-
-def test_only_completed_is_success() -> None:
-    assert [s for s in JobState if is_success(s)] == [JobState.COMPLETED]
-    assert not is_success(JobState.UNKNOWN)
 
 
 def test_jobinfo_is_frozen_and_knows_its_base_id() -> None:

@@ -11,8 +11,16 @@ import pytest
 
 from dotlab_hpc.errors import SlurmError, UsageError
 from dotlab_hpc.proc import Completed
+from dotlab_hpc.rundir import SCRIPT_NAME, RunDir
 from dotlab_hpc.slurm import SlurmClient
-from dotlab_hpc.submit import SubmitOptions, backoff_delays, check_out_dirs, plan, submit_once
+from dotlab_hpc.submit import (
+    SubmitOptions,
+    backoff_delays,
+    check_out_dirs,
+    execute,
+    plan,
+    submit_once,
+)
 from tests.support.fakes import ScriptedRunner
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -198,3 +206,79 @@ def test_non_empty_out_dir_is_refused_and_missing_one_created(tmp_path: Path) ->
     (tmp_path / "out" / ".hidden").write_text("x")
     with pytest.raises(UsageError, match="not empty"):
         check_out_dirs(p, create_missing=True)
+
+
+# --------------------------------------------------------------------------- execute
+class ArraySlurm(ScriptedRunner[tuple[str, ...]]):
+    """sbatch --version and one sbatch that creates job 500; ``calls`` holds each argv."""
+
+    def __init__(self) -> None:
+        super().__init__(self.answer)
+
+    def answer(self, args: tuple[str, ...]) -> Completed:
+        if args[:2] == ("sbatch", "--version"):
+            return Completed(args, 0, "slurm 22.05.8\n", "")
+        if args[0] == "sbatch":
+            return Completed(args, 0, "500\n", "")
+        raise AssertionError(args)
+
+
+def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
+    tmp_path: Path,
+) -> None:
+    """Three claims, the first fails verification: tasks 1 and 2 run, and are recorded so."""
+    ms = [write_manifest(tmp_path / f"m{i}.yaml", claim=f"c{i}") for i in range(3)]
+    fake = ArraySlurm()
+    res = execute(
+        opts(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
+        client=SlurmClient(fake),
+        clock=NoSleep(),
+        verify_run=lambda m: ["image: wrong digest"] if m.spec.claim == "c0" else [],
+    )
+    (sbatch,) = [c for c in fake.calls if c[:2] != ("sbatch", "--version")]
+    assert "--array=1,2" in sbatch
+    first, second, third = res.runs
+    assert first.job_id is None and first.mismatch is not None
+    assert (second.job_id, third.job_id) == ("500_1", "500_2")
+    for run, task in ((second, 1), (third, 2)):
+        rd = RunDir(run.run_dir)
+        sub = rd.submission()
+        assert sub is not None
+        assert (sub.job_id, sub.array_job_id, sub.task_index) == (f"500_{task}", "500", task)
+        assert rd.run().task_index == task
+        # the script's case for this task is the one that runs in this run directory
+        script = rd.file(SCRIPT_NAME).read_text()
+        case = script.split(f"\n  {task})\n", 1)[1].split(";;", 1)[0]
+        assert f"RUN_DIR={run.run_dir}\n" in case
+    rd0 = RunDir(first.run_dir)
+    assert rd0.submission() is None
+    record = rd0.record()
+    assert record is not None and record.outcome == "input_mismatch"
+
+
+def test_execute_single_claim_is_not_an_array(tmp_path: Path) -> None:
+    fake = ArraySlurm()
+    res = execute(
+        opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"),
+        client=SlurmClient(fake),
+        clock=NoSleep(),
+        verify_run=lambda m: [],
+    )
+    (run,) = res.runs
+    sub = RunDir(run.run_dir).submission()
+    assert sub is not None and (sub.job_id, sub.array_job_id, sub.task_index) == ("500", None, None)
+    assert not any(a.startswith("--array") for c in fake.calls for a in c)
+
+
+def test_execute_dry_run_writes_nothing(tmp_path: Path) -> None:
+    fake = ArraySlurm()
+    res = execute(
+        opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"),
+        client=SlurmClient(fake),
+        clock=NoSleep(),
+        verify_run=lambda m: [],
+        dry_run=True,
+    )
+    assert res.dry_run and res.script is not None
+    assert not (tmp_path / "runs").exists()
+    assert all(c[:2] == ("sbatch", "--version") for c in fake.calls)
