@@ -423,21 +423,19 @@ def load(path: Path | str) -> Manifest:
         raise ManifestError([f"{label}: is a directory; give the manifest file inside it"])
     if suffix not in (".yaml", ".yml", ".json"):
         raise ManifestError([f"{label}: unknown manifest type; name it .yaml, .yml or .json"])
+    from .fsio import FileRefused, read_regular
+
+    # a regular file only, opened without blocking (a FIFO would hang a plain open), size-capped
     try:
-        with p.open("rb") as f:
-            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        raw = read_regular(p, limit=MAX_MANIFEST_BYTES, follow_symlinks=True)
     except FileNotFoundError as e:
         raise ManifestError([f"{label}: no such file"]) from e
-    except IsADirectoryError as e:
-        raise ManifestError([f"{label}: is a directory; give the manifest file inside it"]) from e
-    except PermissionError as e:
-        raise ManifestError([f"{label}: cannot be read (permission denied)"]) from e
-    except OSError as e:
-        raise ManifestError([f"{label}: cannot be read ({e.strerror})"]) from e
-    except ValueError as e:  # a NUL byte in the name
-        raise ManifestError([f"{label}: cannot be read ({e})"]) from e
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise ManifestError([f"{label}: larger than {MAX_MANIFEST_BYTES} bytes; not a manifest"])
+    except FileRefused as e:
+        if e.reason.startswith("is larger than"):
+            reason = f"larger than {MAX_MANIFEST_BYTES} bytes; not a manifest"
+        else:
+            reason = e.reason
+        raise ManifestError([f"{label}: {reason}"]) from e
     spec = validate_data(parse_document(raw, suffix, label), label)
     return Manifest(spec=spec, path=p, sha256=hashlib.sha256(raw).hexdigest(), raw=raw)
 

@@ -29,6 +29,7 @@ from .container.deffile import (
 )
 from .errors import UsageError, one_line
 from .manifest import Manifest, ManifestSpec
+from .rundir import CONTAINER_ERR, CONTAINER_OUT, STATUS_FILE
 
 # Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
 # the container's start. Slurm's resolution is one minute (sbatch --time rounds seconds up).
@@ -144,6 +145,10 @@ class ScriptView:
     directives: tuple[str, ...]
     wrapper: str
     tasks: tuple[TaskView, ...]
+    # the names of the run files the job writes (rundir.py is where run files are named)
+    status_file: str
+    container_out: str
+    container_err: str
 
 
 # Flags of `apptainer exec` that take a value: rendered with it on one line of the script.
@@ -310,6 +315,9 @@ def script_view(job: JobSpec) -> ScriptView:
         directives=job_directives(job),
         wrapper=sh_quote(wrapper_script()),
         tasks=tuple(tasks),
+        status_file=sh_quote(STATUS_FILE),
+        container_out=sh_quote(CONTAINER_OUT),
+        container_err=sh_quote(CONTAINER_ERR),
     )
 
 

@@ -71,15 +71,18 @@ class _Instruction:
 def convert_dockerfile(path: Path) -> DefConversion:
     """Read a Dockerfile and convert it (see ``dockerfile_to_def``)."""
     path = Path(path)
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_DOCKERFILE_BYTES + 1)
+    from ..fsio import FileRefused, read_regular
+
+    try:  # a regular file only, opened without blocking, size-capped
+        raw = read_regular(path, limit=MAX_DOCKERFILE_BYTES, follow_symlinks=True)
     except FileNotFoundError as e:
         raise UsageError(f"{path}: no such file") from e
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror or e}") from e
-    if len(raw) > MAX_DOCKERFILE_BYTES:
-        raise UsageError(f"{path}: larger than {MAX_DOCKERFILE_BYTES} bytes; not a Dockerfile")
+    except FileRefused as e:
+        if e.reason.startswith("is larger than"):
+            raise UsageError(
+                f"{path}: larger than {MAX_DOCKERFILE_BYTES} bytes; not a Dockerfile"
+            ) from e
+        raise UsageError(f"{path}: {e.reason}") from e
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

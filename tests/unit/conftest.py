@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any, NoReturn
 
 import pytest
@@ -18,3 +21,23 @@ def _no_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess, "Popen", _refuse)
     monkeypatch.setattr(subprocess, "check_output", _refuse)
     monkeypatch.setattr(subprocess, "call", _refuse)
+
+
+class Hung(BaseException):
+    """Not an OSError or Exception: no ``except`` in the code under test may swallow it."""
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    """Fail (instead of hanging) when the test body blocks for more than 5 s."""
+
+    def ring(signum: int, frame: FrameType | None) -> None:
+        raise Hung("blocked for 5 s: a read waited on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(5)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

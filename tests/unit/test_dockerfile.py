@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -262,3 +263,12 @@ def test_any_dockerfile_converts_or_gives_a_usage_error(lines: list[tuple[str, s
         return
     assert conv.text.startswith("Bootstrap: docker\n")
     assert conv.images[0] == PY
+
+
+def test_a_fifo_as_the_dockerfile_is_refused_without_blocking(
+    tmp_path: Path, no_hang: None
+) -> None:
+    fifo = tmp_path / "Dockerfile"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match=r"is not a regular file \(it is a FIFO\)"):
+        convert_dockerfile(fifo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -550,7 +551,7 @@ def test_a_file_name_with_a_nul_byte(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as info:
         m.load(f"{tmp_path}/a\0b.yaml")
     assert_one_line(info.value.problems[0])
-    assert "cannot be read" in info.value.problems[0]
+    assert "cannot be opened" in info.value.problems[0]
 
 
 def test_count_of_malformed_cases() -> None:
@@ -773,3 +774,19 @@ def test_json_schema_is_strict_and_uses_manifest_keys() -> None:
     assert "from" in build["properties"]
     assert "from_" not in build["properties"]
     assert build["required"] == ["from"]
+
+
+def test_a_fifo_as_the_manifest_is_refused_without_blocking(tmp_path: Path, no_hang: None) -> None:
+    fifo = tmp_path / "claim.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ManifestError) as info:
+        m.load(fifo)
+    assert info.value.problems == [f"{fifo}: is not a regular file (it is a FIFO)"]
+
+
+def test_a_link_to_dev_zero_as_the_manifest_is_refused(tmp_path: Path, no_hang: None) -> None:
+    link = tmp_path / "claim.yaml"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(ManifestError) as info:
+        m.load(link)
+    assert "is not a regular file" in info.value.problems[0]

@@ -6,10 +6,7 @@ import hashlib
 import json
 import os
 import shutil
-import signal
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
@@ -334,22 +331,6 @@ def test_report_json_and_table(bundle: Path) -> None:
 
 
 # --------------------------------------------------------------------------- hostile bundles
-class Hung(BaseException):
-    """Not an OSError or Exception: no ``except`` in the code under test may swallow it."""
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    def ring(signum: int, frame: FrameType | None) -> None:
-        raise Hung("blocked for 5 s: a read waited on a FIFO")
-
-    old = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(5)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize(
