@@ -141,6 +141,13 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
             " after submission)",
             "empty it, or give a new --out-dir, and submit again",
         )
+    if job.phase == "scratch_unavailable":
+        raise _operator(
+            f"node {job.node or '?'} had no room for the claim's scratch space"
+            " (sandbox.scratch) on its local disk",
+            "free the node's local disk, or set DOTLAB_SCRATCH_ROOT to a local file system with"
+            " room (the job's log says how much was free), and submit again",
+        )
     if job.probe_failed:
         detail = "; ".join(job.probe_lines[-3:]) or "no output"
         raise _operator(

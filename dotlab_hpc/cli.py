@@ -264,7 +264,15 @@ def _submit_options(args: argparse.Namespace) -> SubmitOptions:
         runs_root=args.runs_root,
         apptainer=args.apptainer,
         margin_s=_margin_s(),
+        scratch_root=_scratch_root(),
     )
+
+
+def _scratch_root() -> str:
+    """Where scratch folders go on the node: DOTLAB_SCRATCH_ROOT, else /tmp."""
+    from .render import DEFAULT_SCRATCH_ROOT
+
+    return os.environ.get("DOTLAB_SCRATCH_ROOT") or DEFAULT_SCRATCH_ROOT
 
 
 def _margin_s() -> int:

@@ -353,10 +353,21 @@ class ResourcesSpec(_Frozen):
 
 
 class SandboxSpec(_Frozen):
-    """How the container is isolated; ``network`` accepts only ``none``."""
+    """How the container is isolated; ``network`` accepts only ``none``.
+
+    ``scratch`` is space on the node's local disk that ``/tmp`` (and ``/var/tmp``) get instead of
+    Apptainer's session tmpfs (64 MiB by default): asked of Slurm with ``--tmp``, checked free
+    before the container starts, removed when the job ends.
+    """
 
     writable_tmpfs: StrictBool = True
     network: Literal["none"] = "none"
+    scratch: Annotated[StrictStr, AfterValidator(_memory)] | None = None
+
+    @property
+    def scratch_mib(self) -> int | None:
+        """The scratch space asked for, in MiB (None: Apptainer's session tmpfs)."""
+        return None if self.scratch is None else parse_memory_mib(self.scratch)
 
 
 class ManifestSpec(_Frozen):

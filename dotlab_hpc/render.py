@@ -5,6 +5,7 @@ Python decides and quotes everything; the Jinja templates in ``templates/`` only
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import shlex
@@ -60,8 +61,12 @@ SBATCH_OPTIONS = frozenset(
         "no-requeue",
         "signal",
         "export",
+        "tmp",
     }
 )
+# Where a claim's scratch folder goes on the node (SPEC: the node's local disk); the operator
+# may name another local file system with DOTLAB_SCRATCH_ROOT when submitting.
+DEFAULT_SCRATCH_ROOT = "/tmp"  # noqa: S108 - the job makes its folder with mkdir -m 700, never reuses one
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:=@&|!*\[\]()+/-]{1,256}")
 
@@ -121,6 +126,7 @@ class JobSpec:
     apptainer: str
     export: str = "NONE"
     margin_s: int = DEFAULT_MARGIN_S
+    scratch_root: str = DEFAULT_SCRATCH_ROOT
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,8 @@ class TaskView:
     image_digest: str
     out_dir: str
     apptainer_lines: tuple[str, ...]
+    scratch_dir: str  # quoted; '' when the claim has no scratch
+    scratch_mib: str
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,7 @@ class ScriptView:
 
 
 # Flags of `apptainer exec` that take a value: rendered with it on one line of the script.
-_VALUE_FLAGS = frozenset({"--network", "--bind", "--pwd", "--env"})
+_VALUE_FLAGS = frozenset({"--network", "--bind", "--pwd", "--env", "--workdir"})
 WRAPPER_REF = '"$DOTLAB_WRAPPER"'
 
 
@@ -229,7 +237,19 @@ def workdir(spec: ManifestSpec) -> PurePosixPath:
     return CODE_MOUNT / wd if wd and wd != "." else CODE_MOUNT
 
 
-def task_exec_spec(task: TaskSpec, apptainer: str) -> ExecSpec:
+def scratch_dir(task: TaskSpec, root: str) -> PurePosixPath | None:
+    """The task's scratch folder on the node: unique to its run directory, made by the job."""
+    if task.manifest.spec.sandbox.scratch is None:
+        return None
+    if not root.startswith("/") or any(c in root for c in ":,^\\\n"):
+        raise UsageError(
+            f"DOTLAB_SCRATCH_ROOT={root!r}: must be an absolute path Apptainer's --workdir can take"
+        )
+    run_key = hashlib.sha256(str(task.run_dir).encode("utf-8", "surrogateescape")).hexdigest()
+    return PurePosixPath(root) / f"dotlab-scratch-{run_key[:16]}"
+
+
+def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec:
     """The apptainer exec of one task."""
     spec = task.manifest.spec
     return ExecSpec(
@@ -242,6 +262,7 @@ def task_exec_spec(task: TaskSpec, apptainer: str) -> ExecSpec:
         env=container_env(spec),
         writable_tmpfs=spec.sandbox.writable_tmpfs,
         gpu=spec.is_gpu,
+        scratch_dir=scratch_dir(task, scratch_root),
         wrapper=wrapper_script(),
         wrapper_args=(
             str(spec.resources.time_s),
@@ -275,6 +296,9 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
     gpus = max(s.resources.gpus for s in specs)
     if gpus:
         lines.append(sbatch_directive("gres", f"gpu:{gpus}"))
+    scratch = max((s.sandbox.scratch_mib or 0) for s in specs)
+    if scratch:
+        lines.append(sbatch_directive("tmp", f"{scratch}M"))
     first = specs[0].resources
     for field in ("partition", "account", "qos", "constraint"):
         value = getattr(first, field)
@@ -296,8 +320,10 @@ def script_view(job: JobSpec) -> ScriptView:
     if len({t.index for t in job.tasks}) != len(job.tasks):
         raise UsageError("two tasks of one job share an array index")
     for task in job.tasks:
-        argv = exec_argv(task_exec_spec(task, job.apptainer))
+        exec_spec = task_exec_spec(task, job.apptainer, job.scratch_root)
+        argv = exec_argv(exec_spec)
         digest = task.manifest.spec.image.digest.removeprefix("sha256:")
+        scratch = exec_spec.scratch_dir
         tasks.append(
             TaskView(
                 index=task.index,
@@ -306,6 +332,8 @@ def script_view(job: JobSpec) -> ScriptView:
                 image_digest=sh_quote(digest),
                 out_dir=sh_quote(str(task.out_dir)),
                 apptainer_lines=argv_lines(argv, wrapper_script()),
+                scratch_dir=sh_quote(str(scratch)) if scratch else "''",
+                scratch_mib=str(task.manifest.spec.sandbox.scratch_mib or 0),
             )
         )
     return ScriptView(
@@ -329,7 +357,7 @@ def render_script(job: JobSpec) -> str:
 
 def apptainer_argvs(job: JobSpec) -> tuple[tuple[str, ...], ...]:
     """The exact apptainer argv of each task (what ``submit --dry-run`` prints)."""
-    return tuple(exec_argv(task_exec_spec(t, job.apptainer)) for t in job.tasks)
+    return tuple(exec_argv(task_exec_spec(t, job.apptainer, job.scratch_root)) for t in job.tasks)
 
 
 # --------------------------------------------------------------------------- the .def

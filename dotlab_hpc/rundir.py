@@ -125,8 +125,8 @@ class JobStatus(_Frozen):
     """``status.json``: the contract the job script's ``write_status`` writes (once, atomically).
 
     ``phase`` is ``finished`` when the container ran to its end, else why it did not
-    (``image_missing``, ``image_mismatch``, ``out_not_empty``, ``terminated``,
-    ``slurm_time_limit``); text fields the shell had no value for are empty strings.
+    (``image_missing``, ``image_mismatch``, ``out_not_empty``, ``scratch_unavailable``,
+    ``terminated``, ``slurm_time_limit``); text fields the shell had no value for are empty strings.
     """
 
     version: Literal[1]

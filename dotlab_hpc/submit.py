@@ -34,6 +34,7 @@ from .record import (
 )
 from .render import (
     DEFAULT_MARGIN_S,
+    DEFAULT_SCRATCH_ROOT,
     JobSpec,
     TaskSpec,
     apptainer_argvs,
@@ -69,6 +70,7 @@ class SubmitOptions:
     runs_root: Path = Path("dotlab-runs")
     apptainer: str | None = None
     margin_s: int = DEFAULT_MARGIN_S
+    scratch_root: str = DEFAULT_SCRATCH_ROOT
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class Plan:
     image: Path
     apptainer: str
     margin_s: int
+    scratch_root: str
 
     @property
     def is_array(self) -> bool:
@@ -166,6 +169,7 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
             image=image,
             apptainer=find_apptainer(opts.apptainer),
             margin_s=opts.margin_s,
+            scratch_root=opts.scratch_root,
         )
     if opts.run_dir is not None:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
@@ -192,6 +196,7 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
         image=image,
         apptainer=find_apptainer(opts.apptainer),
         margin_s=opts.margin_s,
+        scratch_root=opts.scratch_root,
     )
 
 
@@ -238,6 +243,7 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
         apptainer=p.apptainer,
         export=export,
         margin_s=p.margin_s,
+        scratch_root=p.scratch_root,
     )
 
 

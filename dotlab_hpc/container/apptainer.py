@@ -42,6 +42,8 @@ class ExecSpec:
     gpu: bool
     wrapper: str
     wrapper_args: tuple[str, ...]
+    # a folder on the node's local disk for /tmp and /var/tmp (--workdir), or None
+    scratch_dir: PurePosixPath | None = None
 
 
 def bind_arg(src: Path, dst: PurePosixPath, mode: str) -> str:
@@ -80,6 +82,9 @@ def exec_argv(spec: ExecSpec) -> tuple[str, ...]:
         argv.append("--writable-tmpfs")
     if spec.gpu:
         argv.append("--nv")
+    if spec.scratch_dir is not None:
+        # with --containall, /tmp and /var/tmp come from this folder instead of the session tmpfs
+        argv += ["--workdir", str(spec.scratch_dir)]
     argv += ["--bind", bind_arg(spec.code_dir, CODE_MOUNT, "ro")]
     argv += ["--bind", bind_arg(spec.data_dir, DATA_MOUNT, "ro")]
     argv += ["--bind", bind_arg(spec.out_dir, OUT_MOUNT, "rw")]

@@ -537,6 +537,42 @@ def test_fork_bomb_stops_at_its_bound_and_other_jobs_still_run(kit: Kit) -> None
     assert 1000 < most <= 4096 + 10, most  # it forked hard, and stopped at the bound
 
 
+def test_scratch_is_the_containers_tmp_and_goes_away(kit: Kit) -> None:
+    # on both platforms: /tmp inside is the scratch folder, which the job removes at its end
+    res = kit.run(kit.manifest("scratch-tmp", mode="fill 10", sandbox={"scratch": "1G"}))
+    assert res.outcome == "reproduced", (res.stdout, res.stderr)
+    assert res.run_dir is not None
+    scratch = re.search(r"^    SCRATCH_DIR=(/\S+)$", (res.run_dir / "job.sbatch").read_text(), re.M)
+    assert scratch is not None and not Path(scratch.group(1)).exists()
+
+
+@pytest.mark.real_apptainer
+def test_scratch_gives_tmp_room_beyond_the_session_tmpfs_and_goes_away(kit: Kit) -> None:
+    # 200 MiB into /tmp: more than Apptainer's 64 MiB session tmpfs, less than a 1G scratch
+    tight = kit.run(kit.manifest("fill-tmpfs", mode="fill 200"))
+    assert tight.outcome == "spec_issue", (tight.stdout, tight.stderr)
+    roomy = kit.run(kit.manifest("fill-scratch", mode="fill 200", sandbox={"scratch": "1G"}))
+    assert roomy.outcome == "reproduced", (roomy.stdout, roomy.stderr)
+    assert roomy.run_dir is not None
+    script = (roomy.run_dir / "job.sbatch").read_text()
+    assert "#SBATCH --tmp=1024M" in script
+    scratch = re.search(r"^    SCRATCH_DIR=(/\S+)$", script, re.MULTILINE)
+    assert scratch is not None
+    assert not Path(scratch.group(1)).exists()  # removed when the job ended
+
+
+@pytest.mark.real_apptainer
+def test_scratch_larger_than_the_node_has_free_is_an_operator_problem(kit: Kit) -> None:
+    # Slurm grants --tmp from what the node advertises (TmpDisk); the job checks what is free
+    # where the folder goes: here /dev/shm, smaller than the scratch asked for
+    free_mib = shutil.disk_usage("/dev/shm").free // (1 << 20)
+    m = kit.manifest("no-room", sandbox={"scratch": f"{free_mib + 1024}M"})
+    res = kit.run(m, env={"DOTLAB_SCRATCH_ROOT": "/dev/shm"})
+    assert res.rc == 2, (res.stdout, res.stderr)
+    assert "no room for the claim's scratch space" in res.stderr
+    assert res.record is None
+
+
 # --------------------------------------------------------------------------- Slurm's own limit
 @pytest.mark.slurm_slow
 def test_slurm_time_limit_warning_stops_the_container(kit: Kit) -> None:

@@ -135,6 +135,11 @@ elif mode == "symlink":
     write(GOOD); os.symlink("/etc/passwd", os.path.join(out, "link"))
 elif mode == "probe":
     probe(*sys.argv[2:5])
+elif mode == "fill":  # N MiB into /tmp, then the good numbers
+    with open("/tmp/fill", "wb") as f:
+        for _ in range(int(sys.argv[2])):
+            f.write(b"\0" * (1 << 20))
+    write(GOOD)
 elif mode == "forkbomb":
     import signal, subprocess
     bomb = subprocess.Popen(["sh", "-c", "b() { b | b & }; b"], start_new_session=True)

@@ -154,6 +154,8 @@ def test_image_missing_on_the_node() -> None:
         (replace(OK_JOB, probe_failed=True, probe_lines=("NVIDIA-SMI has failed",)), "GPU probe"),
         (replace(OK_JOB, phase="out_not_empty", exit_code=None, container_started=False),
          "not empty"),
+        (replace(OK_JOB, phase="scratch_unavailable", exit_code=None, container_started=False),
+         "no room for the claim's scratch space"),
         (replace(OK_JOB, phase=None, slurm_state=JobState.CANCELLED, container_started=False),
          "cancelled"),
         (replace(OK_JOB, phase=None, slurm_state=None), "no longer knows"),

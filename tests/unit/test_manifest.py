@@ -117,7 +117,13 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
         "(allowed: value, abs_tol, rel_tol)",
     ),
     ("unknown-resources", "resources.mem", "4G", "resources.mem", "(allowed: time, cpus, memory,"),
-    ("unknown-sandbox", "sandbox.net", "none", "sandbox.net", "(allowed: writable_tmpfs, network)"),
+    (
+        "unknown-sandbox",
+        "sandbox.net",
+        "none",
+        "sandbox.net",
+        "(allowed: writable_tmpfs, network, scratch)",
+    ),
     # wrong types
     (
         "str-for-int",

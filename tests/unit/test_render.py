@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -330,3 +331,33 @@ def test_build_refuses_a_local_base_whose_digest_differs(tmp_path: Path) -> None
     (tmp_path / "base.sif").unlink()
     with pytest.raises(UsageError, match="missing or not a regular file"):
         check_local_base(local_manifest(tmp_path / "claim.yaml", good))
+
+
+# --------------------------------------------------------------------------- scratch
+def test_scratch_asks_slurm_for_local_disk_and_binds_it_as_tmp() -> None:
+    m = manifest(sandbox={"scratch": "20G"})
+    j = job(task(m))
+    (argv,) = apptainer_argvs(j)
+    i = argv.index("--workdir")
+    scratch = PurePosixPath(argv[i + 1])
+    assert scratch.parent == PurePosixPath("/tmp") and scratch.name.startswith("dotlab-scratch-")
+    assert "#SBATCH --tmp=20480M" in job_directives(j)
+    text = render_script(j)
+    assert f"    SCRATCH_DIR={scratch}\n    SCRATCH_MIB=20480\n" in text
+    # one folder per run directory, never shared
+    (other,) = apptainer_argvs(job(replace(task(m), run_dir=Path("/elsewhere/run"))))
+    assert other[other.index("--workdir") + 1] != str(scratch)
+
+
+def test_no_scratch_no_workdir_no_tmp_request() -> None:
+    j = job(task(manifest()))
+    (argv,) = apptainer_argvs(j)
+    assert "--workdir" not in argv
+    assert not any(d.startswith("#SBATCH --tmp") for d in job_directives(j))
+    assert "    SCRATCH_DIR=''\n" in render_script(j)
+
+
+def test_scratch_root_must_be_absolute_and_bindable() -> None:
+    m = manifest(sandbox={"scratch": "1G"})
+    with pytest.raises(UsageError, match="DOTLAB_SCRATCH_ROOT"):
+        apptainer_argvs(replace(job(task(m)), scratch_root="scratch:here"))
