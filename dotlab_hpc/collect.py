@@ -35,7 +35,7 @@ from .rundir import (
     RunRecord,
     SubmissionRecord,
 )
-from .slurm import JobInfo, SlurmClient
+from .slurm import JobInfo, SlurmClient, log_says_oom, log_says_time_limit
 
 RESULTS_NAME = "results.json"
 DEFAULT_RESULTS_LIMIT = 1 << 20
@@ -197,8 +197,8 @@ def job_facts(facts: RunFacts, info: JobInfo | None) -> JobFacts:
         image_digest_on_node=(st.image_digest_on_node or None) if st is not None else None,
         node=(st.node if st is not None else None) or (info.node if info else None),
         slurm_state=info.state if info else None,
-        oom_in_log="oom-kill event" in facts.slurm_log,
-        time_limit_in_log="DUE TO TIME LIMIT" in facts.slurm_log,
+        oom_in_log=log_says_oom(facts.slurm_log),
+        time_limit_in_log=log_says_time_limit(facts.slurm_log),
     )
 
 

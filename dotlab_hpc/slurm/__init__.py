@@ -27,6 +27,8 @@ from .failures import (
 from .parse import (
     expand_job_id,
     expand_task_ids,
+    log_says_oom,
+    log_says_time_limit,
     parse_duration,
     parse_exit_code,
     parse_jobcomp,
@@ -55,6 +57,8 @@ __all__ = [
     "expand_job_id",
     "expand_task_ids",
     "is_terminal",
+    "log_says_oom",
+    "log_says_time_limit",
     "parse_duration",
     "parse_exit_code",
     "parse_jobcomp",

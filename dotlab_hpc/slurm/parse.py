@@ -289,3 +289,20 @@ def parse_scontrol_show_config(stdout: str) -> dict[str, str]:
         if sep and key.strip() and " " not in key.strip():
             out[key.strip()] = value.strip()
     return out
+
+
+# slurmstepd's own lines in a job's output file. The OOM line changed its wording in 24.11:
+# "Detected 1 oom-kill event(s) in StepId=41.batch." (22.05) became "Detected 1 oom_kill event
+# in StepId=87.batch. Some of the step tasks have been OOM Killed." (tests/data/slurm-24.11).
+_OOM_LINE = re.compile(r"Detected \d+ oom[-_]kill event")
+_TIME_LIMIT_LINE = re.compile(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*")
+
+
+def log_says_oom(text: str) -> bool:
+    """slurmstepd wrote that the cgroup's OOM killer ended a task of the job."""
+    return _OOM_LINE.search(text) is not None
+
+
+def log_says_time_limit(text: str) -> bool:
+    """slurmstepd wrote that the job was cancelled at its time limit."""
+    return _TIME_LIMIT_LINE.search(text) is not None

@@ -19,6 +19,8 @@ from dotlab_hpc.slurm import (
     JobInfo,
     JobState,
     classify_sbatch_failure,
+    log_says_oom,
+    log_says_time_limit,
     parse_jobcomp,
     parse_key_values,
     parse_sacct,
@@ -422,7 +424,15 @@ def test_slurmstepd_lines_in_the_job_output() -> None:
     assert f"*** JOB {CAN} ON {NODE} CANCELLED AT " in out("job_output_cancel")
     assert "python3 rc 137" in out("job_output_oom")
     # 24.11 reworded the OOM line: "Detected 1 oom_kill event in StepId=N.batch. Some of the
-    # step tasks have been OOM Killed." (22.05: "Detected 1 oom-kill event(s) in ..."), so a
-    # search for "oom-kill event" (collect.py's oom_in_log) no longer finds it
+    # step tasks have been OOM Killed." (22.05: "Detected 1 oom-kill event(s) in ..."); the
+    # parser collect uses knows both
     assert f"Detected 1 oom_kill event in StepId={OOM}.batch." in out("job_output_oom")
-    assert "oom-kill event" not in out("job_output_oom")
+    assert log_says_oom(out("job_output_oom"))
+    assert log_says_oom(
+        "slurmstepd-localhost: error: Detected 1 oom-kill event(s) in StepId=41.batch."
+    )
+    assert not log_says_oom(out("job_output_timeout")) and not log_says_oom(
+        out("job_output_cancel")
+    )
+    assert log_says_time_limit(timeout)
+    assert not log_says_time_limit(out("job_output_cancel"))
