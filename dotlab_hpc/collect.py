@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ from .record import (
 )
 from .rundir import (
     CONTAINER_ERR,
+    CONTAINER_OUT,
+    PROBE_OUT,
     SLURM_LOG,
     JobStatus,
     RunDir,
@@ -39,49 +43,71 @@ from .slurm import JobInfo, SlurmClient, log_says_oom, log_says_time_limit
 
 RESULTS_NAME = "results.json"
 DEFAULT_RESULTS_LIMIT = 1 << 20
-MARKER = "@@dotlab "
 MAX_OUTPUT_ENTRIES = 1_000_000
+# How long collect waits for Slurm to agree that a job whose status file says it ended has ended.
+SETTLE_S = 60.0
+# The wrapper's first line on the container's stdout (templates/wrapper.sh).
+START_MARKER = "@@dotlab start "
+_UTC_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+# what `timeout` (124; 137 after -k) or the wrapper's own watch (143, 137) end an entrypoint with
+TIMEOUT_CODES = frozenset({124, 137, 143})
 
 
 @dataclass(frozen=True)
-class Markers:
-    """What the wrapper wrote inside the container (stderr lines starting ``@@dotlab``)."""
+class ContainerFacts:
+    """What the tool's own steps reported, on channels nothing the analysis does can alter.
+
+    ``started_at`` is the wrapper's first line on stdout, written before the analysis runs and
+    read by the job script through a pipe (nothing inside can rewind or truncate it); the exit
+    status and ``ended_at`` are the job script's, outside the container; the GPU lines come
+    from the probe container, which ran before the analysis's. Markers the analysis prints
+    anywhere are its own output and mean nothing here.
+    """
 
     started_at: str | None
     ended_at: str | None
-    end_rc: int | None
+    exit_code: int | None
     timed_out: bool
     gpu_lines: tuple[str, ...]
     probe_failed: bool
     fatal_lines: tuple[str, ...]
 
 
-def parse_markers(text: str) -> Markers:
-    """Parse the wrapper's markers and Apptainer's FATAL lines out of container stderr."""
-    started = ended = None
-    rc: int | None = None
-    timed_out = probe_failed = False
-    gpus: list[str] = []
+def _seconds(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def container_facts(
+    stdout_head: str, stderr: str, probe: str, status: JobStatus | None, limit_s: int
+) -> ContainerFacts:
+    """The facts of SPEC section 7's evidence from the run's files (pure)."""
+    first = stdout_head.split("\n", 1)[0]
+    stamp = first.removeprefix(START_MARKER) if first.startswith(START_MARKER) else ""
+    started = stamp if _UTC_TIME.fullmatch(stamp) else None
+    ended = status.ended_at or None if status is not None else None
+    rc = status.exit_code if status is not None else None
+    probe_failed = status is not None and status.phase == "probe_failed"
+    timed_out = False
+    if rc in TIMEOUT_CODES and started and ended and _UTC_TIME.fullmatch(ended):
+        timed_out = _seconds(ended) - _seconds(started) >= limit_s
     fatal: list[str] = []
-    for line in text.splitlines():
-        if line.startswith("FATAL:") and started is None:
-            fatal.append(" ".join(line.split()))
-        if not line.startswith(MARKER):
-            continue
-        kind, _, rest = line[len(MARKER) :].partition(" ")
-        if kind == "start" and started is None:
-            started = rest.strip() or None
-        elif kind == "gpu" and ended is None:
-            gpus.append(rest)
-        elif kind == "probe-failed":
-            probe_failed = True
-        elif kind == "end":
-            words = rest.split()
-            ended = words[0] if words else None
-            fields = dict(w.split("=", 1) for w in words[1:] if "=" in w)
-            rc = int(fields["rc"]) if fields.get("rc", "").isdigit() else None
-            timed_out = fields.get("timed_out") == "1"
-    return Markers(started, ended, rc, timed_out, tuple(gpus), probe_failed, tuple(fatal))
+    if started is None:  # Apptainer's own words, from before any analysis could run
+        sources = (probe, stderr) if probe_failed else (stderr,)
+        fatal = [" ".join(ln.split()) for src in sources for ln in src.splitlines()
+                 if ln.startswith("FATAL:")]  # fmt: skip
+    gpus = tuple(ln for ln in probe.splitlines() if ln.strip())
+    return ContainerFacts(started, ended, rc, timed_out, gpus, probe_failed, tuple(fatal))
+
+
+def read_container_facts(rd: RunDir, status: JobStatus | None, limit_s: int) -> ContainerFacts:
+    """``container_facts`` of a run directory's files (bounded reads)."""
+    return container_facts(
+        read_window(rd.file(CONTAINER_OUT), 4096).split("\n", 1)[0],
+        read_window(rd.file(CONTAINER_ERR)),
+        read_window(rd.file(PROBE_OUT)),
+        status,
+        limit_s,
+    )
 
 
 # --------------------------------------------------------------------------- the output
@@ -164,20 +190,22 @@ class RunFacts:
     run: RunRecord
     submission: SubmissionRecord | None
     status: JobStatus | None
-    markers: Markers
+    container: ContainerFacts
     slurm_log: str
 
 
 def read_facts(rd: RunDir) -> RunFacts:
     """Read a run directory's files (no Slurm call)."""
     run = rd.run()
+    manifest = rd.manifest(run)
+    status = rd.status()
     return RunFacts(
         run_dir=rd,
-        manifest=rd.manifest(run),
+        manifest=manifest,
         run=run,
         submission=rd.submission(),
-        status=rd.status(),
-        markers=parse_markers(read_window(rd.file(CONTAINER_ERR))),
+        status=status,
+        container=read_container_facts(rd, status, manifest.spec.resources.time_s),
         slurm_log=read_window(rd.file(SLURM_LOG), 64 * 1024),
     )
 
@@ -185,7 +213,7 @@ def read_facts(rd: RunDir) -> RunFacts:
 def job_facts(facts: RunFacts, info: JobInfo | None) -> JobFacts:
     """The classifier's view of the job."""
     st = facts.status
-    m = facts.markers
+    m = facts.container
     return JobFacts(
         phase=st.phase if st is not None else None,
         exit_code=st.exit_code if st is not None else None,
@@ -225,11 +253,39 @@ def collect_one(facts: RunFacts, info: JobInfo | None) -> ClaimRecord:
         ),
         inputs=facts.run.inputs,
         evidence=EvidenceRecord(
-            container_started_at=facts.markers.started_at,
-            container_ended_at=facts.markers.ended_at,
-            gpus=list(facts.markers.gpu_lines) if spec.is_gpu else [],
+            container_started_at=facts.container.started_at,
+            container_ended_at=facts.container.ended_at,
+            gpus=list(facts.container.gpu_lines) if spec.is_gpu else [],
         ),
     )
+
+
+def _settle(
+    todo: Sequence[RunFacts],
+    infos: dict[str, JobInfo],
+    client: SlurmClient,
+    *,
+    now: datetime,
+    sleep: Callable[[float], None],
+    settle_s: float,
+) -> dict[str, JobInfo]:
+    """Ask again about jobs that ended by their status file but not yet in Slurm's answer."""
+    waited, pause = 0.0, 1.0
+    while True:
+        lagging = [
+            f.submission.job_id
+            for f in todo
+            if f.submission is not None
+            and f.status is not None
+            and (info := infos.get(f.submission.job_id)) is not None
+            and not info.terminal
+        ]
+        if not lagging or waited >= settle_s:
+            return infos
+        sleep(pause)
+        waited += pause
+        pause = min(pause * 1.5, 5.0)
+        infos = {**infos, **client.query(lagging, since=now - timedelta(days=7))}
 
 
 @dataclass(frozen=True)
@@ -250,8 +306,16 @@ def collect_runs(
     now: datetime,
     extra_record: Path | None = None,
     log: Callable[[RunDir, dict[str, Any]], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    settle_s: float = SETTLE_S,
 ) -> list[Collected]:
-    """Collect many runs with ONE Slurm query; a run already collected keeps its record."""
+    """Collect many runs with ONE Slurm query; a run already collected keeps its record.
+
+    A job whose own status file says it has ended can still be RUNNING, COMPLETING or even
+    PENDING in Slurm's answer for a few seconds (slurmdbd hears of the end after the script has
+    written its status): such jobs are asked about again, all in one query per round, for up to
+    ``settle_s`` seconds, so that the record carries Slurm's final state.
+    """
     done: dict[Path, Collected] = {}
     todo: list[RunFacts] = []
     for rd in run_dirs:
@@ -266,6 +330,7 @@ def collect_runs(
     if ids:
         try:
             infos = client.query(ids, since=now - timedelta(days=7))
+            infos = _settle(todo, infos, client, now=now, sleep=sleep, settle_s=settle_s)
         except (SlurmError, ProcTimeout):
             infos = {}  # the status files still decide; the record says the state is unknown
     for f in todo:

@@ -39,13 +39,13 @@ from .bundle import (
     walk_files,
 )
 from .bundle_check import verify_dir
-from .collect import Markers, parse_markers
+from .collect import ContainerFacts, read_container_facts
 from .errors import RunDirError, UsageError, one_line
-from .fsio import FileRefused, canonical_json, copy_regular, read_window
+from .fsio import FileRefused, canonical_json, copy_regular
 from .hashing import sha256_files
 from .record import ClaimRecord, ToolRecord
 from .rundir import (
-    CONTAINER_ERR,
+    CONTAINER_OUT,
     DEF_NAME,
     RESOLVED_FILE,
     STATUS_FILE,
@@ -93,7 +93,7 @@ def _text_or_none(value: str | None) -> str | None:
 def derive_evidence(
     record: ClaimRecord,
     *,
-    markers: Markers,
+    container: ContainerFacts,
     status: JobStatus | None,
     submission: SubmissionRecord | None,
     gpu_claim: bool,
@@ -108,14 +108,16 @@ def derive_evidence(
         "claim": record.claim,
         "run_id": record.run_id,
         "container": {
-            "started_at": markers.started_at,
-            "ended_at": markers.ended_at,
-            "exit_code": markers.end_rc,
-            "timed_out": markers.timed_out,
-            "source": f"{LOGS}/container.err: '@@dotlab' lines written inside the container",
+            "started_at": container.started_at,
+            "ended_at": container.ended_at,
+            "exit_code": container.exit_code,
+            "timed_out": container.timed_out,
+            "source": f"{LOGS}/{CONTAINER_OUT}: the wrapper's first line, written inside the"
+            " container before the analysis ran; the end and the exit status:"
+            f" {LOGS}/{STATUS_FILE}",
         },
-        "gpus": list(markers.gpu_lines) if gpu_claim else [],
-        "gpu_probe_failed": markers.probe_failed,
+        "gpus": list(container.gpu_lines) if gpu_claim else [],
+        "gpu_probe_failed": container.probe_failed,
         "slurm": {
             "job_id": record.slurm.job_id,
             "array_job_id": _text_or_none(
@@ -259,11 +261,11 @@ def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
     if image_src is not None:
         _copy(image_src, tree / IMAGE, follow_symlinks=True)
         size = (tree / IMAGE).stat().st_size
-    markers = parse_markers(read_window(rd.file(CONTAINER_ERR)))
+    status = rd.status()
     evidence = derive_evidence(
         record,
-        markers=markers,
-        status=rd.status(),
+        container=read_container_facts(rd, status, manifest.spec.resources.time_s),
+        status=status,
         submission=rd.submission(),
         gpu_claim=manifest.spec.is_gpu,
     )

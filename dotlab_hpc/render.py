@@ -10,7 +10,7 @@ import math
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -30,7 +30,7 @@ from .container.deffile import (
 )
 from .errors import UsageError, one_line
 from .manifest import Manifest, ManifestSpec
-from .rundir import CONTAINER_ERR, CONTAINER_OUT, STATUS_FILE
+from .rundir import CONTAINER_ERR, CONTAINER_OUT, PROBE_OUT, STATUS_FILE
 
 # Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
 # the container's start. Slurm's resolution is one minute (sbatch --time rounds seconds up).
@@ -141,6 +141,7 @@ class TaskView:
     apptainer_lines: tuple[str, ...]
     scratch_dir: str  # quoted; '' when the claim has no scratch
     scratch_mib: str
+    probe_lines: tuple[str, ...]  # the probe container's argv; empty when no probe runs
 
 
 @dataclass(frozen=True)
@@ -157,15 +158,21 @@ class ScriptView:
     status_file: str
     container_out: str
     container_err: str
+    probe: str
+    probe_out: str
 
 
 # Flags of `apptainer exec` that take a value: rendered with it on one line of the script.
 _VALUE_FLAGS = frozenset({"--network", "--bind", "--pwd", "--env", "--workdir"})
 WRAPPER_REF = '"$DOTLAB_WRAPPER"'
+PROBE_REF = '"$DOTLAB_PROBE"'
 
 
-def argv_lines(argv: Sequence[str], wrapper: str) -> tuple[str, ...]:
-    """The quoted argv as script lines: a flag with its value per line, the wrapper by reference."""
+def argv_lines(argv: Sequence[str], scripts: dict[str, str]) -> tuple[str, ...]:
+    """The quoted argv as script lines: a flag with its value per line, scripts by reference.
+
+    ``scripts`` maps a script's text (an argument) to the shell variable that holds it.
+    """
     lines: list[str] = []
     i = 0
     while i < len(argv):
@@ -174,7 +181,7 @@ def argv_lines(argv: Sequence[str], wrapper: str) -> tuple[str, ...]:
             lines.append(f"{sh_quote(arg)} {sh_quote(argv[i + 1])}")
             i += 2
             continue
-        lines.append(WRAPPER_REF if arg == wrapper else sh_quote(arg))
+        lines.append(scripts.get(arg) or sh_quote(arg))
         i += 1
     return tuple(lines)
 
@@ -216,6 +223,16 @@ def _environment() -> jinja2.Environment:
 def wrapper_script() -> str:
     """The POSIX sh wrapper that runs inside the container (templates/wrapper.sh)."""
     return (_template_dir() / "wrapper.sh").read_text(encoding="utf-8")
+
+
+@cache
+def probe_script() -> str:
+    """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
+    return (_template_dir() / "probe.sh").read_text(encoding="utf-8")
+
+
+def _scripts() -> dict[str, str]:
+    return {wrapper_script(): WRAPPER_REF, probe_script(): PROBE_REF}
 
 
 # --------------------------------------------------------------------------- the job
@@ -264,12 +281,17 @@ def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpe
         gpu=spec.is_gpu,
         scratch_dir=scratch_dir(task, scratch_root),
         wrapper=wrapper_script(),
-        wrapper_args=(
-            str(spec.resources.time_s),
-            "1" if spec.is_gpu else "0",
-            str(MAX_PROCESSES),
-            spec.entrypoint,
-        ),
+        wrapper_args=(str(spec.resources.time_s), str(MAX_PROCESSES), spec.entrypoint),
+    )
+
+
+def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec | None:
+    """The probe's apptainer exec: the task's own sandbox, the probe script instead of the
+    wrapper; None when the claim needs no probe (GPU claims have one: ``nvidia-smi -L``)."""
+    if not task.manifest.spec.is_gpu:
+        return None
+    return replace(
+        task_exec_spec(task, apptainer, scratch_root), wrapper=probe_script(), wrapper_args=("1",)
     )
 
 
@@ -322,6 +344,7 @@ def script_view(job: JobSpec) -> ScriptView:
     for task in job.tasks:
         exec_spec = task_exec_spec(task, job.apptainer, job.scratch_root)
         argv = exec_argv(exec_spec)
+        probe = probe_exec_spec(task, job.apptainer, job.scratch_root)
         digest = task.manifest.spec.image.digest.removeprefix("sha256:")
         scratch = exec_spec.scratch_dir
         tasks.append(
@@ -331,9 +354,10 @@ def script_view(job: JobSpec) -> ScriptView:
                 image=sh_quote(str(task.image)),
                 image_digest=sh_quote(digest),
                 out_dir=sh_quote(str(task.out_dir)),
-                apptainer_lines=argv_lines(argv, wrapper_script()),
+                apptainer_lines=argv_lines(argv, _scripts()),
                 scratch_dir=sh_quote(str(scratch)) if scratch else "''",
                 scratch_mib=str(task.manifest.spec.sandbox.scratch_mib or 0),
+                probe_lines=argv_lines(exec_argv(probe), _scripts()) if probe else (),
             )
         )
     return ScriptView(
@@ -346,6 +370,8 @@ def script_view(job: JobSpec) -> ScriptView:
         status_file=sh_quote(STATUS_FILE),
         container_out=sh_quote(CONTAINER_OUT),
         container_err=sh_quote(CONTAINER_ERR),
+        probe=sh_quote(probe_script()),
+        probe_out=sh_quote(PROBE_OUT),
     )
 
 

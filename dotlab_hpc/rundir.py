@@ -49,6 +49,7 @@ DEF_NAME = "claim.def"
 SLURM_LOG = "slurm.out"
 CONTAINER_OUT = "container.out"
 CONTAINER_ERR = "container.err"
+PROBE_OUT = "probe.out"  # the probe container's output (GPU claims), before the analysis ran
 EVENTS = "events.jsonl"
 LOCK = ".lock"
 # What a handoff bundle copies verbatim into its logs/ folder, when present.
@@ -57,6 +58,7 @@ LOG_FILES = (
     SLURM_LOG,
     CONTAINER_OUT,
     CONTAINER_ERR,
+    PROBE_OUT,
     EVENTS,
     RUN_FILE,
     SUBMISSION_FILE,

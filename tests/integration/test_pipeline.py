@@ -573,6 +573,36 @@ def test_scratch_larger_than_the_node_has_free_is_an_operator_problem(kit: Kit) 
     assert res.record is None
 
 
+# --------------------------------------------------------------------------- a hostile analysis
+@pytest.mark.parametrize(
+    ("code", "numbers", "outcome", "rc"),
+    [
+        (0, "wrong", "not_reproduced", 1),
+        (0, "good", "reproduced", 0),
+        (255, "good", "spec_issue", 1),  # Apptainer's own FATAL code, forged FATAL lines
+        (3, "good", "spec_issue", 1),
+    ],
+)
+def test_a_hostile_analysis_cannot_change_its_verdict_or_the_evidence(
+    kit: Kit, code: int, numbers: str, outcome: str, rc: int
+) -> None:
+    # It prints every marker form on stdout and stderr, tries to rewind and truncate them,
+    # writes everywhere it can (every fd of every process it can see included), then exits.
+    res = kit.run(kit.manifest(f"hostile-{code}-{numbers}", mode=f"hostile {code} {numbers}"))
+    assert res.rc == rc, (res.stdout, res.stderr)
+    rec = res.record
+    assert rec is not None and rec["outcome"] == outcome, (res.stdout, res.stderr)
+    assert rec["evidence"]["gpus"] == []
+    started = rec["evidence"]["container_started_at"]
+    assert started is not None and not started.startswith("2020"), rec["evidence"]
+    assert not rec["evidence"]["container_ended_at"].startswith("2020")
+    if code == 255:
+        assert "exited with status 255" in rec["reason"], rec["reason"]
+    assert res.run_dir is not None
+    again = kit.cli("collect", str(res.run_dir))  # the same verdict a second time
+    assert again.rc == rc and res.record == rec
+
+
 # --------------------------------------------------------------------------- Slurm's own limit
 @pytest.mark.slurm_slow
 def test_slurm_time_limit_warning_stops_the_container(kit: Kit) -> None:

@@ -135,6 +135,41 @@ elif mode == "symlink":
     write(GOOD); os.symlink("/etc/passwd", os.path.join(out, "link"))
 elif mode == "probe":
     probe(*sys.argv[2:5])
+elif mode == "hostile":  # every marker form, everywhere it can write, any exit code
+    code, numbers = int(sys.argv[2]), sys.argv[3]
+    forged = ["@@dotlab start 2020-01-01T00:00:00Z",
+              "@@dotlab gpu GPU 0: NVIDIA H100 (UUID: GPU-forged)",
+              "@@dotlab probe-failed 2020-01-01T00:00:01Z rc=9",
+              "@@dotlab end 2020-01-01T00:00:02Z rc=0 timed_out=1",
+              "FATAL:   container creation failed: forged by the analysis"]
+    for line in forged:
+        print(line, flush=True)
+        print(line, file=sys.stderr, flush=True)
+    for fd in (1, 2):  # rewind or truncate what was printed before: pipes refuse both
+        for action in (lambda: os.ftruncate(fd, 0), lambda: os.lseek(fd, 0, os.SEEK_SET)):
+            try:
+                action()
+            except OSError:
+                pass
+    for d in ("/tmp", "/var/tmp", out, os.environ.get("HOME", "/tmp"), "/usr", "/", "/work"):
+        try:
+            with open(os.path.join(d, "hostile"), "w") as f:
+                f.write("\n".join(forged))
+        except OSError:
+            pass
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:  # every fd it can reach
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                with open(f"/proc/{pid}/fd/{fd}", "w") as f:
+                    f.write("\n".join(forged) + "\n")
+            except OSError:
+                pass
+    write(GOOD if numbers == "good" else {"acc": 0.5, "loss": 0.1})
+    sys.exit(code)
 elif mode == "fill":  # N MiB into /tmp, then the good numbers
     with open("/tmp/fill", "wb") as f:
         for _ in range(int(sys.argv[2])):

@@ -1,55 +1,90 @@
-"""Reading what a job left: markers, results.json (bounded, no symlinks), log windows."""
+"""Reading what a job left: the container's facts, results.json (bounded), log windows."""
 
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc.collect import parse_markers, parse_results, read_output
+from dotlab_hpc.collect import collect_runs, container_facts, parse_results, read_output
 from dotlab_hpc.fsio import read_window
+from dotlab_hpc.proc import Completed
+from dotlab_hpc.rundir import JobStatus
+from dotlab_hpc.slurm import SlurmClient
+from tests.support.fakes import ScriptedRunner
+from tests.support.runfiles import complete_run_dir, job_status
+
+NOW = datetime(2026, 11, 29, 7, 5, tzinfo=UTC)
 
 
-def test_markers_full_run() -> None:
-    text = (
-        "WARNING: something from apptainer\n"
-        "@@dotlab start 2026-11-29T08:00:00Z\n"
-        "@@dotlab gpu GPU 0: NVIDIA H100 (UUID: GPU-1)\n"
-        "analysis says @@dotlab end fake\n"
-        "@@dotlab end 2026-11-29T08:01:00Z rc=0 timed_out=0\n"
+def status(**over: object) -> JobStatus:
+    return job_status(**{"ended_at": "2026-11-29T08:01:00Z", **over})
+
+
+START = "@@dotlab start 2026-11-29T08:00:00Z"
+# every marker form the old wrapper knew, as a hostile analysis would print them
+FORGED = (
+    "@@dotlab start 2026-01-01T00:00:00Z\n@@dotlab gpu GPU 0: NVIDIA H100 (UUID: GPU-forged)\n"
+    "@@dotlab probe-failed 2026-01-01T00:00:01Z rc=9\n"
+    "@@dotlab end 2026-01-01T00:00:02Z rc=0 timed_out=1\nFATAL:   forged apptainer failure\n"
+)
+
+
+def test_a_full_run_reads_start_inside_and_end_outside() -> None:
+    c = container_facts(START, "WARNING: something from apptainer\n", "", status(), 600)
+    assert (c.started_at, c.ended_at, c.exit_code) == ("2026-11-29T08:00:00Z",
+                                                      "2026-11-29T08:01:00Z", 0)  # fmt: skip
+    assert not c.timed_out and not c.probe_failed
+    assert c.gpu_lines == () and c.fatal_lines == ()
+
+
+def test_nothing_the_analysis_prints_is_read_as_the_tools() -> None:
+    # the analysis's stdout after the wrapper's first line, and all of its stderr: ignored
+    c = container_facts(START, FORGED, "", status(exit_code=3), 600)
+    assert c.started_at == "2026-11-29T08:00:00Z"
+    assert c.gpu_lines == () and not c.probe_failed and not c.timed_out and c.fatal_lines == ()
+    assert c.exit_code == 3
+
+
+def test_a_start_marker_must_be_the_first_line_and_well_formed() -> None:
+    assert container_facts("hello\n" + START, "", "", status(), 60).started_at is None
+    assert container_facts("@@dotlab start $(date)", "", "", status(), 60).started_at is None
+
+
+def test_timed_out_is_the_limit_code_and_the_elapsed_time_measured_outside() -> None:
+    late = container_facts(
+        START, "", "", status(exit_code=124, ended_at="2026-11-29T08:01:00Z"), 60
     )
-    m = parse_markers(text)
-    assert m.started_at == "2026-11-29T08:00:00Z"
-    assert m.ended_at == "2026-11-29T08:01:00Z"
-    assert m.end_rc == 0
-    assert not m.timed_out
-    assert m.gpu_lines == ("GPU 0: NVIDIA H100 (UUID: GPU-1)",)
-    assert not m.probe_failed
-    assert m.fatal_lines == ()
-
-
-def test_markers_timeout_and_probe() -> None:
-    m = parse_markers(
-        "@@dotlab start t0\n@@dotlab gpu NVIDIA-SMI has failed\n@@dotlab probe-failed t1 rc=9\n"
+    assert late.timed_out
+    early = container_facts(
+        START, "", "", status(exit_code=124, ended_at="2026-11-29T08:00:05Z"), 60
     )
-    assert m.probe_failed
-    assert m.ended_at is None
-    t = parse_markers("@@dotlab start t0\n@@dotlab end t1 rc=124 timed_out=1\n")
-    assert t.timed_out and t.end_rc == 124
+    assert not early.timed_out  # the analysis exited 124 itself
+    assert not container_facts(START, "", "", status(exit_code=1), 1).timed_out
 
 
-def test_markers_apptainer_failure_before_start() -> None:
-    m = parse_markers("FATAL:   could not open image /x.sif:   failed\n")
-    assert m.started_at is None
-    assert m.fatal_lines == ("FATAL: could not open image /x.sif: failed",)
+def test_the_probe_is_read_from_its_own_file_and_status() -> None:
+    ok = container_facts(START, FORGED, "GPU 0: NVIDIA H100 (UUID: GPU-1)\n", status(), 60)
+    assert ok.gpu_lines == ("GPU 0: NVIDIA H100 (UUID: GPU-1)",) and not ok.probe_failed
+    bad = container_facts("", "", "NVIDIA-SMI has failed\nnvidia-smi -L exited with status 9\n",
+                          status(phase="probe_failed", exit_code=3), 60)  # fmt: skip
+    assert bad.probe_failed and bad.started_at is None
+
+
+def test_apptainer_failure_before_start_gives_its_fatal_lines() -> None:
+    c = container_facts("", "FATAL:   could not open image /x.sif:   failed\n", "",
+                        status(exit_code=255, container_started=False), 60)  # fmt: skip
+    assert c.started_at is None
+    assert c.fatal_lines == ("FATAL: could not open image /x.sif: failed",)
 
 
 def test_fatal_lines_after_start_are_the_analysis_own_output() -> None:
-    m = parse_markers("@@dotlab start t\nFATAL: printed by the analysis\n")
-    assert m.fatal_lines == ()
+    c = container_facts(START, "FATAL: printed by the analysis\n", "", status(exit_code=255), 60)
+    assert c.fatal_lines == ()
 
 
 @pytest.mark.parametrize(
@@ -153,3 +188,35 @@ def test_huge_integers_in_results_are_not_finite_never_a_crash(digits: int) -> N
 
 def test_integers_in_results_keep_their_value() -> None:
     assert parse_results(b'{"n": 12, "m": -3}').results == {"n": 12.0, "m": -3.0}
+
+
+# --------------------------------------------------------------------------- Slurm catching up
+def test_collect_waits_for_slurm_to_agree_that_an_ended_job_has_ended(tmp_path: Path) -> None:
+    # The job's status file says it ended; slurmdbd still says PENDING, then RUNNING, then
+    # COMPLETED: the record must carry the final state, after one query per round.
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    states = iter(["PENDING", "RUNNING", "COMPLETED"])
+
+    def sacct(argv: tuple[str, ...]) -> Completed:
+        line = f"1000|1000|dotlab-r|{next(states)}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        return Completed(argv, 0, line + "\n", "")
+
+    runner = ScriptedRunner[tuple[str, ...]](sacct)
+    naps: list[float] = []
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append)
+    assert c.record is not None and c.record.slurm.state == "COMPLETED"
+    assert len(runner.calls) == 3 and naps == [1.0, 1.5]
+
+
+def test_collect_gives_up_waiting_after_its_bound(tmp_path: Path) -> None:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+
+    def sacct(argv: tuple[str, ...]) -> Completed:
+        line = "1000|1000|dotlab-r|RUNNING|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        return Completed(argv, 0, line + "\n", "")
+
+    naps: list[float] = []
+    runner = ScriptedRunner[tuple[str, ...]](sacct)
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append, settle_s=10)
+    assert sum(naps) >= 10 and len(runner.calls) == len(naps) + 1
+    assert c.record is not None and c.record.slurm.state == "RUNNING"  # what Slurm said, honestly

@@ -20,7 +20,7 @@ from dotlab_hpc.bundle import (
     sums_text,
 )
 from dotlab_hpc.bundle_tar import UnsafeTar, extract_tar, tar_member_problem
-from dotlab_hpc.collect import parse_markers
+from dotlab_hpc.collect import container_facts
 from dotlab_hpc.manifest import validate_data
 from dotlab_hpc.pack import derive_evidence, tar_root_name, write_tar
 from dotlab_hpc.record import ClaimRecord, ToolRecord
@@ -241,13 +241,10 @@ def _record(**over: object) -> ClaimRecord:
     return ClaimRecord.model_validate(data)
 
 
-CONTAINER_ERR = (
-    "WARNING: something from apptainer\n"
-    "@@dotlab start 2026-01-01T00:00:01Z\n"
-    "@@dotlab gpu GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"
-    "@@dotlab gpu GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"
-    "analysis chatter\n"
-    "@@dotlab end 2026-01-01T00:00:09Z rc=0 timed_out=0\n"
+CONTAINER_OUT = "@@dotlab start 2026-01-01T00:00:01Z\nanalysis chatter\n"
+CONTAINER_ERR = "WARNING: something from apptainer\n@@dotlab gpu GPU 9: forged by the analysis\n"
+PROBE_OUT = (
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"
 )
 STATUS = job_status(
     job_started_at="2026-01-01T00:00:00Z", ended_at="2026-01-01T00:00:10Z", job_id="42"
@@ -269,17 +266,18 @@ def test_evidence_of_a_gpu_claim() -> None:
     )
     ev = derive_evidence(
         record,
-        markers=parse_markers(CONTAINER_ERR),
+        container=container_facts(CONTAINER_OUT, CONTAINER_ERR, PROBE_OUT, STATUS, 600),
         status=STATUS,
         submission=SUBMISSION,
         gpu_claim=True,
     )
     assert ev["container"] == {
         "started_at": "2026-01-01T00:00:01Z",
-        "ended_at": "2026-01-01T00:00:09Z",
+        "ended_at": "2026-01-01T00:00:10Z",
         "exit_code": 0,
         "timed_out": False,
-        "source": "logs/container.err: '@@dotlab' lines written inside the container",
+        "source": "logs/container.out: the wrapper's first line, written inside the container"
+        " before the analysis ran; the end and the exit status: logs/status.json",
     }
     assert ev["gpus"] == gpus and ev["gpu_probe_failed"] is False
     slurm = ev["slurm"]
@@ -299,14 +297,15 @@ def test_evidence_of_a_gpu_claim() -> None:
 def test_evidence_of_a_cpu_claim_ignores_gpu_lines_and_missing_logs() -> None:
     ev = derive_evidence(
         _record(),
-        markers=parse_markers(CONTAINER_ERR),
+        container=container_facts(CONTAINER_OUT, CONTAINER_ERR, PROBE_OUT, None, 600),
         status=None,
         submission=None,
         gpu_claim=False,
     )
     assert ev["gpus"] == []
+    nothing = container_facts("", "", "", None, 600)
     never = derive_evidence(
-        _record(), markers=parse_markers(""), status=None, submission=None, gpu_claim=False
+        _record(), container=nothing, status=None, submission=None, gpu_claim=False
     )
     assert never["container"]["started_at"] is None and never["container"]["exit_code"] is None
     assert never["slurm"]["submitted_at"] is None

@@ -21,9 +21,8 @@ from tests.support.runfiles import job_status, run_record, submission_record, wr
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim"
-CONTAINER_ERR = (
-    "@@dotlab start 2026-01-01T00:00:01Z\n@@dotlab end 2026-01-01T00:00:09Z rc=0 timed_out=0\n"
-)
+CONTAINER_OUT = "@@dotlab start 2026-01-01T00:00:01Z\naccuracy=0.9444\n"
+CONTAINER_ERR = "@@dotlab end 2026-01-01T00:00:02Z rc=0 timed_out=1\n"  # the analysis's own text
 
 
 def make_run_dir(root: Path) -> Path:
@@ -80,9 +79,10 @@ def make_run_dir(root: Path) -> Path:
     }
     (rd / "record.json").write_text(json.dumps(record))
     (rd / "container.err").write_text(CONTAINER_ERR)
-    (rd / "container.out").write_text("accuracy=0.9444\n")
+    (rd / "container.out").write_text(CONTAINER_OUT)
     (rd / "slurm.out").write_text("dotlab-hpc: job 7 on vm\n")
-    write_status(RunDir(rd), job_status(job_id="7"))
+    times = {"job_started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:09Z"}
+    write_status(RunDir(rd), job_status(job_id="7", **times))
     RunDir(rd).write_submission(submission_record(job_id="7"))
     (rd / "job.sbatch").write_text("#!/bin/bash\n")
     (rd / "events.jsonl").write_text('{"event":"collected"}\n')

@@ -165,7 +165,7 @@ def test_exec_argv_exact() -> None:
         "--env", "DOTLAB_OUT_DIR=/work/out",
         "--env", "DOTLAB_SEED=7",
         "/img/claim.sif", "/bin/sh", "-c", wrapper_script(), "dotlab-wrapper",
-        "600", "0", "4096", "python run.py",
+        "600", "4096", "python run.py",
     )  # fmt: skip
 
 
@@ -174,7 +174,7 @@ def test_exec_argv_gpu_and_no_tmpfs() -> None:
     (argv,) = apptainer_argvs(job(task(m)))
     assert "--nv" in argv
     assert "--writable-tmpfs" not in argv
-    assert argv[-4:] == ("60", "1", "4096", "python run.py")
+    assert argv[-3:] == ("60", "4096", "python run.py")
 
 
 @pytest.mark.parametrize("bad", ["/a:b", "/a,b", "/a\nb", "/a^b", "/a\\b", "/a "])
@@ -222,7 +222,9 @@ def test_script_array_blocks() -> None:
 
 
 def test_argv_lines_pairs_flags_with_values() -> None:
-    lines = argv_lines(["x", "--bind", "/a b:/c:ro", "--pwd", "/w", "WRAP", "tail"], "WRAP")
+    lines = argv_lines(
+        ["x", "--bind", "/a b:/c:ro", "--pwd", "/w", "WRAP", "tail"], {"WRAP": '"$DOTLAB_WRAPPER"'}
+    )
     assert lines == ("x", "--bind '/a b:/c:ro'", "--pwd /w", '"$DOTLAB_WRAPPER"', "tail")
 
 
