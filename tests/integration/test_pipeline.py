@@ -232,8 +232,8 @@ def test_scancel_during_a_run_gives_exit_2_and_no_record(kit: Kit) -> None:
     assert sub.rc == 0, sub.stderr
     run_dir = sub.run_dir
     assert run_dir is not None
-    wait_for(lambda: "@@dotlab start" in (run_dir / "container.err").read_text()
-             if (run_dir / "container.err").exists() else False)  # fmt: skip
+    wait_for(lambda: "@@dotlab start" in (run_dir / "container.out").read_text()
+             if (run_dir / "container.out").exists() else False)  # fmt: skip
     cancel = kit.cli("cancel", str(run_dir))
     assert cancel.rc == 0, cancel.stderr
     wait_for(lambda: (run_dir / "status.json").exists())
@@ -524,8 +524,8 @@ def test_fork_bomb_stops_at_its_bound_and_other_jobs_still_run(kit: Kit) -> None
                                    resources={"time": "00:02:00", "memory": "2G"}))  # fmt: skip
     assert bomb.rc == 0, (bomb.stdout, bomb.stderr)
     assert bomb.run_dir is not None
-    err = bomb.run_dir / "container.err"
-    wait_for(lambda: err.exists() and "@@dotlab start" in err.read_text(), timeout=60)
+    stdout = bomb.run_dir / "container.out"
+    wait_for(lambda: stdout.exists() and "@@dotlab start" in stdout.read_text(), timeout=60)
     time.sleep(5)  # the bomb is at its bound by now
     other = kit.run(kit.manifest("beside-the-bomb"))
     assert other.outcome == "reproduced", (other.stdout, other.stderr)

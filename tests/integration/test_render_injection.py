@@ -63,8 +63,7 @@ FAKE_APPTAINER = """#!/usr/bin/python3
 import json, os, sys
 with open(os.environ["DOTLAB_ARGV_DUMP"], "w") as f:
     json.dump(sys.argv, f)
-print("@@dotlab start 2026-01-01T00:00:00Z", file=sys.stderr)
-print("@@dotlab end 2026-01-01T00:00:01Z rc=0 timed_out=0", file=sys.stderr)
+print("@@dotlab start 2026-01-01T00:00:00Z")  # the wrapper's first line on stdout
 """
 
 
