@@ -370,7 +370,7 @@ def script_view(job: JobSpec) -> ScriptView:
         status_file=sh_quote(STATUS_FILE),
         container_out=sh_quote(CONTAINER_OUT),
         container_err=sh_quote(CONTAINER_ERR),
-        probe=sh_quote(probe_script()),
+        probe=sh_quote(probe_script()) if any(t.probe_lines for t in tasks) else "",
         probe_out=sh_quote(PROBE_OUT),
     )
 

@@ -12,6 +12,7 @@ HOME=/tmp
 export HOME
 # RLIMIT_NPROC, soft and hard (no capability here can raise it again): bash and busybox call it
 # -u, dash -p. Inside the container's user namespace it bounds this container's processes only.
+# shellcheck disable=SC3045  # not POSIX: both spellings are tried, whichever this sh knows
 ulimit -u "$max_processes" 2>/dev/null || ulimit -p "$max_processes" 2>/dev/null || true
 echo "@@dotlab start $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 if command -v timeout >/dev/null 2>&1; then
