@@ -446,7 +446,9 @@ def execute(
     """
     now = clock.now()
     p = plan(opts, now)
-    check_out_dirs(p, create_missing=not dry_run)
+    # a non-empty output folder is refused before anything else; a missing one is made only
+    # once verification and rendering have passed, so that a refusal leaves nothing behind
+    check_out_dirs(p, create_missing=False)
     mismatches = {r.index: verify_run(r.manifest) for r in p.runs}
     good = [r for r in p.runs if not mismatches[r.index]]
     try:
@@ -473,6 +475,7 @@ def execute(
             apptainer_argvs=argvs,
             dry_run=True,
         )
+    check_out_dirs(p, create_missing=True)
     dirs: dict[int, RunDir] = {}
     results: dict[int, SubmittedRun] = {}
     for r in p.runs:

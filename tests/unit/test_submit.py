@@ -282,3 +282,16 @@ def test_execute_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert res.dry_run and res.script is not None
     assert not (tmp_path / "runs").exists()
     assert all(c[:2] == ("sbatch", "--version") for c in fake.calls)
+
+
+def test_execute_refused_by_verification_creates_no_output_folder(tmp_path: Path) -> None:
+    # e.g. code.working_dir missing at the pinned commit: a usage error found while verifying
+    def refuse(m: object) -> list[str]:
+        raise UsageError("code.working_dir: analysis is not a directory of commit c0ffee")
+
+    o = opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer")
+    assert not o.out_dir.exists()
+    with pytest.raises(UsageError, match="working_dir"):
+        execute(o, client=SlurmClient(ArraySlurm()), clock=NoSleep(), verify_run=refuse)
+    assert not o.out_dir.exists()
+    assert not (tmp_path / "runs").exists()
