@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.cli import main
 from dotlab_hpc.container.deffile import GO_SPACE, DefShapeError, parse_def
 from dotlab_hpc.container.dockerfile import dockerfile_to_def
-from dotlab_hpc.errors import ManifestError, UsageError
+from dotlab_hpc.errors import UsageError
 from dotlab_hpc.render import render_def
+from tests.support.builds import build_manifest
 
 D = "sha256:" + "a" * 64
 PY = f"python:3.11-slim@{D}"
@@ -51,21 +51,6 @@ SETTINGS = settings(
 
 
 # --------------------------------------------------------------------------- manifests
-def _manifest(build: dict[str, Any]) -> manifest_mod.Manifest | None:
-    data = {
-        "version": 1,
-        "claim": "c",
-        "code": {"commit": "b" * 40},
-        "image": {"digest": D, "build": build},
-        "entrypoint": "true",
-        "targets": {"t": {"value": 1}},
-        "resources": {"time": "1"},
-    }
-    try:
-        spec = manifest_mod.validate_data(data, "m.yaml")
-    except ManifestError:
-        return None
-    return manifest_mod.Manifest(spec=spec, path=Path("m.yaml"), sha256="d" * 64, raw=b"")
 
 
 FIELDS = ("files", "environment", "post", "runscript", "test", "help")  # the template's order
@@ -102,7 +87,7 @@ def test_manifest_values_stay_where_they_were_put(
     given_ |= {"test": test, "help": help_, "files": files}
     build |= {"test": test, "help": help_}
     build = {k: v for k, v in build.items() if v is not None}
-    m = _manifest(build)
+    m = build_manifest(build)
     if m is None:
         event("refused by the manifest's checks")
         return  # nothing is rendered
@@ -123,10 +108,10 @@ def test_manifest_values_stay_where_they_were_put(
 
 
 def test_the_tool_labels_cannot_be_overridden() -> None:
-    assert _manifest({"from": PY, "labels": {"dotlab.claim": "other"}}) is None
-    assert _manifest({"from": PY, "labels": {"DotLab.manifest.sha256": "x"}}) is None
-    assert _manifest({"from": f"library://x@{D}"}) is None
-    assert _manifest({"from": f"x#@{D}"}) is None
+    assert build_manifest({"from": PY, "labels": {"dotlab.claim": "other"}}) is None
+    assert build_manifest({"from": PY, "labels": {"DotLab.manifest.sha256": "x"}}) is None
+    assert build_manifest({"from": f"library://x@{D}"}) is None
+    assert build_manifest({"from": f"x#@{D}"}) is None
 
 
 # --------------------------------------------------------------------------- Dockerfiles

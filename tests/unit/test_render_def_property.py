@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.errors import ManifestError
 from dotlab_hpc.render import render_def
+from tests.support.builds import build_manifest
 
 from .test_render import split_sections
 
@@ -26,20 +25,7 @@ SHA = "a" * 64
 
 
 def manifest(build: dict[str, object]) -> manifest_mod.Manifest | None:
-    data = {
-        "version": 1,
-        "claim": "c",
-        "code": {"commit": "b" * 40},
-        "image": {"digest": "sha256:" + SHA, "build": {"from": f"x@sha256:{SHA}", **build}},
-        "entrypoint": "true",
-        "targets": {"t": {"value": 1}},
-        "resources": {"time": "1"},
-    }
-    try:
-        spec = manifest_mod.validate_data(data, "m.yaml")
-    except ManifestError:
-        return None
-    return manifest_mod.Manifest(spec=spec, path=Path("m.yaml"), sha256="d" * 64, raw=b"")
+    return build_manifest({"from": f"x@sha256:{SHA}", **build})
 
 
 @settings(max_examples=300, deadline=None)

@@ -15,11 +15,12 @@ from dotlab_hpc.slurm import (
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
+DATA_2411 = Path(__file__).resolve().parents[1] / "data" / "slurm-24.11"
 
 
-def recorded(name: str) -> tuple[int, str]:
+def recorded(name: str, data: Path = DATA) -> tuple[int, str]:
     """(rc, stderr) of a recorded sbatch case."""
-    return int((DATA / f"{name}.rc").read_text()), (DATA / f"{name}.stderr").read_text()
+    return int((data / f"{name}.rc").read_text()), (data / f"{name}.stderr").read_text()
 
 
 @pytest.mark.parametrize(
@@ -38,8 +39,12 @@ def recorded(name: str) -> tuple[int, str]:
         ("sbatch_bad_option", 255, "unrecognized option '--bogus-opt'", "sbatch --version"),
     ],
 )
-def test_recorded_permanent_failures(case: str, rc: int, detail: str, hint_word: str) -> None:
-    got_rc, stderr = recorded(case)
+@pytest.mark.parametrize("data", [DATA, DATA_2411], ids=["22.05", "24.11"])
+def test_recorded_permanent_failures(
+    case: str, rc: int, detail: str, hint_word: str, data: Path
+) -> None:
+    # Slurm 24.11 prints the same texts with the same exit codes, so the same classes and hints
+    got_rc, stderr = recorded(case, data)
     assert got_rc == rc
     error = classify_sbatch_failure(got_rc, stderr)
     assert type(error) is SlurmError
