@@ -265,6 +265,7 @@ def _submit_options(args: argparse.Namespace) -> SubmitOptions:
         apptainer=args.apptainer,
         margin_s=_margin_s(),
         scratch_root=_scratch_root(),
+        hold=getattr(args, "hold", False),
     )
 
 
@@ -538,6 +539,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="check everything, print the script and apptainer command, submit nothing",
     )
     p.add_argument("--wait", action="store_true", help="wait for the job to finish")
+    p.add_argument(
+        "--hold",
+        action="store_true",
+        help="submit held: nothing runs until `scontrol release JOBID` (sbatch --hold)",
+    )
 
     p = verb("run", _cmd_run, "submit --wait, then collect")
     _add_submit_options(p)

@@ -71,6 +71,7 @@ class SubmitOptions:
     apptainer: str | None = None
     margin_s: int = DEFAULT_MARGIN_S
     scratch_root: str = DEFAULT_SCRATCH_ROOT
+    hold: bool = False  # sbatch --hold: submitted held, released with scontrol release
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Plan:
     apptainer: str
     margin_s: int
     scratch_root: str
+    hold: bool
 
     @property
     def is_array(self) -> bool:
@@ -170,6 +172,7 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
             apptainer=find_apptainer(opts.apptainer),
             margin_s=opts.margin_s,
             scratch_root=opts.scratch_root,
+            hold=opts.hold,
         )
     if opts.run_dir is not None:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
@@ -197,6 +200,7 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
         apptainer=find_apptainer(opts.apptainer),
         margin_s=opts.margin_s,
         scratch_root=opts.scratch_root,
+        hold=opts.hold,
     )
 
 
@@ -257,7 +261,7 @@ def submission_argv(
         output=p.slurm_output,
         export=export,
         array=",".join(str(r.index) for r in runs) if p.is_array else None,
-        extra=(f"--chdir={p.chdir}",),
+        extra=(f"--chdir={p.chdir}", *(("--hold",) if p.hold else ())),
     )
 
 

@@ -156,14 +156,18 @@ class SlurmClient:
         One sacct call per chunk of ids. An id Slurm does not report is absent from the result
         (a job just submitted may not have reached slurmdbd yet; a job too old for squeue and
         the jobcomp file is gone): the caller treats absence as UNKNOWN, never as success.
-        slurmdbd learns of jobs a moment late: an array's tasks appear one by one (ask for
-        ``12_0``, ``12_1``… to know each), and a just-finished job's name may read
-        ``allocation`` (a placeholder record) for a moment (its state was right when seen).
+        slurmdbd learns of jobs a moment late, and a just-finished job's name may read
+        ``allocation`` (a placeholder record) for a moment (its state was right when seen). The
+        answer can hold more tasks of an array than were asked for.
         """
         ids = list(dict.fromkeys(check_job_ids(job_ids)))
         if self._accounting is not False:
             out: dict[str, JobInfo] = {}
-            for chunk in _chunks(ids, self._chunk):
+            # Array tasks are asked for through their array job: while they wait, slurmdbd keeps
+            # them as one record of the pending remainder (`J_[5-99]`), which `-j J_5` does not
+            # find and `-j J` does (the parser expands it, one PENDING JobInfo per task).
+            arrays = list(dict.fromkeys(i.split("_", 1)[0] for i in ids))
+            for chunk in _chunks(arrays, self._chunk):
                 done = self._run(sacct_argv(chunk, since=since))
                 if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
                     self._accounting = False

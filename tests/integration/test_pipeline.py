@@ -264,10 +264,10 @@ def test_apptainer_failing_to_start_gives_exit_2(kit: Kit) -> None:
 def test_real_apptainer_failing_on_a_vanished_bind_source_gives_exit_2(
     kit: Kit, slurm_env: dict[str, str]
 ) -> None:
-    # Submitted held (sbatch reads SBATCH_HOLD), the data folder removed, then released: the
+    # Submitted held (--hold), the data folder removed, then released: the
     # real Apptainer refuses the missing bind source (FATAL, exit 255) before the container runs.
     m = kit.manifest("vanished")
-    sub = kit.submit(m, env={"SBATCH_HOLD": "1"})
+    sub = kit.submit(m, "--hold")
     assert sub.rc == 0, (sub.stdout, sub.stderr)
     run_dir = sub.run_dir
     assert run_dir is not None
@@ -388,6 +388,32 @@ def test_array_tasks_after_a_failed_verification_are_the_runs_own(kit: Kit) -> N
     states = json.loads(kit.cli("status", "--json", str(d1), str(d2)).stdout)
     assert [s["job_id"] for s in states] == [records[1]["slurm"]["job_id"],
                                              records[2]["slurm"]["job_id"]]  # fmt: skip
+
+
+def test_pending_array_tasks_are_pending_as_slurm_says(kit: Kit) -> None:
+    # Held, the two tasks wait as one collapsed record (`J_[0-1]`): they must read PENDING
+    # from Slurm itself (its reason), not from the grace given to a job Slurm has not seen yet.
+    runs_root = kit.root / "held-runs"
+    res = kit.cli("submit", str(kit.manifest("held-a")), str(kit.manifest("held-b")),
+                  "--code-dir", str(kit.code), "--data-dir", str(kit.data), "--image",
+                  str(kit.image), "--out-dir", str(kit.root / "held-outs"), "--runs-root",
+                  str(runs_root), "--apptainer", str(platform.apptainer()),
+                  "--hold")  # fmt: skip
+    assert res.rc == 0, (res.stdout, res.stderr)
+    dirs = [str(d) for d in sorted(runs_root.iterdir())]
+    try:
+
+        def from_slurm() -> bool:
+            states = json.loads(kit.cli("status", "--json", *dirs).stdout)
+            grace = "not in Slurm's records yet"
+            return all(
+                s["state"] == "PENDING" and s["source"] == "slurm" and grace not in s["reason"]
+                for s in states
+            )
+
+        wait_for(from_slurm, timeout=60)
+    finally:
+        assert kit.cli("cancel", *dirs).rc == 0
 
 
 # --------------------------------------------------------------------------- exactly once

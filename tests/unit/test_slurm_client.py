@@ -138,6 +138,23 @@ def test_query_chunks_and_dedupes() -> None:
     assert ids == ["1,2", "3,4", "5"]
 
 
+def test_pending_array_tasks_are_asked_for_through_their_array_job() -> None:
+    # While tasks 2-5 of array 13 wait, slurmdbd keeps them as one record, `13_[2-5%2]`:
+    # `sacct -j 13_3` finds nothing (measured on 22.05 and 24.11), `sacct -j 13` finds it.
+    live = recorded("sacct_live")
+
+    def sacct(argv: tuple[str, ...]) -> Completed:
+        asked = argv[argv.index("-j") + 1].split(",")
+        rows = [ln for ln in live.stdout.splitlines() if ln.split("|")[1] in asked]
+        return Completed(argv, 0, "".join(f"{ln}\n" for ln in rows), "")
+
+    runner = ScriptedRunner[tuple[str, ...]](sacct)
+    jobs = SlurmClient(runner).query(["13_3", "13_5", "7"], since=SINCE)
+    assert [c[c.index("-j") + 1] for c in runner.calls] == ["13,7"]  # one call, by array job
+    assert jobs["13_3"].state is JobState.PENDING and jobs["13_5"].state is JobState.PENDING
+    assert jobs["13_3"].reason == "JobArrayTaskLimit"
+
+
 def test_query_missing_job_is_absent_not_success() -> None:
     runner = FakeRunner().add("sacct", recorded("sacct_unknown_id"))
     assert SlurmClient(runner).query(["99999"], since=SINCE) == {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -295,3 +295,13 @@ def test_execute_refused_by_verification_creates_no_output_folder(tmp_path: Path
         execute(o, client=SlurmClient(ArraySlurm()), clock=NoSleep(), verify_run=refuse)
     assert not o.out_dir.exists()
     assert not (tmp_path / "runs").exists()
+
+
+def test_hold_submits_held(tmp_path: Path) -> None:
+    fake = ArraySlurm()
+    o = opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer")
+    execute(
+        replace(o, hold=True), client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: []
+    )
+    (sbatch,) = [c for c in fake.calls if c[:2] != ("sbatch", "--version")]
+    assert "--hold" in sbatch and sbatch[-1].endswith("job.sbatch")
