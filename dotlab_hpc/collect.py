@@ -336,8 +336,11 @@ def collect_runs(
     for f in todo:
         claim = f.manifest.spec.claim
         job_id = f.submission.job_id if f.submission else ""
+        info = infos.get(job_id)
+        if info is not None and not info.is_named(f.run.job_name):
+            info = None  # the id names another job now: this run's job is not known to Slurm
         try:
-            rec = collect_one(f, infos.get(job_id))
+            rec = collect_one(f, info)
         except (OperatorError, NotFinished) as e:
             done[f.run_dir.path] = Collected(f.run_dir.path, claim, None, e, False)
             continue

@@ -109,13 +109,15 @@ class _Local:
     rd: RunDir
     claim: str
     job_id: str | None
+    job_name: str
     submitted_at: datetime | None
     done: RunState | None
 
 
 def _local_state(rd: RunDir) -> _Local:
     """What the run directory alone says (no Slurm call)."""
-    claim = rd.run().claim
+    run = rd.run()
+    claim = run.claim
     sub = rd.submission()
     record = rd.record()
     status = rd.status()
@@ -146,10 +148,24 @@ def _local_state(rd: RunDir) -> _Local:
         done = RunState(
             rd.path, claim, None, "NOT_SUBMITTED", True, None, None, "never submitted", "run-dir"
         )
-    return _Local(rd, claim, job_id, submitted, done)
+    return _Local(rd, claim, job_id, run.job_name, submitted, done)
 
 
 def _from_slurm(local: _Local, info: JobInfo | None, now: datetime) -> RunState:
+    if info is not None and not info.is_named(local.job_name):
+        # the id now names another job (ids are reused after the controller lost its state)
+        return RunState(
+            local.rd.path,
+            local.claim,
+            local.job_id,
+            JobState.UNKNOWN.value,
+            True,
+            None,
+            None,
+            f"Slurm's job {info.job_id} is now another job ({info.name}); this run's job is"
+            " gone and left no status file",
+            "slurm",
+        )
     if info is None:
         young = local.submitted_at is not None and now - local.submitted_at < NOT_YET_KNOWN_GRACE
         if young:

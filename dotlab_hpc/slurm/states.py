@@ -124,6 +124,16 @@ class JobInfo:
         """Whether this state is final (see ``is_terminal``)."""
         return is_terminal(self.state)
 
+    def is_named(self, job_name: str) -> bool:
+        """Whether this can be the job submitted as ``job_name``.
+
+        Job ids are reused after a controller lost its state, so an id alone does not say whose
+        job it is: the run's name (unique, carrying the run id) must match. slurmdbd shows a
+        placeholder name (``allocation``) for a moment after a job ends; that, or no name at
+        all, does not tell them apart and is taken for the run's.
+        """
+        return self.name in (None, "", "allocation") or self.name == job_name
+
     @property
     def base_id(self) -> str:
         """The id sbatch printed for this job: ``12`` for array task ``12_3``."""

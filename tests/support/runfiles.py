@@ -8,6 +8,9 @@ from typing import Any
 from dotlab_hpc.record import ClaimRecord, InputsRecord, ToolRecord
 from dotlab_hpc.rundir import JobStatus, RunDir, RunPaths, RunRecord, SubmissionRecord
 
+# the job name every run of run_record() was submitted under (sacct's JobName column)
+JOB_NAME = "dotlab-c0-20261129T070000Z-000000000000"
+
 
 def run_record(**over: Any) -> RunRecord:
     """A plausible ``run.json``; keyword arguments replace fields."""
@@ -17,7 +20,7 @@ def run_record(**over: Any) -> RunRecord:
         "created_at": "2026-11-29T07:00:00Z",
         "tool": ToolRecord(name="dotlab-hpc", version="0.1.0"),
         "task_index": None,
-        "job_name": "dotlab-c0-20261129T070000Z-000000000000",
+        "job_name": JOB_NAME,
         "manifest_file": "manifest.orig.yaml",
         "manifest_sha256": "0" * 64,
         "manifest_path": "/m/claim.yaml",

@@ -11,12 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dotlab_hpc.collect import collect_runs, container_facts, parse_results, read_output
+from dotlab_hpc.errors import OperatorError
 from dotlab_hpc.fsio import read_window
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir import JobStatus
 from dotlab_hpc.slurm import SlurmClient
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import complete_run_dir, job_status
+from tests.support.runfiles import JOB_NAME, complete_run_dir, job_status
 
 NOW = datetime(2026, 11, 29, 7, 5, tzinfo=UTC)
 
@@ -198,7 +199,9 @@ def test_collect_waits_for_slurm_to_agree_that_an_ended_job_has_ended(tmp_path: 
     states = iter(["PENDING", "RUNNING", "COMPLETED"])
 
     def sacct(argv: tuple[str, ...]) -> Completed:
-        line = f"1000|1000|dotlab-r|{next(states)}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        line = (
+            f"1000|1000|{JOB_NAME}|{next(states)}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        )
         return Completed(argv, 0, line + "\n", "")
 
     runner = ScriptedRunner[tuple[str, ...]](sacct)
@@ -212,7 +215,7 @@ def test_collect_gives_up_waiting_after_its_bound(tmp_path: Path) -> None:
     rd = complete_run_dir(tmp_path / "run", with_record=False)
 
     def sacct(argv: tuple[str, ...]) -> Completed:
-        line = "1000|1000|dotlab-r|RUNNING|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        line = f"1000|1000|{JOB_NAME}|RUNNING|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
         return Completed(argv, 0, line + "\n", "")
 
     naps: list[float] = []
@@ -220,3 +223,18 @@ def test_collect_gives_up_waiting_after_its_bound(tmp_path: Path) -> None:
     (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append, settle_s=10)
     assert sum(naps) >= 10 and len(runner.calls) == len(naps) + 1
     assert c.record is not None and c.record.slurm.state == "RUNNING"  # what Slurm said, honestly
+
+
+def test_a_reused_job_id_is_never_taken_for_the_run(tmp_path: Path) -> None:
+    # The controller lost its state and gave job id 1000 to somebody else's job: its state,
+    # even COMPLETED, says nothing about this run, whose job left no status file.
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.status_path.unlink()
+
+    def sacct(argv: tuple[str, ...]) -> Completed:
+        line = "1000|1000|someone-else|COMPLETED|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        return Completed(argv, 0, line + "\n", "")
+
+    (c,) = collect_runs([rd], SlurmClient(ScriptedRunner[tuple[str, ...]](sacct)), now=NOW)
+    assert c.record is None and isinstance(c.error, OperatorError)
+    assert "no longer knows" in c.error.message

@@ -14,7 +14,13 @@ from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir import RunDir
 from dotlab_hpc.slurm import SlurmClient
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import job_status, run_record, submission_record, write_status
+from tests.support.runfiles import (
+    JOB_NAME,
+    job_status,
+    run_record,
+    submission_record,
+    write_status,
+)
 
 NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
@@ -26,6 +32,7 @@ class FakeSacct(ScriptedRunner[tuple[str, ...]]):
         super().__init__(self.answer)
         self.states = states
         self.fail = fail
+        self.name = JOB_NAME
 
     def answer(self, args: tuple[str, ...]) -> Completed:
         if self.fail:
@@ -37,7 +44,7 @@ class FakeSacct(ScriptedRunner[tuple[str, ...]]):
             state = self.states.get(i)
             if state is None:
                 continue
-            lines.append(f"{i}|{i}|dotlab-x|{state}|0:0|00:01:00|{NOW:%Y-%m-%dT%H:%M:%S}|Unknown|n1|"
+            lines.append(f"{i}|{i}|{self.name}|{state}|0:0|00:01:00|{NOW:%Y-%m-%dT%H:%M:%S}|Unknown|n1|"
                          f"{'Resources' if state == 'PENDING' else 'None'}")  # fmt: skip
         return Completed(args, 0, "\n".join(lines) + ("\n" if lines else ""), "")
 
@@ -148,3 +155,12 @@ def test_follow_retries_then_fails_loudly_when_slurm_cannot_be_asked(tmp_path: P
     with pytest.raises(OperatorError, match="9 tries"):
         follow(runs, SlurmClient(fake), FakeClock(NOW), max_failures=8)
     assert len(fake.calls) == 9
+
+
+def test_a_reused_job_id_is_not_the_runs_job(tmp_path: Path) -> None:
+    (rd,) = make_runs(tmp_path, 1, finished=set())
+    fake = FakeSacct({"1000": "RUNNING"})
+    fake.name = "somebody-elses-job"
+    (state,) = poll_once([rd], SlurmClient(fake), now=NOW)
+    assert (state.state, state.finished) == ("UNKNOWN", True)
+    assert "is now another job (somebody-elses-job)" in state.reason
