@@ -151,46 +151,27 @@ def _local_state(rd: RunDir) -> _Local:
     return _Local(rd, claim, job_id, run.job_name, submitted, done)
 
 
+def _without_slurm(local: _Local, reason: str, *, pending: bool = False) -> RunState:
+    """A run whose job Slurm says nothing true about: PENDING while just submitted, or UNKNOWN."""
+    state = JobState.PENDING if pending else JobState.UNKNOWN
+    return RunState(
+        local.rd.path, local.claim, local.job_id, state.value, not pending, None, None, reason,
+        "slurm",
+    )  # fmt: skip
+
+
 def _from_slurm(local: _Local, info: JobInfo | None, now: datetime) -> RunState:
     if info is not None and not info.is_named(local.job_name):
         # the id now names another job (ids are reused after the controller lost its state)
-        return RunState(
-            local.rd.path,
-            local.claim,
-            local.job_id,
-            JobState.UNKNOWN.value,
-            True,
-            None,
-            None,
+        return _without_slurm(
+            local,
             f"Slurm's job {info.job_id} is now another job ({info.name}); this run's job is"
             " gone and left no status file",
-            "slurm",
         )
     if info is None:
-        young = local.submitted_at is not None and now - local.submitted_at < NOT_YET_KNOWN_GRACE
-        if young:
-            return RunState(
-                local.rd.path,
-                local.claim,
-                local.job_id,
-                JobState.PENDING.value,
-                False,
-                None,
-                None,
-                "just submitted; not in Slurm's records yet",
-                "slurm",
-            )
-        return RunState(
-            local.rd.path,
-            local.claim,
-            local.job_id,
-            JobState.UNKNOWN.value,
-            True,
-            None,
-            None,
-            "Slurm no longer knows this job and it left no status file",
-            "slurm",
-        )
+        if local.submitted_at is not None and now - local.submitted_at < NOT_YET_KNOWN_GRACE:
+            return _without_slurm(local, "just submitted; not in Slurm's records yet", pending=True)
+        return _without_slurm(local, "Slurm no longer knows this job and it left no status file")
     terminal = is_terminal(info.state)
     reason = explain_reason(info.reason) if info.state is JobState.PENDING else ""
     if terminal:
