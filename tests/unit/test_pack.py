@@ -24,7 +24,7 @@ from dotlab_hpc.collect import container_facts
 from dotlab_hpc.manifest import validate_data
 from dotlab_hpc.pack import derive_evidence, tar_root_name, write_tar
 from dotlab_hpc.record import ClaimRecord, ToolRecord
-from tests.support.runfiles import job_status, submission_record
+from tests.support.runfiles import claim_record, job_status, submission_record
 
 H1 = "a" * 64
 H2 = "0123456789abcdef" * 4
@@ -217,28 +217,26 @@ def test_tar_root_name(name: str, root: str) -> None:
 
 # --------------------------------------------------------------------------- evidence
 def _record(**over: object) -> ClaimRecord:
-    data: dict[str, object] = {
-        "record_version": 1,
-        "outcome": "reproduced",
-        "reason": "all 1 targets within tolerance",
-        "claim": "c-1",
-        "title": "Table 2",
-        "run_id": "c-1-20260101T000000Z-abc",
-        "manifest_sha256": "b" * 64,
-        "targets": {
-            "acc": {"expected": 0.9, "actual": 0.91, "abs_tol": 0.02, "rel_tol": 0, "within": True}
-        },
-        "slurm": {"job_id": "42", "state": "COMPLETED", "exit_code": 0, "node": "n1"},
-        "inputs": {"commit": "c" * 40, "image_digest": "sha256:" + "d" * 64, "datasets": {}},
-        "evidence": {
-            "container_started_at": "2026-01-01T00:00:01Z",
-            "container_ended_at": "2026-01-01T00:00:09Z",
-            "gpus": [],
-        },
-        "tool": {"name": "dotlab-hpc", "version": "0.1.0"},
-    }
-    data.update(over)
-    return ClaimRecord.model_validate(data)
+    """runfiles' record as these tests read it: job 42, a title, a target and container times."""
+    return claim_record(
+        **{
+            "claim": "c-1",
+            "title": "Table 2",
+            "run_id": "c-1-20260101T000000Z-abc",
+            "manifest_sha256": "b" * 64,
+            "targets": {
+                "acc": {"expected": 0.9, "actual": 0.91, "abs_tol": 0.02, "rel_tol": 0,
+                        "within": True}
+            },
+            "slurm": {"job_id": "42", "state": "COMPLETED", "exit_code": 0, "node": "n1"},
+            "evidence": {
+                "container_started_at": "2026-01-01T00:00:01Z",
+                "container_ended_at": "2026-01-01T00:00:09Z",
+                "gpus": [],
+            },
+            **over,
+        }
+    )  # fmt: skip
 
 
 CONTAINER_OUT = "@@dotlab start 2026-01-01T00:00:01Z\nanalysis chatter\n"
