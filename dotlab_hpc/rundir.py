@@ -14,6 +14,9 @@ Layout (all JSON written atomically; the status file is written by the job itsel
     record.json             the record (SPEC section 7), written by collect
     events.jsonl            one JSON object per step
 
+The job also drops an empty file named after the run id into the submission's ends folder
+(``RunRecord.ends_dir``) once ``status.json`` is complete: the follower lists that one folder.
+
 This module is the only one that names these files or opens the JSON ones. Every read is
 bounded (``fsio.read_regular``: regular files only, never blocking on a FIFO, size-capped), and
 every way a file can be wrong (absent when required, not a regular file, too large, not JSON,
@@ -23,6 +26,7 @@ not the model) is one ``RunDirError`` naming the file.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -109,6 +113,10 @@ class RunRecord(_Frozen):
     apptainer: str
     paths: RunPaths
     inputs: InputsRecord
+    # The folder the job drops an empty file named after ``run_id`` into once ``status.json`` is
+    # complete, shared by every run of one submission: one listing of it per cycle tells the
+    # follower which runs ended, whatever their number (``ended_in``). None: run dirs made before.
+    ends_dir: str | None = None
 
 
 class SubmissionRecord(_Frozen):
@@ -278,6 +286,19 @@ class RunDir:
             append_line(self.file(EVENTS), json_line(event), regular_only=True)
         except FileRefused as e:
             raise RunDirError(f"{one_line(e.path)}: {e.reason}") from e
+
+
+def ended_in(ends_dir: Path) -> frozenset[str] | None:
+    """The run ids whose end marker is in ``ends_dir``: one directory listing, nothing opened.
+
+    None when the folder cannot be listed (absent, not a folder, unreadable): the caller falls
+    back to looking at each run's status file.
+    """
+    try:
+        with os.scandir(ends_dir) as entries:
+            return frozenset(e.name for e in entries)
+    except OSError:
+        return None
 
 
 def create(path: Path) -> RunDir:
