@@ -1,0 +1,463 @@
+"""Benchmark dotlab-hpc at a conference's scale on the REAL local Slurm cluster (issue 11).
+
+Every figure is a ratio against a reference measured in the same run, on the same machine:
+
+- start-up: ``dotlab-hpc --version`` against a bare ``python -c pass``;
+- validate: ``dotlab-hpc validate M`` against merely importing its dependencies
+  (``python -c 'import yaml; from pydantic import BaseModel'``); target <= 1.25x;
+- submit: one ``dotlab-hpc submit --hold`` of N claims sharing one checkout and image against N
+  sequential bare ``sbatch --hold`` calls; target >= 4x faster;
+- 10,000 claims: they submit (several arrays where MaxArraySize asks for it), and ``status``
+  over 100, 1,000 and 10,000 of them answers in <= 1 s with one Slurm call (reference: one bare
+  ``squeue`` of the same jobs);
+- ``status --watch`` over held runs: Slurm calls per 10 minutes (target <= 1, what the gentlest
+  peer, submitit, does: one every 600 s) and file-system metadata operations per one-second
+  cycle, counted by strace, at 100 and at 10,000 runs (target: the same, O(1); the reference
+  is one stat per run per cycle, the follower before issue 11).
+
+Every Slurm command dotlab-hpc runs is counted through a folder of wrappers put first on PATH
+that log their name and exec the real command. Jobs are submitted held and cancelled at the end,
+so the cluster does no work. Exit status 1 when a target is missed, 2 when the bench could not
+run (no cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support import claims, platform  # noqa: E402  (the same claim kit as the tests)
+
+SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "sstat")
+VALIDATE_TARGET = 1.25
+SUBMIT_TARGET = 4.0
+STATUS_LIMIT_S = 1.0
+WATCH_CALLS_PER_10_MIN = 1
+FS_OPS_GROWTH = 1.5  # ops per cycle at 10,000 runs may be at most this times those at 100
+FS_SYSCALLS = (
+    "stat,lstat,fstat,newfstatat,statx,access,faccessat,faccessat2,open,openat,"
+    "getdents64,readlink,readlinkat"
+)
+
+
+@dataclass
+class Target:
+    """One checked figure: its value, the reference, and whether it met its target."""
+
+    name: str
+    value: str
+    reference: str
+    ratio: str
+    met: bool | None  # None: informational
+
+
+def _median_run(argv: Sequence[str], repeat: int, env: dict[str, str]) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _interleaved(
+    cmds: dict[str, Sequence[str]], repeat: int, env: dict[str, str]
+) -> dict[str, float]:
+    """Median wall seconds of each command; they take turns so a disturbance hits all alike."""
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(repeat):
+        for k, argv in cmds.items():
+            t = time.perf_counter()
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+class Counted:
+    """A PATH folder of wrappers that log each Slurm command run through it."""
+
+    def __init__(self, root: Path) -> None:
+        self.bin = root / "counted-bin"
+        self.log = root / "slurm-calls.log"
+        self.bin.mkdir()
+        for name in SLURM_COMMANDS:
+            real = shutil.which(name)
+            if real is None:
+                continue
+            w = self.bin / name
+            log = f'echo "{name} $(date +%s.%N)" >>"{self.log}"'
+            w.write_text(f'#!/bin/sh\n{log}\nexec {real} "$@"\n')
+            w.chmod(0o755)
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return {**base, "PATH": f"{self.bin}:{base.get('PATH', '')}"}
+
+    def calls(self) -> list[tuple[str, float]]:
+        try:
+            lines = self.log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [(a, float(b)) for a, b in (line.split() for line in lines)]
+
+    def reset(self) -> None:
+        self.log.unlink(missing_ok=True)
+
+
+def _cluster_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if not env.get("SLURM_CONF"):
+        env_sh = Path(os.environ.get("DOTLAB_SLURM_DIR") or "/tmp/dotlab-slurm") / "env.sh"
+        text = env_sh.read_text() if env_sh.exists() else ""
+        m = re.search(r"^export SLURM_CONF=(\S+)", text, re.M)
+        if m is None:
+            raise SystemExit("bench/scale: no local Slurm cluster (slurm/local-cluster up)")
+        env["SLURM_CONF"] = m.group(1)
+    if subprocess.run(["sinfo", "-h"], env=env, capture_output=True).returncode != 0:
+        raise SystemExit("bench/scale: the local Slurm cluster does not answer (sinfo failed)")
+    return env
+
+
+def _dotlab() -> list[str]:
+    exe = Path(sys.executable).parent / "dotlab-hpc"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dotlab_hpc"]
+
+
+class Claims:
+    """A claim kit and N manifests that share its checkout, data and image."""
+
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.kit = claims.Kit(root / "kit", env)
+        first = json.loads(self.kit.manifest("bench-0").read_text())
+        self.template = first
+        self.root = root
+        self.made = 0
+
+    def manifests(self, n: int) -> list[Path]:
+        folder = self.root / f"manifests-{self.made}"
+        self.made += 1
+        folder.mkdir()
+        out = []
+        for i in range(n):
+            p = folder / f"c{i}.json"
+            p.write_text(json.dumps({**self.template, "claim": f"bench-{i}"}))
+            out.append(p)
+        return out
+
+    def submit_argv(self, manifests: Sequence[Path], runs_root: Path, out_root: Path) -> list[str]:
+        k = self.kit
+        return [
+            *_dotlab(),
+            "submit",
+            *map(str, manifests),
+            "--code-dir",
+            str(k.code),
+            "--data-dir",
+            str(k.data),
+            "--image",
+            str(k.image),
+            "--runs-root",
+            str(runs_root),
+            "--out-dir",
+            str(out_root),
+            "--apptainer",
+            str(platform.apptainer()),
+            "--hold",
+        ]
+
+
+def _cancel_named(prefix: str, env: dict[str, str]) -> None:
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i %j", "--me"], env=env, capture_output=True, text=True
+    ).stdout
+    ids = sorted(
+        {
+            line.split()[0].split("_")[0]
+            for line in out.splitlines()
+            if len(line.split()) == 2 and line.split()[1].startswith(prefix)
+        }
+    )
+    for i in range(0, len(ids), 500):
+        subprocess.run(["scancel", *ids[i : i + 500]], env=env, capture_output=True)
+
+
+def _run_dirs(runs_root: Path) -> list[Path]:
+    return sorted(p for p in runs_root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+# --------------------------------------------------------------------------- sections
+def bench_startup(env: dict[str, str], repeat: int, targets: list[Target]) -> None:
+    manifest = REPO / "tests" / "data" / "manifests" / "good.yaml"
+    py = sys.executable
+    t = _interleaved(
+        {
+            "bare": [py, "-c", "pass"],
+            "floor": [py, "-c", "import yaml; from pydantic import BaseModel"],
+            "version": [*_dotlab(), "--version"],
+            "validate": [*_dotlab(), "validate", str(manifest)],
+        },
+        repeat,
+        env,
+    )
+    targets.append(
+        Target(
+            "start-up (--version)",
+            f"{t['version'] * 1e3:.0f} ms",
+            f"python -c pass {t['bare'] * 1e3:.0f} ms",
+            f"{t['version'] / t['bare']:.2f}x",
+            None,
+        )
+    )
+    ratio = t["validate"] / t["floor"]
+    targets.append(
+        Target(
+            "validate",
+            f"{t['validate'] * 1e3:.0f} ms",
+            f"import yaml+pydantic {t['floor'] * 1e3:.0f} ms",
+            f"{ratio:.2f}x (<= {VALIDATE_TARGET})",
+            ratio <= VALIDATE_TARGET,
+        )
+    )
+
+
+def bench_submit(
+    c: Claims, env: dict[str, str], n: int, repeat: int, work: Path, targets: list[Target]
+) -> None:
+    mans = c.manifests(n)
+    script = work / "bare.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    ours, ref = [], []
+    for r in range(repeat):
+        argv = c.submit_argv(mans, work / f"runs-submit-{r}", work / f"out-submit-{r}")
+        t = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+        ours.append(time.perf_counter() - t)
+        if done.returncode != 0:
+            raise SystemExit(f"bench/scale: submit of {n} claims failed: {done.stderr.strip()}")
+        _cancel_named("dotlab-", env)
+        t = time.perf_counter()
+        for i in range(n):
+            subprocess.run(
+                [
+                    "sbatch",
+                    "--parsable",
+                    "--hold",
+                    "-J",
+                    f"benchref-{r}-{i}",
+                    "-o",
+                    "/dev/null",
+                    str(script),
+                ],
+                env=env,
+                capture_output=True,
+                check=True,
+            )
+        ref.append(time.perf_counter() - t)
+        _cancel_named("benchref-", env)
+        shutil.rmtree(work / f"runs-submit-{r}", ignore_errors=True)
+    o, b = statistics.median(ours), statistics.median(ref)
+    targets.append(
+        Target(
+            f"submit {n} claims",
+            f"{o:.2f} s",
+            f"{n} x sbatch {b:.2f} s",
+            f"{b / o:.1f}x faster (>= {SUBMIT_TARGET})",
+            b / o >= SUBMIT_TARGET,
+        )
+    )
+
+
+def _status_once(
+    dirs: Sequence[Path], env: dict[str, str], counted: Counted
+) -> tuple[float, int, int]:
+    counted.reset()
+    t = time.perf_counter()
+    done = subprocess.run(
+        [*_dotlab(), "status", "--json", *map(str, dirs)], env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise SystemExit(f"bench/scale: status failed: {done.stderr.strip()[:300]}")
+    states = json.loads(done.stdout)
+    rows = states if isinstance(states, list) else states.get("runs", [])
+    pending = sum(1 for s in rows if isinstance(s, dict) and s.get("state") == "PENDING")
+    return wall, len(counted.calls()), pending
+
+
+def bench_status(
+    dirs: list[Path], env: dict[str, str], counted: Counted, repeat: int, targets: list[Target]
+) -> None:
+    for n in (100, 1000, 10000):
+        if n > len(dirs):
+            break
+        some = dirs[:n]
+        runs = [_status_once(some, counted.env(env), counted) for _ in range(repeat)]
+        wall = statistics.median(r[0] for r in runs)
+        calls = max(r[1] for r in runs)
+        pending = min(r[2] for r in runs)
+        ref = _median_run(["squeue", "-h", "--me", "-r", "-o", "%i %T %j"], repeat, env)
+        ok = wall <= STATUS_LIMIT_S and calls == 1 and pending == n
+        targets.append(
+            Target(
+                f"status over {n} runs",
+                f"{wall:.2f} s, {calls} Slurm call(s), {pending} PENDING",
+                f"bare squeue {ref:.2f} s",
+                f"{wall / ref:.1f}x (<= {STATUS_LIMIT_S:g} s, 1 call)",
+                ok,
+            )
+        )
+
+
+def _watch(
+    dirs: Sequence[Path], env: dict[str, str], counted: Counted, seconds: float, work: Path
+) -> tuple[int, float]:
+    """Slurm calls and fs metadata operations per second of steady state under --watch."""
+    counted.reset()
+    trace = work / f"strace-{len(dirs)}.txt"
+    argv = [
+        "strace",
+        "-f",
+        "-qq",
+        "-ttt",
+        "-e",
+        f"trace={FS_SYSCALLS}",
+        "-o",
+        str(trace),
+        *_dotlab(),
+        "status",
+        "--watch",
+        *map(str, dirs),
+    ]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    time.sleep(seconds)
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+    calls = len(counted.calls())
+    stamps = []
+    for line in trace.read_text(errors="replace").splitlines():
+        parts = line.split(None, 2)
+        if len(parts) >= 2:
+            with contextlib.suppress(ValueError):
+                stamps.append(float(parts[1]))
+    if not stamps:
+        return calls, float("nan")
+    # steady state: the last half of the window (start-up and the first query are behind)
+    start = stamps[0] + seconds / 2
+    end = stamps[-1]
+    steady = [s for s in stamps if start <= s <= end]
+    return calls, len(steady) / max(1e-9, end - start)
+
+
+def bench_watch(
+    dirs: list[Path],
+    env: dict[str, str],
+    counted: Counted,
+    seconds: float,
+    work: Path,
+    targets: list[Target],
+) -> None:
+    if shutil.which("strace") is None:
+        targets.append(Target("--watch", "strace is missing", "", "", False))
+        return
+    small = dirs[:100]
+    calls_s, ops_s = _watch(small, counted.env(env), counted, seconds, work)
+    calls_l, ops_l = _watch(dirs, counted.env(env), counted, seconds, work)
+    allowed = WATCH_CALLS_PER_10_MIN * (1 + int(seconds // 600))
+    targets.append(
+        Target(
+            f"--watch {len(dirs)} runs, {seconds:.0f} s",
+            f"{calls_l} Slurm call(s)",
+            "submitit: 1 per 600 s",
+            f"{calls_l} (<= {allowed})",
+            calls_l <= allowed,
+        )
+    )
+    targets.append(
+        Target(
+            "--watch fs ops per cycle",
+            f"{ops_l:.1f} at {len(dirs)} runs, {ops_s:.1f} at 100",
+            f"1 stat per run: {len(dirs)}",
+            f"{ops_l / max(ops_s, 1e-9):.2f}x (<= {FS_OPS_GROWTH})",
+            ops_l <= FS_OPS_GROWTH * max(ops_s, 1.0) and calls_s <= allowed,
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make the claims, measure, print, check the targets."""
+    ap = argparse.ArgumentParser(prog="bench/scale", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=5, help="runs per timed figure (median)")
+    ap.add_argument("--claims", type=int, default=500, help="claims in the submit comparison")
+    ap.add_argument("--many", type=int, default=10000, help="claims for status and --watch")
+    ap.add_argument("--watch-s", type=float, default=60.0, help="seconds of each --watch window")
+    ap.add_argument("--workdir", type=Path, help="where to make the claims (default: a temp dir)")
+    args = ap.parse_args(argv)
+    try:
+        env = _cluster_env()
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="dotlab-bench-scale-", dir=args.workdir))
+    counted = Counted(work)
+    targets: list[Target] = []
+    try:
+        c = Claims(work, env)
+        print(f"bench/scale: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, in {work}")
+        bench_startup(env, args.repeat * 2, targets)
+        bench_submit(c, env, args.claims, max(1, args.repeat // 2), work, targets)
+        mans = c.manifests(args.many)
+        runs_root = work / "runs-many"
+        t = time.perf_counter()
+        counted.reset()
+        done = subprocess.run(
+            c.submit_argv(mans, runs_root, work / "out-many"),
+            env=counted.env(env),
+            capture_output=True,
+            text=True,
+        )
+        wall = time.perf_counter() - t
+        calls = len(counted.calls())
+        targets.append(
+            Target(
+                f"submit {args.many} claims",
+                f"{wall:.1f} s, {calls} Slurm call(s)",
+                "",
+                "",
+                done.returncode == 0,
+            )
+        )
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+        else:
+            dirs = _run_dirs(runs_root)
+            bench_status(dirs, env, counted, args.repeat, targets)
+            bench_watch(dirs, env, counted, args.watch_s, work, targets)
+    finally:
+        _cancel_named("dotlab-", env)
+        _cancel_named("benchref-", env)
+    width = max(len(t.name) for t in targets)
+    print()
+    for t in targets:
+        mark = "info" if t.met is None else ("met" if t.met else "MISSED")
+        print(f"{t.name:<{width}}  {t.value:<44} {t.reference:<30} {t.ratio:<28} {mark}")
+    missed = [t.name for t in targets if t.met is False]
+    print(f"\n{'all targets met' if not missed else 'missed: ' + ', '.join(missed)}")
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if missed else 0
