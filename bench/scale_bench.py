@@ -452,12 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _cancel_named("dotlab-", env)
         _cancel_named("benchref-", env)
-    width = max(len(t.name) for t in targets)
+    width = max(len(row.name) for row in targets)
     print()
-    for t in targets:
-        mark = "info" if t.met is None else ("met" if t.met else "MISSED")
-        print(f"{t.name:<{width}}  {t.value:<44} {t.reference:<30} {t.ratio:<28} {mark}")
-    missed = [t.name for t in targets if t.met is False]
+    for row in targets:
+        mark = "info" if row.met is None else ("met" if row.met else "MISSED")
+        print(f"{row.name:<{width}}  {row.value:<44} {row.reference:<30} {row.ratio:<28} {mark}")
+    missed = [row.name for row in targets if row.met is False]
     print(f"\n{'all targets met' if not missed else 'missed: ' + ', '.join(missed)}")
     shutil.rmtree(work, ignore_errors=True)
     return 1 if missed else 0
