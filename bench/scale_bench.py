@@ -201,6 +201,11 @@ def _run_dirs(runs_root: Path) -> list[Path]:
 
 
 # --------------------------------------------------------------------------- sections
+# What pydantic itself costs on its first model class (schema machinery, plugin discovery through
+# importlib.metadata): shown beside validate so that its share of the ratio is visible.
+ONE_MODEL = "import yaml\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int"
+
+
 def bench_startup(env: dict[str, str], repeat: int, targets: list[Target]) -> None:
     manifest = REPO / "tests" / "data" / "manifests" / "good.yaml"
     py = sys.executable
@@ -208,6 +213,7 @@ def bench_startup(env: dict[str, str], repeat: int, targets: list[Target]) -> No
         {
             "bare": [py, "-c", "pass"],
             "floor": [py, "-c", "import yaml; from pydantic import BaseModel"],
+            "one model": [py, "-c", ONE_MODEL],
             "version": [*_dotlab(), "--version"],
             "validate": [*_dotlab(), "validate", str(manifest)],
         },
@@ -231,6 +237,15 @@ def bench_startup(env: dict[str, str], repeat: int, targets: list[Target]) -> No
             f"import yaml+pydantic {t['floor'] * 1e3:.0f} ms",
             f"{ratio:.2f}x (<= {VALIDATE_TARGET})",
             ratio <= VALIDATE_TARGET,
+        )
+    )
+    targets.append(
+        Target(
+            "(pydantic: one empty model)",
+            f"{t['one model'] * 1e3:.0f} ms",
+            f"import yaml+pydantic {t['floor'] * 1e3:.0f} ms",
+            f"{t['one model'] / t['floor']:.2f}x",
+            None,
         )
     )
 
