@@ -132,10 +132,21 @@ def test_query_is_one_sacct_call() -> None:
 
 def test_query_chunks_and_dedupes() -> None:
     runner = FakeRunner().add("sacct", ok(), ok(), ok())
-    client = SlurmClient(runner, chunk_size=2)
+    client = SlurmClient(runner, arg_bytes=3)
     assert client.query(["1", "2", "3", "2", "4", "5"], since=SINCE) == {}
     ids = [c[c.index("-j") + 1] for c in runner.calls]
     assert ids == ["1,2", "3,4", "5"]
+
+
+def test_ten_thousand_plain_ids_are_one_sacct_call() -> None:
+    runner = FakeRunner().add("sacct", ok())
+    ids = [str(100000 + i) for i in range(10_000)]
+    SlurmClient(runner).query(ids, since=SINCE)
+    assert runner.programs() == ["sacct"]  # 70 kB of ids: below one argument's limit
+    assert SlurmClient(runner).calls == {}
+    client = SlurmClient(FakeRunner().add("sacct", ok(), ok()))
+    client.query([str(10**11 + i) for i in range(10_000)], since=SINCE)  # 130 kB: two calls
+    assert client.calls == {"sacct": 2}
 
 
 def test_pending_array_tasks_are_asked_for_through_their_array_job() -> None:
