@@ -343,7 +343,8 @@ def follow(
             on_cycle(states)
         if left == 0:
             return states
-        clock.sleep(k.file_check_s)
+        until_slurm = (f.next_slurm - clock.now()).total_seconds()
+        clock.sleep(max(0.05, min(k.file_check_s, until_slurm)))
 
 
 def lost_lines(states: Sequence[RunState]) -> list[str]:
