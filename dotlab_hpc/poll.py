@@ -160,13 +160,17 @@ class Local:
 
 def read_local(rd: RunDir) -> Local:
     """What the run directory alone says (no Slurm call); RunDirError when it cannot be read."""
-    if not rd.path.is_dir():
-        raise RunDirError(f"{one_line(rd.path)}: no such run directory")
-    run = rd.run()
+    try:
+        run = rd.run()
+    except RunDirError:
+        if not rd.path.is_dir():  # looked at only when run.json could not be read
+            raise RunDirError(f"{one_line(rd.path)}: no such run directory") from None
+        raise
     claim = run.claim
     sub = rd.submission()
-    record = rd.record()
     status = rd.status()
+    # a record matters only without a submission (input_mismatch) or once the job ended
+    record = rd.record() if sub is None or status is not None else None
     job_id = sub.job_id if sub is not None else None
     submitted = _parse_ts(sub.submitted_at) if sub is not None else None
     done: RunState | None = None
@@ -309,7 +313,7 @@ def read_rows(paths: Sequence[Path]) -> list[Local | BadRun]:
     """Every run directory read (no Slurm call); one that cannot be read is a BadRun."""
     out: list[Local | BadRun] = []
     for p in paths:
-        rd = RunDir(p.absolute())
+        rd = RunDir(p if p.is_absolute() else p.absolute())
         try:
             out.append(read_local(rd))
         except DotlabError as e:
