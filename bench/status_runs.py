@@ -48,6 +48,8 @@ def held_arrays(n: int, arrays: int, tag: str) -> list[tuple[str, str, int]]:
 def make_runs(root: Path, arrays: list[tuple[str, str, int]]) -> list[Path]:
     paths = []
     for job, name, tasks in arrays:
+        ends = root / ".ends" / name  # what submit makes for an array: one marker folder
+        ends.mkdir(parents=True)
         for i in range(tasks):
             rd = RunDir(root / f"{name}-{i}")
             rd.path.mkdir(parents=True)
@@ -61,6 +63,7 @@ def make_runs(root: Path, arrays: list[tuple[str, str, int]]) -> list[Path]:
                                out_dir=f"/o/{i}", image="/i.sif"),
                 inputs=InputsRecord(commit="c" * 40, image_digest="sha256:" + "d" * 64,
                                     datasets={}),
+                ends_dir=str(ends),
             ))  # fmt: skip
             rd.write_submission(SubmissionRecord(
                 job_id=f"{job}_{i}", array_job_id=job, task_index=i,
@@ -84,12 +87,43 @@ def counting_path(bindir: Path, log: Path) -> str:
     return f"{bindir}:{os.environ['PATH']}"
 
 
+def watch(argv: list[str], paths: list[Path], env: dict[str, str], log: Path, trace: Path,
+          seconds: float) -> bool:  # fmt: skip
+    """``status --watch`` (default knobs) for ``seconds``: Slurm calls, fs operations a cycle."""
+    log.write_text("")
+    env = {k: v for k, v in env.items() if not k.startswith("DOTLAB_FOLLOW_")}
+    env["DOTLAB_FOLLOW_TRACE"] = str(trace)
+    proc = subprocess.Popen([*argv, "--watch", *map(str, paths)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(seconds)
+    proc.terminate()
+    proc.wait()
+    import json
+
+    cycles = [json.loads(line) for line in trace.read_text().splitlines()]
+    calls = len(log.read_text().splitlines())
+    steady = [c["cycle"] for c in cycles[1:]]
+    ops = max((c["listings"] + c["stats"] + c["rereads"] for c in steady), default=0)
+    met = calls <= 1 and ops <= 4
+    print(f"status --watch over {len(paths)} runs for {seconds:.0f} s: {len(cycles)} cycles, "
+          f"{calls} Slurm call(s), at most {ops} fs operations a cycle after the first "
+          f"({steady[-1] if steady else {}}): {'met' if met else 'MISSED'} "
+          "(<= 1 call per 600 s, O(1) fs operations)")  # fmt: skip
+    return met
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--arrays", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument(
+        "--watch-s",
+        type=float,
+        default=0.0,
+        help="also follow them with status --watch for this long (default: no)",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dotlab-status-bench-", dir=args.workdir))
     arrays = held_arrays(args.runs, args.arrays, secrets.token_hex(3))
@@ -121,6 +155,8 @@ def main() -> int:
             print(f"status {' '.join(extra) or '(table)'} over {len(paths)} runs: median "
                   f"{med:.3f} s (min {min(times):.3f}), Slurm calls {max(calls)}, "
                   f"{pending} PENDING: {'met' if met else 'MISSED'} (<= 1 s, 1 call)")  # fmt: skip
+        if args.watch_s > 0:
+            ok &= watch(argv, paths, env, log, work / "trace.jsonl", args.watch_s)
     finally:
         subprocess.run(["scancel", *(a for a, _, _ in arrays)], check=False)
         shutil.rmtree(work, ignore_errors=True)
