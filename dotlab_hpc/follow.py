@@ -158,7 +158,7 @@ class Follower:
     def check_files(self) -> dict[str, int]:
         """One listing per end-marker folder, one stat per run without one; reads on ends."""
         ops = {"listings": 0, "stats": 0, "rereads": 0}
-        groups: dict[Path | None, list[_Run]] = {}
+        groups: dict[str | None, list[_Run]] = {}
         for r in self.runs:
             if not r.state.finished and r.local.job_id is not None:
                 groups.setdefault(r.local.ends_dir, []).append(r)
@@ -166,7 +166,7 @@ class Follower:
             listed = None
             if ends is not None:
                 ops["listings"] += 1
-                listed = ended_in(ends)
+                listed = ended_in(Path(ends))
             for r in runs:
                 if listed is not None:
                     ended = r.local.run_id in listed

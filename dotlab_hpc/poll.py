@@ -9,6 +9,7 @@ Following many runs until they end is ``follow.py``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -143,8 +144,8 @@ class Local:
     job_name: str
     task_index: int | None
     submitted_at: datetime | None
-    created_at: datetime | None
-    ends_dir: Path | None
+    created_at: datetime | None  # read only when there is no submission.json
+    ends_dir: str | None
     done: RunState | None
 
     @property
@@ -179,10 +180,10 @@ def read_local(rd: RunDir) -> Local:
         done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record")
     elif status is not None:
         done = _from_status(rd, claim, job_id, status, record)
-    ends = Path(run.ends_dir) if run.ends_dir else None
+    created = _parse_ts(run.created_at) if sub is None else None
     return Local(
-        rd, claim, run.run_id, job_id, run.job_name, run.task_index, submitted,
-        _parse_ts(run.created_at), ends, done,
+        rd, claim, run.run_id, job_id, run.job_name, run.task_index, submitted, created,
+        run.ends_dir or None, done,
     )  # fmt: skip
 
 
@@ -309,11 +310,12 @@ def adopt_orphans(
     return out, infos
 
 
-def read_rows(paths: Sequence[Path]) -> list[Local | BadRun]:
+def read_rows(paths: Sequence[Path | str]) -> list[Local | BadRun]:
     """Every run directory read (no Slurm call); one that cannot be read is a BadRun."""
     out: list[Local | BadRun] = []
     for p in paths:
-        rd = RunDir(p if p.is_absolute() else p.absolute())
+        # abspath, not resolve(): a link named on the command line stays the name given
+        rd = RunDir(Path(os.path.abspath(p)))  # noqa: PTH100 (Path.absolute costs 3x here)
         try:
             out.append(read_local(rd))
         except DotlabError as e:
@@ -328,7 +330,7 @@ def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datet
     """
     good = [r for r in rows if isinstance(r, Local)]
     adopted, infos = adopt_orphans(good, client, now=now)
-    by_path = {lo.rd.path: lo for lo in adopted}
+    in_order = iter(adopted)  # adopt_orphans keeps the order of ``good``
     ask = [lo for lo in adopted if lo.done is None and lo.job_id and lo.job_id not in infos]
     if ask:
         since = min((lo.since for lo in ask if lo.since), default=now) - timedelta(days=1)
@@ -338,7 +340,7 @@ def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datet
         if isinstance(r, BadRun):
             out.append(r)
             continue
-        lo = by_path[r.rd.path]
+        lo = next(in_order)
         if lo.done is not None:
             out.append(lo.done)
         elif lo.job_id is None:
