@@ -225,3 +225,33 @@ def test_a_job_slurm_never_saw_is_lost_after_the_bound_never_an_endless_wait(kit
     assert lines[-1].startswith("  hint: ") and "submit the claim again" in lines[-1]
     col = kit.cli("collect", str(rd))
     assert col.rc == 2 and not (rd / "record.json").exists(), col
+
+
+def test_submit_wait_ends_only_when_every_held_task_is_final(kit: Kit) -> None:
+    # The case: `submit --wait` returned while array tasks were still pending.
+    mans = [str(kit.manifest(n)) for n in ("wait-a", "wait-b", "wait-c")]
+    runs_root = kit.root / "runs"
+    proc = cli_proc(kit, "submit", *mans, "--code-dir", str(kit.code), "--data-dir",
+                    str(kit.data), "--image", str(kit.image), "--out-dir", str(kit.root / "outs"),
+                    "--runs-root", str(runs_root), "--apptainer", str(platform.apptainer()),
+                    "--hold", "--wait", env={"DOTLAB_FOLLOW_SLURM_S": "2"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (
+            len(dirs := list(runs_root.glob("*"))) == 3
+            and all((d / "submission.json").exists() for d in dirs)
+        ):
+            assert time.monotonic() < deadline, "submit did not submit"
+            time.sleep(0.5)
+        time.sleep(8)
+        assert proc.poll() is None, proc.communicate()  # held tasks: still waiting
+        dirs = sorted(runs_root.glob("*"))
+        subprocess.run(["scontrol", "release", job_of(dirs[0]).split("_")[0]], check=True,
+                       env=kit.env)  # fmt: skip
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert all((d / "status.json").exists() for d in dirs)  # every task had ended

@@ -139,3 +139,27 @@ def test_cancel_finds_a_run_without_submission_json_by_its_name(
     assert ("scancel", "77_1") in calls  # its own task, not the whole array
     out, err = capsys.readouterr()
     assert out == "cancelled 77_1\n" and "absent: no such run directory" in err
+
+
+def test_watch_traces_each_cycle_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [finished_run(tmp_path / f"ok{i}", i).path for i in range(2)]
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("DOTLAB_FOLLOW_TRACE", str(trace))
+    assert cli.main(["status", "--watch", "--json", *map(str, runs)]) == 0
+    (line,) = [json.loads(t) for t in trace.read_text().splitlines()]
+    assert line["left"] == 0 and line["slurm_calls"] == 0  # all ended: Slurm never asked
+    assert line["cycle"] == {"listings": 0, "stats": 0, "rereads": 0, "slurm_calls": 0}
+    assert [s["state"] for s in json.loads(capsys.readouterr().out)] == ["FINISHED", "FINISHED"]
+
+
+def test_a_bad_follow_knob_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = finished_run(tmp_path / "ok", 0).path
+    monkeypatch.setenv("DOTLAB_FOLLOW_SLURM_S", "soon")
+    assert cli.main(["status", "--watch", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dotlab-hpc: DOTLAB_FOLLOW_SLURM_S='soon': must be a number")
+    assert len(err.splitlines()) == 1
