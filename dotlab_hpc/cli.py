@@ -15,12 +15,13 @@ from .errors import DotlabError, UsageError, one_line
 # subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from datetime import datetime
     from typing import Any
 
     from . import manifest as manifest_mod
     from .collect import Collected
     from .hashing import HashCache
-    from .poll import RunState
+    from .poll import Local, RunState
     from .slurm import SlurmClient
     from .submit import SubmitOptions, SubmitResult
 
@@ -43,6 +44,14 @@ def _print_json(obj: Any) -> None:
     import json
 
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def _print_json_rows(rows: Sequence[Any]) -> None:
+    """A JSON list, one object per line: json's C encoder, 4x faster than indenting 10,000."""
+    import json
+
+    body = ",\n".join(f"  {json.dumps(r, sort_keys=True)}" for r in rows)
+    sys.stdout.write(f"[\n{body}\n]\n" if rows else "[]\n")
 
 
 # --------------------------------------------------------------------------- verbs
@@ -331,11 +340,14 @@ def _do_submit(args: argparse.Namespace, *, dry_run: bool) -> SubmitResult:
     )
 
 
-def _follow(run_dirs: Sequence[Path], log_file: Path | None = None) -> list[RunState]:
+def _follow(runs: Sequence[Path | Local], log_file: Path | None = None) -> list[RunState]:
+    """Follow runs until every one is final (follow.py); a live table on a terminal."""
+    import json
+
     from .clock import SystemClock
-    from .poll import follow
+    from .follow import TRACE_ENV, FollowStats, Knobs, follow
     from .record import step_logger
-    from .rundir import open_existing
+    from .rundir import RunDir
     from .view import status_lines
 
     live = sys.stderr.isatty()
@@ -352,8 +364,33 @@ def _follow(run_dirs: Sequence[Path], log_file: Path | None = None) -> list[RunS
         sys.stderr.flush()
         drawn = len(lines)
 
-    dirs = [open_existing(p) for p in run_dirs]
-    return follow(dirs, _client(), SystemClock(), on_cycle=redraw, log=step_logger(log_file))
+    trace_path = os.environ.get(TRACE_ENV)
+
+    def trace(now: datetime, stats: FollowStats, left: int) -> None:
+        if trace_path:  # one JSON line a cycle: what bench/scale and the tests measure
+            line = {"t": now.isoformat(), "left": left, "cycles": stats.cycles,
+                    "slurm_calls": stats.slurm_calls, "cycle": stats.last}  # fmt: skip
+            with Path(trace_path).open("a", encoding="utf-8") as f:
+                f.write(json.dumps(line, sort_keys=True) + "\n")
+
+    knobs = Knobs.from_env()
+    dirs = [x if not isinstance(x, Path) else RunDir(x.absolute()) for x in runs]
+    return follow(
+        dirs, _client(), SystemClock(), knobs=knobs, on_cycle=redraw, log=step_logger(log_file),
+        trace=trace,
+    )  # fmt: skip
+
+
+def _lost_code(states: Sequence[RunState]) -> int:
+    """Exit 2 with one line per run whose job was lost (or whose directory broke), else 0."""
+    from .follow import LOST_HINT, lost_lines
+
+    lines = lost_lines(states)
+    for line in lines:
+        _print_error(line)
+    if lines:
+        _print_error(f"hint: {LOST_HINT}")
+    return 2 if lines else 0
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
@@ -365,7 +402,9 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     else:
         print("\n".join(submission_lines(res)))
         if args.wait:
-            _follow([r.run_dir for r in res.runs if r.job_id], args.log_file)
+            submitted = [r.run_dir for r in res.runs if r.job_id]
+            if submitted and _lost_code(_follow(submitted, args.log_file)):
+                return 2
     return 1 if any(r.mismatch for r in res.runs) else 0
 
 
@@ -384,15 +423,27 @@ def _print_collected(results: Sequence[Collected]) -> int:
     return code
 
 
-def _collect(run_dirs: Sequence[Path], record: Path | None, log_file: Path | None) -> int:
+def _collect(
+    run_dirs: Sequence[Path],
+    record: Path | None,
+    log_file: Path | None,
+    lost: dict[Path, str] | None = None,
+) -> int:
     from .clock import SystemClock
     from .collect import collect_runs
+    from .follow import Knobs
     from .record import step_logger
     from .rundir import open_existing
 
     dirs = [open_existing(p) for p in run_dirs]
     results = collect_runs(
-        dirs, _client(), now=SystemClock().now(), extra_record=record, log=step_logger(log_file)
+        dirs,
+        _client(),
+        now=SystemClock().now(),
+        extra_record=record,
+        log=step_logger(log_file),
+        lost=lost,
+        lost_s=Knobs.from_env().lost_s,
     )
     return _print_collected(results)
 
@@ -403,28 +454,43 @@ def _cmd_run(args: argparse.Namespace) -> int:
     res = _do_submit(args, dry_run=False)
     print("\n".join(submission_lines(res)))
     submitted = [r.run_dir for r in res.runs if r.job_id]
+    lost: dict[Path, str] = {}
     if submitted:
-        _follow(submitted, args.log_file)
-    return _collect([r.run_dir for r in res.runs], args.record, args.log_file)
+        from .follow import LOST
+
+        states = _follow(submitted, args.log_file)
+        lost = {s.run_dir: s.reason for s in states if s.state == LOST}
+    return _collect([r.run_dir for r in res.runs], args.record, args.log_file, lost)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
+    """Every good run's line (or JSON object), one error line per unreadable run directory."""
     from .clock import SystemClock
-    from .poll import poll_once
-    from .rundir import open_existing
+    from .poll import BadRun, Row, poll_rows, read_rows
     from .view import status_lines
 
+    rows = read_rows(args.run_dirs)
+    code = 0
+    out: list[Row]
     if args.watch:
-        states = _follow(args.run_dirs)
+        good = [r for r in rows if not isinstance(r, BadRun)]
+        followed = iter(_follow(good) if good else [])
+        out = [r if isinstance(r, BadRun) else next(followed) for r in rows]
+        code = _lost_code([r for r in out if not isinstance(r, BadRun)])
     else:
-        dirs = [open_existing(p) for p in args.run_dirs]
-        states = poll_once(dirs, _client(), now=SystemClock().now())
+        out = poll_rows(rows, _client(), now=SystemClock().now())
     if args.json:
-        _print_json([s.as_json() for s in states])
+        _print_json_rows([r.as_json() for r in out])
     else:
-        for line in status_lines(states):
+        good_states = [r for r in out if not isinstance(r, BadRun)]
+        for line in status_lines(good_states):
             print(line)
-    return 0
+    for r in out:
+        if isinstance(r, BadRun):
+            _print_error(r.message)
+    if any(isinstance(r, BadRun) for r in out):
+        code = 2
+    return code
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -434,19 +500,28 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from .rundir import open_existing
+    """scancel each run's job; a run whose submission.json is missing is found by its name."""
+    from .clock import SystemClock
+    from .poll import BadRun, adopt_orphans, read_rows
 
+    rows = read_rows(args.run_dirs)
+    good = [r for r in rows if not isinstance(r, BadRun)]
+    runs, _ = adopt_orphans(good, _client(), now=SystemClock().now()) if good else ([], {})
     ids = []
-    for p in args.run_dirs:
-        sub = open_existing(p).submission()
-        if sub is None:
-            _print_error(f"{p}: never submitted; nothing to cancel")
+    code = 0
+    for r in rows:
+        if isinstance(r, BadRun):
+            _print_error(r.message)
+            code = 2
+    for lo in runs:
+        if lo.job_id is None:
+            _print_error(f"{lo.rd.path}: never submitted; nothing to cancel")
             continue
-        ids.append(sub.job_id)
+        ids.append(lo.job_id)
     if ids:
         _client().cancel(ids)
         print(f"cancelled {' '.join(ids)}")
-    return 0
+    return code
 
 
 # --------------------------------------------------------------------------- parser
@@ -549,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_submit_options(p)
 
     p = verb("status", _cmd_status, "state of one or many runs (one Slurm query for all)")
-    p.add_argument("run_dirs", nargs="+", type=Path)
+    p.add_argument("run_dirs", nargs="+")  # strings: a Path each costs at 10,000 runs
     p.add_argument("--json", action="store_true")
     p.add_argument("--watch", action="store_true", help="keep watching until all finished")
 

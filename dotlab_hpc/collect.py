@@ -11,7 +11,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -230,8 +230,11 @@ def job_facts(facts: RunFacts, info: JobInfo | None) -> JobFacts:
     )
 
 
-def collect_one(facts: RunFacts, info: JobInfo | None) -> ClaimRecord:
-    """Classify one run (raises OperatorError / NotFinished) and build its record."""
+def collect_one(facts: RunFacts, info: JobInfo | None, job_id: str | None = None) -> ClaimRecord:
+    """Classify one run (raises OperatorError / NotFinished) and build its record.
+
+    ``job_id`` is the run's job when ``submission.json`` does not name it (found by name).
+    """
     spec = facts.manifest.spec
     jf = job_facts(facts, info)
     out_dir = Path(facts.run.paths.out_dir)
@@ -244,7 +247,7 @@ def collect_one(facts: RunFacts, info: JobInfo | None) -> ClaimRecord:
         run_id=facts.run.run_id,
         manifest_sha256=facts.manifest.sha256,
         slurm=SlurmRecord(
-            job_id=facts.submission.job_id if facts.submission else None,
+            job_id=facts.submission.job_id if facts.submission else job_id,
             state=info.state.value if info else None,
             exit_code=jf.exit_code
             if jf.exit_code is not None
@@ -262,6 +265,7 @@ def collect_one(facts: RunFacts, info: JobInfo | None) -> ClaimRecord:
 
 def _settle(
     todo: Sequence[RunFacts],
+    job_of: dict[Path, str],
     infos: dict[str, JobInfo],
     client: SlurmClient,
     *,
@@ -273,11 +277,11 @@ def _settle(
     waited, pause = 0.0, 1.0
     while True:
         lagging = [
-            f.submission.job_id
+            job_id
             for f in todo
-            if f.submission is not None
+            if (job_id := job_of.get(f.run_dir.path)) is not None
             and f.status is not None
-            and (info := infos.get(f.submission.job_id)) is not None
+            and (info := infos.get(job_id)) is not None
             and not info.terminal
         ]
         if not lagging or waited >= settle_s:
@@ -286,6 +290,85 @@ def _settle(
         waited += pause
         pause = min(pause * 1.5, 5.0)
         infos = {**infos, **client.query(lagging, since=now - timedelta(days=7))}
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def _since(f: RunFacts) -> datetime | None:
+    """When the run's job was submitted (or, never written, when the run was made)."""
+    return _parse_time(f.submission.submitted_at if f.submission else None) or _parse_time(
+        f.run.created_at
+    )
+
+
+def _jobs_by_name(todo: Sequence[RunFacts], client: SlurmClient, now: datetime) -> dict[Path, str]:
+    """The job of each run whose submission.json was never written, found by its name."""
+    orphans = [f for f in todo if f.submission is None]
+    if not orphans:
+        return {}
+    found = client.find_by_names(sorted({f.run.job_name for f in orphans}),
+                                 since=now - timedelta(days=7))  # fmt: skip
+    out: dict[Path, str] = {}
+    for f in orphans:
+        jobs = found.get(f.run.job_name)
+        if jobs:
+            base = jobs[0].base_id
+            task = f.run.task_index
+            out[f.run_dir.path] = base if task is None else f"{base}_{task}"
+    return out
+
+
+def lost_error(reason: str) -> OperatorError:
+    """The operator error of a run whose job the controller lost."""
+    return OperatorError(
+        f"the job was lost: {reason}",
+        hint="nothing ran to an end that can be recorded; check `sinfo` and the controller's"
+        " log, then submit the claim again (no record was written)",
+    )
+
+
+def _stuck(
+    todo: Sequence[RunFacts],
+    job_of: dict[Path, str],
+    infos: dict[str, JobInfo],
+    client: SlurmClient,
+    *,
+    now: datetime,
+    lost_s: float,
+) -> dict[Path, str]:
+    """Runs without a status file whose job accounting shows unfinished but the controller
+    does not hold, older than ``lost_s``: lost (one squeue call for all of them)."""
+    suspects = []
+    for f in todo:
+        job_id = job_of.get(f.run_dir.path)
+        info = infos.get(job_id or "")
+        since = _since(f)
+        if (
+            job_id is not None
+            and f.status is None
+            and info is not None
+            and not info.terminal
+            and since is not None
+            and (now - since).total_seconds() >= lost_s
+        ):
+            suspects.append((f, job_id, info))
+    if not suspects:
+        return {}
+    held = client.controller_jobs([job_id for _, job_id, _ in suspects])
+    out: dict[Path, str] = {}
+    for f, job_id, info in suspects:
+        known = held.get(job_id)
+        if known is None or not known.is_named(f.run.job_name):
+            out[f.run_dir.path] = (
+                f"accounting says job {job_id} is {info.raw_state}, the controller does not know"
+                " it, and it wrote no status file"
+            )
+    return out
 
 
 @dataclass(frozen=True)
@@ -308,6 +391,8 @@ def collect_runs(
     log: Callable[[RunDir, dict[str, Any]], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     settle_s: float = SETTLE_S,
+    lost: Mapping[Path, str] | None = None,
+    lost_s: float = 300.0,
 ) -> list[Collected]:
     """Collect many runs with ONE Slurm query; a run already collected keeps its record.
 
@@ -315,6 +400,10 @@ def collect_runs(
     PENDING in Slurm's answer for a few seconds (slurmdbd hears of the end after the script has
     written its status): such jobs are asked about again, all in one query per round, for up to
     ``settle_s`` seconds, so that the record carries Slurm's final state.
+
+    A run whose ``submission.json`` was never written gets the job found under its name. A
+    run in ``lost`` (the follower found its job lost), or whose job accounting shows unfinished
+    while the controller does not know it ``lost_s`` after submission, is an operator error.
     """
     done: dict[Path, Collected] = {}
     todo: list[RunFacts] = []
@@ -323,24 +412,32 @@ def collect_runs(
             rec = rd.record()
         if rec is not None:
             done[rd.path] = Collected(rd.path, rec.claim, rec, None, True)
+        elif lost and rd.path in lost:
+            err = lost_error(lost[rd.path])
+            done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
         else:
             todo.append(read_facts(rd))
     infos: dict[str, JobInfo] = {}
-    ids = [f.submission.job_id for f in todo if f.submission]
-    if ids:
-        try:
-            infos = client.query(ids, since=now - timedelta(days=7))
-            infos = _settle(todo, infos, client, now=now, sleep=sleep, settle_s=settle_s)
-        except (SlurmError, ProcTimeout):
-            infos = {}  # the status files still decide; the record says the state is unknown
+    job_of = {f.run_dir.path: f.submission.job_id for f in todo if f.submission}
+    stuck: dict[Path, str] = {}
+    try:
+        job_of.update(_jobs_by_name(todo, client, now))
+        if job_of:
+            infos = client.query(list(job_of.values()), since=now - timedelta(days=7))
+            infos = _settle(todo, job_of, infos, client, now=now, sleep=sleep, settle_s=settle_s)
+            stuck = _stuck(todo, job_of, infos, client, now=now, lost_s=lost_s)
+    except (SlurmError, ProcTimeout):
+        infos = {}  # the status files still decide; the record says the state is unknown
     for f in todo:
         claim = f.manifest.spec.claim
-        job_id = f.submission.job_id if f.submission else ""
-        info = infos.get(job_id)
+        job_id = job_of.get(f.run_dir.path)
+        info = infos.get(job_id or "")
         if info is not None and not info.is_named(f.run.job_name):
             info = None  # the id names another job now: this run's job is not known to Slurm
         try:
-            rec = collect_one(f, info)
+            if f.run_dir.path in stuck:
+                raise lost_error(stuck[f.run_dir.path])
+            rec = collect_one(f, info, job_id)
         except (OperatorError, NotFinished) as e:
             done[f.run_dir.path] = Collected(f.run_dir.path, claim, None, e, False)
             continue

@@ -1,24 +1,28 @@
-"""Poll: the state of many runs with one Slurm query per cycle, the job's status file first.
+"""Poll: the state of many runs with ONE Slurm query, the job's status file first.
 
 A job that wrote its status file has finished and costs no Slurm call. A job Slurm no longer
-knows is UNKNOWN, never a success. Queries back off exponentially with jitter; SchedMD asks
-clients not to call slurmctld/slurmdbd in tight loops (sbatch/squeue/sacct man, PERFORMANCE).
+knows is UNKNOWN, never a success. A run whose ``submission.json`` was never written (the CLI
+died right after sbatch) is found by its job name, which carries the run id before sbatch runs.
+A run directory that cannot be read is one ``BadRun`` among the others, never hiding them.
+Following many runs until they end is ``follow.py``.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .clock import Clock
-from .errors import OperatorError, ProcTimeout, SlurmError
-from .record import Logger, event
+from .errors import DotlabError, RunDirError, one_line
 from .rundir import RunDir
 from .slurm import JobInfo, JobState, SlurmClient, is_terminal
+
+if TYPE_CHECKING:
+    from .record import ClaimRecord
+    from .rundir import JobStatus
 
 # A job just submitted may not be in sacct yet (slurmdbd lags the controller).
 NOT_YET_KNOWN_GRACE = timedelta(seconds=90)
@@ -105,22 +109,69 @@ def _seconds_between(a: str, b: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class _Local:
+class BadRun:
+    """A run directory that could not be read: shown as one error line among the good runs."""
+
+    run_dir: Path
+    error: DotlabError
+
+    @property
+    def message(self) -> str:
+        """The one line to show (the error names the file)."""
+        return self.error.message
+
+    def as_json(self) -> dict[str, Any]:
+        """For ``status --json``: ``state`` is ``ERROR``, ``error`` the line, ``hint`` or null."""
+        return {
+            "run_dir": str(self.run_dir),
+            "state": "ERROR",
+            "error": one_line(self.error.message),
+            "hint": self.error.hint,
+        }
+
+
+Row = RunState | BadRun
+
+
+@dataclass(frozen=True)
+class Local:
+    """What a run directory alone says about its run (no Slurm call)."""
+
     rd: RunDir
     claim: str
+    run_id: str
     job_id: str | None
     job_name: str
+    task_index: int | None
     submitted_at: datetime | None
+    created_at: datetime | None  # read only when there is no submission.json
+    ends_dir: str | None
     done: RunState | None
 
+    @property
+    def orphan(self) -> bool:
+        """Submitted, perhaps, but ``submission.json`` was never written: find it by name."""
+        return self.done is None and self.job_id is None
 
-def _local_state(rd: RunDir) -> _Local:
-    """What the run directory alone says (no Slurm call)."""
-    run = rd.run()
+    @property
+    def since(self) -> datetime | None:
+        """When the job was submitted, or (never written) when the run directory was made."""
+        return self.submitted_at or self.created_at
+
+
+def read_local(rd: RunDir) -> Local:
+    """What the run directory alone says (no Slurm call); RunDirError when it cannot be read."""
+    try:
+        run = rd.run()
+    except RunDirError:
+        if not rd.path.is_dir():  # looked at only when run.json could not be read
+            raise RunDirError(f"{one_line(rd.path)}: no such run directory") from None
+        raise
     claim = run.claim
     sub = rd.submission()
-    record = rd.record()
     status = rd.status()
+    # a record matters only without a submission (input_mismatch) or once the job ended
+    record = rd.record() if sub is None or status is not None else None
     job_id = sub.job_id if sub is not None else None
     submitted = _parse_ts(sub.submitted_at) if sub is not None else None
     done: RunState | None = None
@@ -128,30 +179,55 @@ def _local_state(rd: RunDir) -> _Local:
         note = f"outcome {record.outcome}: {record.reason}"
         done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record")
     elif status is not None:
-        state = "FINISHED" if status.phase == "finished" else f"FINISHED:{status.phase}"
-        code = status.exit_code
-        note = f"exit {code}" if code is not None else status.phase
-        if record is not None:
-            note = f"outcome {record.outcome}"
-        done = RunState(
-            rd.path,
-            claim,
-            job_id,
-            state,
-            True,
-            status.node or None,
-            _seconds_between(status.job_started_at, status.ended_at),
-            note,
-            "status",
-        )
-    elif sub is None:
-        done = RunState(
-            rd.path, claim, None, "NOT_SUBMITTED", True, None, None, "never submitted", "run-dir"
-        )
-    return _Local(rd, claim, job_id, run.job_name, submitted, done)
+        done = _from_status(rd, claim, job_id, status, record)
+    created = _parse_ts(run.created_at) if sub is None else None
+    return Local(
+        rd, claim, run.run_id, job_id, run.job_name, run.task_index, submitted, created,
+        run.ends_dir or None, done,
+    )  # fmt: skip
 
 
-def _without_slurm(local: _Local, reason: str, *, pending: bool = False) -> RunState:
+def _from_status(
+    rd: RunDir, claim: str, job_id: str | None, status: JobStatus, record: ClaimRecord | None
+) -> RunState:
+    state = "FINISHED" if status.phase == "finished" else f"FINISHED:{status.phase}"
+    code = status.exit_code
+    note = f"exit {code}" if code is not None else status.phase
+    if record is not None:
+        note = f"outcome {record.outcome}"
+    return RunState(
+        rd.path,
+        claim,
+        job_id or _status_job_id(status),
+        state,
+        True,
+        status.node or None,
+        _seconds_between(status.job_started_at, status.ended_at),
+        note,
+        "status",
+    )
+
+
+def _status_job_id(status: JobStatus) -> str | None:
+    """The user-facing id of the job that wrote ``status`` (``12_3`` for an array task)."""
+    if status.array_job_id and status.array_task_id:
+        return f"{status.array_job_id}_{status.array_task_id}"
+    return status.job_id or None
+
+
+def refresh(local: Local) -> Local:
+    """The run read again once its job ended (its end marker or status file appeared).
+
+    A job found by name keeps that id (the run directory still does not name it).
+    """
+    new = read_local(local.rd)
+    if new.job_id is None and local.job_id is not None:
+        done = replace(new.done, job_id=local.job_id) if new.done is not None else None
+        new = replace(new, job_id=local.job_id, done=done)
+    return new
+
+
+def _without_slurm(local: Local, reason: str, *, pending: bool = False) -> RunState:
     """A run whose job Slurm says nothing true about: PENDING while just submitted, or UNKNOWN."""
     state = JobState.PENDING if pending else JobState.UNKNOWN
     return RunState(
@@ -160,7 +236,8 @@ def _without_slurm(local: _Local, reason: str, *, pending: bool = False) -> RunS
     )  # fmt: skip
 
 
-def _from_slurm(local: _Local, info: JobInfo | None, now: datetime) -> RunState:
+def from_slurm(local: Local, info: JobInfo | None, now: datetime) -> RunState:
+    """The run's state from what Slurm said about its job (None: Slurm said nothing)."""
     if info is not None and not info.is_named(local.job_name):
         # the id now names another job (ids are reused after the controller lost its state)
         return _without_slurm(
@@ -169,7 +246,7 @@ def _from_slurm(local: _Local, info: JobInfo | None, now: datetime) -> RunState:
             " gone and left no status file",
         )
     if info is None:
-        if local.submitted_at is not None and now - local.submitted_at < NOT_YET_KNOWN_GRACE:
+        if local.since is not None and now - local.since < NOT_YET_KNOWN_GRACE:
             return _without_slurm(local, "just submitted; not in Slurm's records yet", pending=True)
         return _without_slurm(local, "Slurm no longer knows this job and it left no status file")
     terminal = is_terminal(info.state)
@@ -189,85 +266,95 @@ def _from_slurm(local: _Local, info: JobInfo | None, now: datetime) -> RunState:
     )
 
 
-def poll_once(run_dirs: Sequence[RunDir], client: SlurmClient, *, now: datetime) -> list[RunState]:
-    """The state of every run: status files first, then ONE Slurm query for the rest."""
-    locals_ = [_local_state(rd) for rd in run_dirs]
-    ask = [lo for lo in locals_ if lo.done is None and lo.job_id]
+def run_job_id(local: Local, info: JobInfo) -> str:
+    """The id of the run's own job among jobs found under its name (its task, in an array)."""
+    if local.task_index is None:
+        return info.base_id
+    return f"{info.base_id}_{local.task_index}"
+
+
+def adopt_orphans(
+    locals_: Sequence[Local], client: SlurmClient, *, now: datetime
+) -> tuple[list[Local], dict[str, JobInfo]]:
+    """Runs without ``submission.json`` get the job found under their name (one lookup for all).
+
+    A run whose name Slurm does not know was never submitted (sbatch refused it, or the CLI
+    died before sbatch); while it is younger than the grace it may still be being submitted.
+    Returns the runs (orphans resolved) and what the lookup said about each job found.
+    """
+    orphans = [lo for lo in locals_ if lo.orphan]
+    if not orphans:
+        return list(locals_), {}
+    since = min((lo.since for lo in orphans if lo.since), default=now) - timedelta(days=1)
+    found = client.find_by_names(sorted({lo.job_name for lo in orphans}), since=since)
     infos: dict[str, JobInfo] = {}
-    if ask:
-        since = min((lo.submitted_at for lo in ask if lo.submitted_at), default=now) - timedelta(
-            days=1
-        )
-        infos = client.query([lo.job_id for lo in ask if lo.job_id], since=since)
-    out = []
+    out: list[Local] = []
     for lo in locals_:
-        if lo.done is not None:
-            out.append(lo.done)
+        if not lo.orphan:
+            out.append(lo)
+            continue
+        jobs = found.get(lo.job_name, [])
+        if jobs:
+            job_id = run_job_id(lo, jobs[0])
+            mine = [j for j in jobs if j.job_id == job_id]
+            if mine:
+                infos[job_id] = mine[0]
+            out.append(replace(lo, job_id=job_id))
+        elif lo.since is not None and now - lo.since < NOT_YET_KNOWN_GRACE:
+            out.append(lo)  # perhaps still being submitted: still an orphan
         else:
-            out.append(_from_slurm(lo, infos.get(lo.job_id or ""), now))
+            note = f"never submitted (Slurm knows no job named {lo.job_name})"
+            done = RunState(lo.rd.path, lo.claim, None, "NOT_SUBMITTED", True, None, None, note,
+                            "run-dir")  # fmt: skip
+            out.append(replace(lo, done=done))
+    return out, infos
+
+
+def read_rows(paths: Sequence[Path | str]) -> list[Local | BadRun]:
+    """Every run directory read (no Slurm call); one that cannot be read is a BadRun."""
+    out: list[Local | BadRun] = []
+    for p in paths:
+        # abspath, not resolve(): a link named on the command line stays the name given
+        rd = RunDir(Path(os.path.abspath(p)))  # noqa: PTH100 (Path.absolute costs 3x here)
+        try:
+            out.append(read_local(rd))
+        except DotlabError as e:
+            out.append(BadRun(rd.path, e))
     return out
 
 
-def follow(
-    run_dirs: Sequence[RunDir],
-    client: SlurmClient,
-    clock: Clock,
-    *,
-    on_cycle: Callable[[list[RunState]], None] | None = None,
-    log: Logger | None = None,
-    file_check_s: float = 1.0,
-    base_s: float = 5.0,
-    cap_s: float = 60.0,
-    max_failures: int = 8,
-    rng: random.Random | None = None,
-) -> list[RunState]:
-    """Wait until every run has finished; Slurm is asked with backoff, status files each second.
+def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datetime) -> list[Row]:
+    """The state of every readable run with ONE Slurm query (sacct) for the unfinished ones.
 
-    ``log`` gets a ``state`` event for each run whose state changed.
+    Runs found only by name add one squeue call (and one sacct call for names it did not know).
     """
-    r = rng or random.Random()
-    by_path = {rd.path: rd for rd in run_dirs}
-    seen: dict[Path, str] = {}
-    interval = base_s
-    next_query = clock.now()
-    last: list[RunState] = []
-    failures = 0
-    while True:
-        now = clock.now()
-        if now >= next_query:
-            try:
-                states = poll_once(run_dirs, client, now=now)
-                failures = 0
-            except (SlurmError, ProcTimeout) as e:
-                # Slurm may be briefly unreachable: keep waiting, backing off, a few times.
-                failures += 1
-                if failures > max_failures:
-                    raise OperatorError(
-                        f"cannot ask Slurm about the jobs ({failures} tries): {e}",
-                        hint="the jobs may still run; follow them later with `dotlab-hpc status`",
-                    ) from e
-                states = last
-            changed = [s.state for s in states] != [s.state for s in last]
-            interval = base_s if changed else min(cap_s, interval * 1.5)
-            next_query = now + timedelta(seconds=interval * (0.8 + 0.4 * r.random()))
+    good = [r for r in rows if isinstance(r, Local)]
+    adopted, infos = adopt_orphans(good, client, now=now)
+    in_order = iter(adopted)  # adopt_orphans keeps the order of ``good``
+    ask = [lo for lo in adopted if lo.done is None and lo.job_id and lo.job_id not in infos]
+    if ask:
+        since = min((lo.since for lo in ask if lo.since), default=now) - timedelta(days=1)
+        infos.update(client.query([lo.job_id for lo in ask if lo.job_id], since=since))
+    out: list[Row] = []
+    for r in rows:
+        if isinstance(r, BadRun):
+            out.append(r)
+            continue
+        lo = next(in_order)
+        if lo.done is not None:
+            out.append(lo.done)
+        elif lo.job_id is None:
+            out.append(_without_slurm(lo, "being submitted: no job under its name yet",
+                                      pending=True))  # fmt: skip
         else:
-            # Only the status files: a job that finished wrote one. One stat per running job;
-            # the run directory is read again only when its status file has appeared.
-            states = [
-                _local_state(RunDir(s.run_dir)).done or s
-                if not s.finished and RunDir(s.run_dir).has_status()
-                else s
-                for s in last
-            ]
-        last = states
-        for st in states:
-            if log is not None and seen.get(st.run_dir) != st.state:
-                ev = event("state", now, run_dir=str(st.run_dir), job_id=st.job_id,
-                           state=st.state, node=st.node)  # fmt: skip
-                log(by_path.get(st.run_dir), ev)
-            seen[st.run_dir] = st.state
-        if on_cycle is not None and states:
-            on_cycle(states)
-        if states and all(s.finished for s in states):
-            return states
-        clock.sleep(file_check_s)
+            out.append(from_slurm(lo, infos.get(lo.job_id), now))
+    return out
+
+
+def poll_once(run_dirs: Sequence[RunDir], client: SlurmClient, *, now: datetime) -> list[RunState]:
+    """The state of every run (``poll_rows``); the first unreadable run directory raises."""
+    rows = poll_rows(read_rows([rd.path for rd in run_dirs]), client, now=now)
+    for row in rows:
+        if isinstance(row, BadRun):
+            raise row.error
+    return [row for row in rows if isinstance(row, RunState)]

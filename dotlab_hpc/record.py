@@ -10,19 +10,20 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from . import TOOL_NAME, __version__
-from .classify import TargetResult, Verdict
 from .clock import utc_text
 from .errors import UsageError
 from .fsio import append_line, atomic_write_json, json_line
 
 if TYPE_CHECKING:
+    # annotations only: reading a run's record (`status`) must not build the manifest's model
+    from .classify import TargetResult, Verdict
     from .rundir import RunDir
 
 RECORD_VERSION = 1
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class TargetRecord(_Frozen):

@@ -28,8 +28,10 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -71,6 +73,8 @@ LOG_FILES = (
 # No file dotlab-hpc or its job writes comes near this; a larger one is not ours.
 MAX_JSON_BYTES = 16 << 20
 MAX_MANIFEST_COPY_BYTES = 1 << 20
+# what fsio.read_regular opens with: never blocking (a FIFO), never following a link
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
 
 
 def new_run_id(claim: str, now: datetime) -> str:
@@ -85,7 +89,8 @@ def new_batch_id(now: datetime) -> str:
 
 # --------------------------------------------------------------------------- the models
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # built on first use: `status` of pending runs never needs JobStatus or the record models
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class RunPaths(_Frozen):
@@ -162,7 +167,7 @@ def _model_problem(e: ValidationError) -> str:
     return f"{loc}: {err['msg']}"
 
 
-def parse_model(model: type[M], data: bytes, source: Path) -> M:
+def parse_model(model: type[M], data: bytes, source: Path | str) -> M:
     """``data`` (JSON) as ``model``; a RunDirError naming ``source`` and the first bad field."""
     try:
         return model.model_validate_json(data)
@@ -202,19 +207,47 @@ class RunDir:
         """Where the job writes its status file (the job script is given this path)."""
         return self.path / STATUS_FILE
 
+    @cached_property
+    def _prefix(self) -> str:
+        return f"{self.path}/"
+
     def read_bytes(self, name: str, *, limit: int = MAX_JSON_BYTES) -> bytes | None:
-        """A file's bytes (bounded, regular files only), or None when absent."""
-        p = self.file(name)
+        """A file's bytes (bounded, regular files only), or None when absent.
+
+        The common case (a regular file within ``limit``) is read here in one open, fstat and
+        read: `status` reads tens of thousands. Anything else goes to ``fsio.read_regular``,
+        the one bounded reader, which refuses it and says why.
+        """
+        p = self._prefix + name  # a string: `status` reads thousands, a Path each costs more
+        try:
+            fd = os.open(p, _READ_FLAGS)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_size <= limit:
+                    data = os.read(fd, st.st_size + 1)
+                    if len(data) <= st.st_size:
+                        return data
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
         try:
             return read_regular(p, limit=limit)
         except FileNotFoundError:
             return None
+        except NotADirectoryError:
+            raise RunDirError(f"{one_line(self.path)}: not a folder") from None
         except FileRefused as e:
             raise RunDirError(f"{one_line(p)}: {e.reason}") from e
 
     def _read(self, name: str, model: type[M]) -> M | None:
         data = self.read_bytes(name)
-        return None if data is None else parse_model(model, data, self.file(name))
+        return None if data is None else parse_model(model, data, self._prefix + name)
 
     def run(self) -> RunRecord:
         """``run.json``; its absence means this is not a (complete) run directory."""

@@ -168,3 +168,29 @@ def scontrol_show_config_argv() -> tuple[str, ...]:
 def scancel_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
     """``scancel`` for the given jobs (an array's id cancels all its tasks)."""
     return ("scancel", *check_job_ids(job_ids))
+
+
+def _names(names: Sequence[str]) -> str:
+    if not names:
+        raise SlurmError("no job name given")
+    return ",".join(_one_name(n) for n in names)
+
+
+def squeue_by_names_argv(names: Sequence[str]) -> tuple[str, ...]:
+    """One ``squeue`` for every job the controller knows under any of ``names``."""
+    return ("squeue", "-h", "-r", "-t", "all", f"--name={_names(names)}", "-o", SQUEUE_FORMAT)
+
+
+def sacct_by_names_argv(names: Sequence[str], *, since: datetime) -> tuple[str, ...]:
+    """One ``sacct`` for every job named any of ``names`` since ``since``."""
+    return (
+        "sacct",
+        "-X",
+        "-P",
+        "-n",
+        "-S",
+        slurm_time(since),
+        f"--name={_names(names)}",
+        "-o",
+        ",".join(SACCT_FIELDS),
+    )

@@ -1,15 +1,18 @@
 """SlurmClient: submit, query, look up by name, cancel, through one injected Runner.
 
 Polling follows SchedMD's advice to keep client calls to a minimum ("PERFORMANCE" in
-sacct(1)/squeue(1)): ``query`` costs one sacct call per chunk of ids, and when the cluster keeps
-no accounting (decided once, then cached) one squeue call per chunk plus a read of the
-jobcomp file (no Slurm call) for jobs the controller has already forgotten.
+sacct(1)/squeue(1)): ``query`` costs one sacct call for any number of jobs (array tasks are asked
+for by their array job; plain ids are split only where one argument would pass the kernel's
+limit), and when the cluster keeps no accounting (decided once, then cached) one squeue call plus
+a read of the jobcomp file (no Slurm call) for jobs the controller has already forgotten.
+``calls`` counts every Slurm command run, by program, so that a follower's cost can be measured.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -20,12 +23,14 @@ from .argv import (
     check_job_ids,
     sacct_argv,
     sacct_by_name_argv,
+    sacct_by_names_argv,
     sbatch_version_argv,
     scancel_argv,
     scontrol_show_config_argv,
     slurm_time,
     squeue_argv,
     squeue_by_name_argv,
+    squeue_by_names_argv,
 )
 from .failures import accounting_disabled, classify_query_failure, classify_sbatch_failure
 from .parse import (
@@ -41,7 +46,9 @@ from .states import JobInfo
 # squeue/scontrol for one id the controller no longer holds (MinJobAge passed): rc 1 and this
 INVALID_JOB_ID = "Invalid job id specified"
 ALREADY_DONE = "already completing or completed"
-DEFAULT_CHUNK = 500
+# One argument of execve is at most MAX_ARG_STRLEN (32 pages: 128 KiB on Linux): a list of ids
+# or names longer than this is split over several calls, the only reason a query is split.
+MAX_ARG_BYTES = 100_000
 # the jobcomp file grows forever; recent jobs are at its end
 JOBCOMP_TAIL_BYTES = 16 * 1024 * 1024
 
@@ -70,9 +77,20 @@ def read_tail(path: Path, limit: int) -> str | None:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def _chunks(ids: Sequence[str], size: int) -> Iterator[list[str]]:
-    for i in range(0, len(ids), size):
-        yield list(ids[i : i + size])
+def _chunks(items: Sequence[str], limit: int) -> Iterator[list[str]]:
+    """``items`` in runs whose comma-joined text stays within ``limit`` bytes (one at least)."""
+    chunk: list[str] = []
+    size = 0
+    for item in items:
+        extra = len(item.encode()) + (1 if chunk else 0)
+        if chunk and size + extra > limit:
+            yield chunk
+            chunk, size = [], 0
+            extra = len(item.encode())
+        chunk.append(item)
+        size += extra
+    if chunk:
+        yield chunk
 
 
 def _wanted(job_id: str, asked: set[str]) -> bool:
@@ -88,13 +106,14 @@ class SlurmClient:
         runner: Runner,
         *,
         timeout_s: float = 30.0,
-        chunk_size: int = DEFAULT_CHUNK,
+        arg_bytes: int = MAX_ARG_BYTES,
         env: Mapping[str, str] | None = None,
         tail_reader: TailReader = read_tail,
     ) -> None:
         self._runner = runner
         self._timeout_s = timeout_s
-        self._chunk = max(1, chunk_size)
+        self._chunk = max(1, arg_bytes)
+        self.calls: Counter[str] = Counter()  # Slurm commands run, by program
         self._env = dict(env) if env is not None else None
         self._read_tail = tail_reader
         self._version: tuple[int, int] | None = None
@@ -108,6 +127,7 @@ class SlurmClient:
         return self._accounting
 
     def _run(self, argv: Sequence[str]) -> Completed:
+        self.calls[argv[0]] += 1
         try:
             return self._runner.run(argv, timeout=self._timeout_s, env=self._env)
         except ProcTimeout as e:
@@ -137,6 +157,7 @@ class SlurmClient:
 
     def submit(self, argv: Sequence[str]) -> str:
         """Run an ``sbatch --parsable`` argv and return the job id; SlurmError if refused."""
+        self.calls[argv[0]] += 1
         try:
             done = self._runner.run(argv, timeout=self._timeout_s, env=self._env)
         except ProcTimeout as e:
@@ -153,9 +174,10 @@ class SlurmClient:
     def query(self, job_ids: Sequence[str], *, since: datetime) -> dict[str, JobInfo]:
         """The state of every job (and array task) asked for, keyed by user-facing job id.
 
-        One sacct call per chunk of ids. An id Slurm does not report is absent from the result
-        (a job just submitted may not have reached slurmdbd yet; a job too old for squeue and
-        the jobcomp file is gone): the caller treats absence as UNKNOWN, never as success.
+        One sacct call (split only past ``MAX_ARG_BYTES`` of ids). An id Slurm does not report
+        is absent from the result (a job just submitted may not have reached slurmdbd yet; a job
+        too old for squeue and the jobcomp file is gone): the caller treats absence as UNKNOWN,
+        never as success.
         slurmdbd learns of jobs a moment late, and a just-finished job's name may read
         ``allocation`` (a placeholder record) for a moment (its state was right when seen). The
         answer can hold more tasks of an array than were asked for.
@@ -246,6 +268,62 @@ class SlurmClient:
             records = self._from_jobcomp(lambda info: info.name == name, since)
             found.update(info.base_id for info in records.values())
         return sorted(found, key=lambda job_id: (len(job_id), job_id))
+
+    def controller_jobs(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+        """What the controller itself holds about the jobs: ONE squeue call, arrays by array id.
+
+        The controller knows every job from the moment sbatch returned until MinJobAge after it
+        ended; a job it does not list is finished and forgotten, or lost (purged on a restart
+        while slurmdbd may still show it PENDING). Unknown ids are absent from the answer.
+        """
+        ids = list(dict.fromkeys(check_job_ids(job_ids)))
+        bases = list(dict.fromkeys(i.split("_", 1)[0] for i in ids))
+        out: dict[str, JobInfo] = {}
+        for chunk in _chunks(bases, self._chunk):
+            done = self._run(squeue_argv(chunk))
+            if done.returncode != 0:
+                if INVALID_JOB_ID in done.stderr:
+                    continue  # squeue fails like this only when asked for a single gone id
+                raise classify_query_failure("squeue", done.returncode, done.stderr)
+            out.update(parse_squeue(done.stdout))
+        return out
+
+    def find_by_names(self, names: Sequence[str], *, since: datetime) -> dict[str, list[JobInfo]]:
+        """Every job (array tasks expanded) named one of ``names``, by name.
+
+        For runs whose ``submission.json`` was never written (the CLI died right after sbatch):
+        one squeue call for all names (the controller knows a job the moment sbatch returns),
+        then, only for names it does not know, one sacct call (or the jobcomp file).
+        """
+        wanted = list(dict.fromkeys(names))
+        found: dict[str, list[JobInfo]] = {}
+
+        def add(infos: Mapping[str, JobInfo]) -> None:
+            for info in infos.values():
+                if info.name in wanted:
+                    found.setdefault(info.name, []).append(info)
+
+        for chunk in _chunks(wanted, self._chunk):
+            done = self._run(squeue_by_names_argv(chunk))
+            if done.returncode != 0:
+                raise classify_query_failure("squeue", done.returncode, done.stderr)
+            add(parse_squeue(done.stdout))
+        rest = [n for n in wanted if n not in found]
+        if rest and self._accounting is not False:
+            for chunk in _chunks(rest, self._chunk):
+                done = self._run(sacct_by_names_argv(chunk, since=since))
+                if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
+                    self._accounting = False
+                    break
+                if done.returncode != 0:
+                    raise classify_query_failure("sacct", done.returncode, done.stderr)
+                self._accounting = True
+                add(parse_sacct(done.stdout))
+        if rest and self._accounting is False:
+            add(self._from_jobcomp(lambda info: info.name in rest, since))
+        for infos in found.values():
+            infos.sort(key=lambda i: (len(i.base_id), i.base_id, len(i.job_id), i.job_id))
+        return found
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """``scancel`` the jobs; jobs that already ended or are unknown are not an error."""

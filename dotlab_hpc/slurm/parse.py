@@ -164,19 +164,23 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
         name = "|".join(parts[2 : 3 + extra])
         state, exit_text, elapsed, start, end, nodes, reason = parts[3 + extra :]
         exit_code, signal = parse_exit_code(exit_text)
-        for task_id in expand_job_id(job_id):
-            out[task_id] = _info(
-                task_id,
-                state,
-                exit_code=exit_code,
-                signal=signal,
-                node=_value(nodes),
-                reason=_value(reason),
-                elapsed_s=parse_duration(elapsed),
-                start=_value(start),
-                end=_value(end),
-                name=_value(name),
-            )
+        tasks = expand_job_id(job_id)
+        first = _info(
+            tasks[0],
+            state,
+            exit_code=exit_code,
+            signal=signal,
+            node=_value(nodes),
+            reason=_value(reason),
+            elapsed_s=parse_duration(elapsed),
+            start=_value(start),
+            end=_value(end),
+            name=_value(name),
+        )
+        out[first.job_id] = first
+        fields = {k: v for k, v in vars(first).items() if k != "job_id"}
+        for task_id in tasks[1:]:  # a pending remainder `J_[0-9999]`: one record, many tasks
+            out[task_id] = JobInfo(job_id=task_id, **fields)
     return out
 
 

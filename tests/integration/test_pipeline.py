@@ -33,7 +33,9 @@ from tests.support.standin import gpu_wrapper
 @pytest.fixture
 def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
     platform.require()
-    return Kit(tmp_path, dict(slurm_env))
+    # a job that ends without its status file is seen at the follower's next Slurm call: 10 s
+    # here instead of 600 (test_follow_real.py keeps the default and counts its calls)
+    return Kit(tmp_path, {**slurm_env, "DOTLAB_FOLLOW_SLURM_S": "10"})
 
 
 def wait_for(predicate: object, timeout: float = 60.0) -> None:

@@ -238,3 +238,59 @@ def test_a_reused_job_id_is_never_taken_for_the_run(tmp_path: Path) -> None:
     (c,) = collect_runs([rd], SlurmClient(ScriptedRunner[tuple[str, ...]](sacct)), now=NOW)
     assert c.record is None and isinstance(c.error, OperatorError)
     assert "no longer knows" in c.error.message
+
+
+# --------------------------------------------------------------------------- job identity
+def _slurm(
+    rows: dict[str, str], controller: dict[str, str] | None = None
+) -> ScriptedRunner[tuple[str, ...]]:
+    """sacct answers from ``rows`` (id -> state, named JOB_NAME); squeue from ``controller``."""
+
+    def answer(argv: tuple[str, ...]) -> Completed:
+        if argv[0] == "squeue":
+            jobs = controller or {}
+            if any(a.startswith("--name=") for a in argv) and controller is None:
+                jobs = {}
+            out = "".join(f"{k}|{v}|None|0:01|N/A|N/A|n1|{JOB_NAME}\n" for k, v in jobs.items())
+            return Completed(argv, 0, out, "")
+        out = "".join(f"{k}|{k}|{JOB_NAME}|{v}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None\n"
+                      for k, v in rows.items())  # fmt: skip
+        return Completed(argv, 0, out, "")
+
+    return ScriptedRunner[tuple[str, ...]](answer)
+
+
+def test_a_run_without_submission_json_records_the_job_found_by_its_name(tmp_path: Path) -> None:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.file("submission.json").unlink()  # the CLI was killed right after sbatch
+    runner = _slurm({"1000": "COMPLETED"}, controller={"1000": "COMPLETED"})
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW)
+    assert c.record is not None and c.record.slurm.job_id == "1000"
+    assert c.record.slurm.state == "COMPLETED"
+    assert runner.calls[0][0] == "squeue" and f"--name={JOB_NAME}" in runner.calls[0]
+
+
+def test_a_job_stuck_pending_in_accounting_that_the_controller_lost_is_an_operator_error(
+    tmp_path: Path,
+) -> None:
+    # slurmctld purged it on a restart: sacct shows PENDING for ever, squeue does not know it
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.status_path.unlink()
+    runner = _slurm({"1000": "PENDING"}, controller={})
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, lost_s=60)
+    assert c.record is None and isinstance(c.error, OperatorError)
+    assert "the job was lost" in c.error.message and "controller does not know" in c.error.message
+    assert not rd.record_path.exists()
+    held = _slurm({"1000": "PENDING"}, controller={"1000": "PENDING"})
+    (c,) = collect_runs([rd], SlurmClient(held), now=NOW, lost_s=60)
+    assert c.error is not None and "still PENDING" in c.error.message  # truly waiting
+
+
+def test_a_run_the_follower_found_lost_is_an_operator_error_without_a_slurm_call(
+    tmp_path: Path,
+) -> None:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    runner = _slurm({})
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, lost={rd.path: "gone"})
+    assert isinstance(c.error, OperatorError) and c.error.message == "the job was lost: gone"
+    assert runner.calls == [] and not rd.record_path.exists()

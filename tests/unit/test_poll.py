@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
-from dotlab_hpc.errors import OperatorError
-from dotlab_hpc.poll import explain_reason, follow, poll_once
+from dotlab_hpc.poll import explain_reason, poll_once
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir import RunDir
 from dotlab_hpc.slurm import SlurmClient
@@ -82,11 +78,16 @@ def test_finished_runs_cost_no_query(tmp_path: Path) -> None:
     assert all(s.finished and s.state == "FINISHED" for s in states)
 
 
-def test_long_lists_are_chunked_not_looped(tmp_path: Path) -> None:
+def test_ids_are_one_query_split_only_past_the_argument_limit(tmp_path: Path) -> None:
     runs = make_runs(tmp_path, 200, finished=set())
     fake = FakeSacct({str(1000 + i): "PENDING" for i in range(200)})
-    poll_once(runs, SlurmClient(fake, chunk_size=64), now=NOW)
-    assert len(fake.calls) == 4  # ceil(200 / 64): one call per chunk, not per job
+    poll_once(runs, SlurmClient(fake), now=NOW)
+    assert len(fake.calls) == 1  # 200 ids, far below one argument's limit
+    fake.calls.clear()
+    poll_once(runs, SlurmClient(fake, arg_bytes=64), now=NOW)
+    joined = [c[c.index("-j") + 1] for c in fake.calls]
+    assert all(len(j) <= 64 for j in joined) and len(joined) == 16  # 13 ids of 5 bytes a call
+    assert sorted(",".join(joined).split(",")) == sorted(str(1000 + i) for i in range(200))
 
 
 def test_a_job_slurm_forgot_is_unknown_never_success(tmp_path: Path) -> None:
@@ -112,49 +113,6 @@ def test_pending_reason_in_plain_words(tmp_path: Path) -> None:
     assert state.reason == "waiting for free resources on the nodes (Resources)"
     assert "GPU" in explain_reason("QOSMaxGRESPerUser")
     assert explain_reason("SomethingNew") == "SomethingNew"
-
-
-@dataclass
-class FakeClock:
-    t: datetime
-    slept: list[float] = field(default_factory=list)
-    on_sleep: list[object] = field(default_factory=list)
-
-    def now(self) -> datetime:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += timedelta(seconds=seconds)
-        for hook in list(self.on_sleep):
-            hook(self)  # type: ignore[operator]
-
-
-def test_follow_backs_off_and_reads_status_files_between_queries(tmp_path: Path) -> None:
-    runs = make_runs(tmp_path, 3, finished=set())
-    fake = FakeSacct({"1000": "RUNNING", "1001": "RUNNING", "1002": "RUNNING"})
-    clock = FakeClock(NOW)
-
-    def finish_after_ten_minutes(c: FakeClock) -> None:
-        if c.t >= NOW + timedelta(minutes=10):
-            for rd in runs:
-                if not rd.has_status():
-                    write_status(rd, job_status())
-
-    clock.on_sleep.append(finish_after_ten_minutes)
-    states = follow(runs, SlurmClient(fake), clock, base_s=5, cap_s=60, file_check_s=2)
-    assert all(s.finished for s in states)
-    # 600 s of waiting with backoff from 5 s to at most 60 s: far fewer queries than seconds
-    assert 5 <= len(fake.calls) <= 20
-    assert all(len(call[call.index("-j") + 1].split(",")) == 3 for call in fake.calls)
-
-
-def test_follow_retries_then_fails_loudly_when_slurm_cannot_be_asked(tmp_path: Path) -> None:
-    runs = make_runs(tmp_path, 1, finished=set())
-    fake = FakeSacct({}, fail=True)
-    with pytest.raises(OperatorError, match="9 tries"):
-        follow(runs, SlurmClient(fake), FakeClock(NOW), max_failures=8)
-    assert len(fake.calls) == 9
 
 
 def test_a_reused_job_id_is_not_the_runs_job(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from dotlab_hpc.errors import ProcTimeout, SlurmError
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.slurm import JobState, SlurmClient, read_tail, sbatch_argv
+from dotlab_hpc.slurm import SQUEUE_FORMAT, JobState, SlurmClient, read_tail, sbatch_argv
 from tests.support.fakes import ScriptedRunner
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
@@ -132,10 +132,21 @@ def test_query_is_one_sacct_call() -> None:
 
 def test_query_chunks_and_dedupes() -> None:
     runner = FakeRunner().add("sacct", ok(), ok(), ok())
-    client = SlurmClient(runner, chunk_size=2)
+    client = SlurmClient(runner, arg_bytes=3)
     assert client.query(["1", "2", "3", "2", "4", "5"], since=SINCE) == {}
     ids = [c[c.index("-j") + 1] for c in runner.calls]
     assert ids == ["1,2", "3,4", "5"]
+
+
+def test_ten_thousand_plain_ids_are_one_sacct_call() -> None:
+    runner = FakeRunner().add("sacct", ok())
+    ids = [str(100000 + i) for i in range(10_000)]
+    SlurmClient(runner).query(ids, since=SINCE)
+    assert runner.programs() == ["sacct"]  # 70 kB of ids: below one argument's limit
+    assert SlurmClient(runner).calls == {}
+    client = SlurmClient(FakeRunner().add("sacct", ok(), ok()))
+    client.query([str(10**11 + i) for i in range(10_000)], since=SINCE)  # 130 kB: two calls
+    assert client.calls == {"sacct": 2}
 
 
 def test_pending_array_tasks_are_asked_for_through_their_array_job() -> None:
@@ -300,6 +311,41 @@ def test_find_by_name_without_accounting_reads_jobcomp() -> None:
     client = SlurmClient(runner, tail_reader=_tail_from("jobcomp_none.txt", []))
     assert client.find_by_name("none-fail", since=SINCE) == ["2"]
     assert client.accounting is False
+
+
+# ------------------------------------------------------------------ the follower's calls
+def test_controller_jobs_is_one_squeue_by_array_job() -> None:
+    runner = FakeRunner().add("squeue", recorded("squeue_by_name"))
+    client = SlurmClient(runner)
+    jobs = client.controller_jobs(["13_2", "13_5", "13_0"])
+    assert runner.calls == [("squeue", "-h", "-r", "-t", "all", "-j", "13", "-o", SQUEUE_FORMAT)]
+    assert jobs["13_5"].state is JobState.PENDING and jobs["13_0"].state is JobState.RUNNING
+    assert client.calls == {"squeue": 1}
+
+
+def test_controller_jobs_of_one_forgotten_id_is_nothing() -> None:
+    gone = Completed((), 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+    assert SlurmClient(FakeRunner().add("squeue", gone)).controller_jobs(["99"]) == {}
+    down = Completed((), 1, "", "slurm_load_jobs error: Unable to contact slurm controller\n")
+    with pytest.raises(SlurmError) as info:
+        SlurmClient(FakeRunner().add("squeue", down)).controller_jobs(["99"])
+    assert info.value.retryable is True
+
+
+def test_find_by_names_asks_accounting_only_about_names_the_controller_lacks() -> None:
+    runner = (
+        FakeRunner()
+        .add("squeue", recorded("squeue_by_name"))
+        .add("sacct", recorded("sacct_by_name"))
+    )
+    found = SlurmClient(runner).find_by_names(["rec-throttled", "rec-ok"], since=SINCE)
+    assert runner.calls[0][5] == "--name=rec-throttled,rec-ok"
+    assert runner.calls[1][6] == "--name=rec-ok"  # the controller knew the other one
+    assert [i.job_id for i in found["rec-throttled"]][:2] == ["13_0", "13_1"]
+    assert {i.base_id for i in found["rec-ok"]} == {"6", "8"}
+    runner = FakeRunner().add("squeue", recorded("squeue_by_name"))
+    SlurmClient(runner).find_by_names(["rec-throttled"], since=SINCE)
+    assert runner.programs() == ["squeue"]  # all found: no sacct
 
 
 # ------------------------------------------------------------------ cancel, show_job

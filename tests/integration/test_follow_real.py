@@ -1,0 +1,257 @@
+"""Following real jobs on the REAL local cluster: gentle on Slurm, jobs found by name, lost jobs.
+
+Slurm calls are counted by a PATH folder of tiny wrappers that log their argv and exec the real
+squeue/sacct/scontrol: every call counted is a real call to the real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.support import platform
+from tests.support.claims import Kit
+
+QUERIES = ("squeue", "sacct", "scontrol")
+
+
+@pytest.fixture
+def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
+    platform.require()
+    return Kit(tmp_path, dict(slurm_env))
+
+
+def counting_path(kit: Kit, log: Path) -> str:
+    """A PATH whose squeue/sacct/scontrol log each call, then exec the real program."""
+    bindir = kit.root / "counting-bin"
+    bindir.mkdir(exist_ok=True)
+    for name in QUERIES:
+        real = shutil.which(name, path=kit.env.get("PATH"))
+        assert real, name
+        wrapper = bindir / name
+        wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "{name} $*" >> {log}\nexec {real} "$@"\n')
+        wrapper.chmod(0o755)
+    return f"{bindir}:{kit.env['PATH']}"
+
+
+def calls(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def submit_held(kit: Kit, names: list[str], runs_root: Path) -> list[Path]:
+    res = kit.cli("submit", *[str(kit.manifest(n)) for n in names], "--code-dir", str(kit.code),
+                  "--data-dir", str(kit.data), "--image", str(kit.image), "--out-dir",
+                  str(kit.root / "outs"), "--runs-root", str(runs_root), "--apptainer",
+                  str(platform.apptainer()), "--hold")  # fmt: skip
+    assert res.rc == 0, (res.stdout, res.stderr)
+    return sorted(runs_root.iterdir())
+
+
+def cli_proc(kit: Kit, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dotlab_hpc", *args], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env={**kit.env, **env}, cwd=kit.root,
+    )  # fmt: skip
+
+
+def job_of(run_dir: Path) -> str:
+    return str(json.loads((run_dir / "submission.json").read_text())["job_id"])
+
+
+def test_the_default_follower_asks_slurm_once_and_sees_the_end_by_its_files(kit: Kit) -> None:
+    # Held array tasks for 20 s: the default follower asks the controller once (at the start)
+    # and not again; released, the tasks end and the follower sees their files within
+    # seconds, without another Slurm call. Every call counted is a real one.
+    dirs = submit_held(kit, ["gentle-a", "gentle-b"], kit.root / "runs")
+    array = job_of(dirs[0]).split("_")[0]
+    log = kit.root / "slurm-calls.log"
+    env = {"PATH": counting_path(kit, log)}
+    assert "DOTLAB_FOLLOW_SLURM_S" not in kit.env  # the default, 600 s
+    watch = cli_proc(kit, "status", "--watch", "--json", *map(str, dirs), env=env)
+    try:
+        time.sleep(20)
+        assert watch.poll() is None, watch.communicate()  # held tasks are not final
+        assert calls(log) == [f"squeue -h -r -t all -j {array} -o %i|%T|%r|%M|%S|%e|%N|%j"]
+        subprocess.run(["scontrol", "release", array], check=True, env=kit.env)
+        released = time.monotonic()
+        out, err = watch.communicate(timeout=120)
+        took = time.monotonic() - released
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    assert watch.returncode == 0, err
+    states = json.loads(out)
+    assert [s["state"] for s in states] == ["FINISHED", "FINISHED"]
+    assert [s["source"] for s in states] == ["status", "status"]
+    ended = max(os.stat(d / "status.json").st_mtime for d in dirs)
+    assert time.time() - ended < 10, "the end was not seen within seconds of its status file"
+    assert took < 120
+    assert len(calls(log)) == 1, calls(log)  # still the one call of the start
+
+
+def test_a_shortened_interval_is_counted_too(kit: Kit) -> None:
+    # The same wrappers with DOTLAB_FOLLOW_SLURM_S=2: the counting itself can fail the test above.
+    dirs = submit_held(kit, ["count-a"], kit.root / "runs")
+    log = kit.root / "slurm-calls.log"
+    watch = cli_proc(
+        kit,
+        "status",
+        "--watch",
+        *map(str, dirs),
+        env={"PATH": counting_path(kit, log), "DOTLAB_FOLLOW_SLURM_S": "2"},
+    )
+    try:
+        time.sleep(12)
+        assert watch.poll() is None
+    finally:
+        watch.kill()
+        watch.communicate()
+        kit.cli("cancel", *map(str, dirs))
+    n = len(calls(log))
+    assert 4 <= n <= 7, calls(log)  # about one per 2-2.1 s, never more than one per cycle
+
+
+def test_a_cancelled_held_job_is_noticed_within_the_interval(kit: Kit) -> None:
+    dirs = submit_held(kit, ["cancelled"], kit.root / "runs")
+    watch = cli_proc(
+        kit, "status", "--watch", "--json", str(dirs[0]), env={"DOTLAB_FOLLOW_SLURM_S": "3"}
+    )
+    try:
+        time.sleep(4)
+        assert watch.poll() is None
+        subprocess.run(["scancel", job_of(dirs[0]).split("_")[0]], check=True, env=kit.env)
+        cancelled = time.monotonic()
+        out, err = watch.communicate(timeout=60)
+        took = time.monotonic() - cancelled
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    (state,) = json.loads(out)
+    assert state["state"] == "CANCELLED", (state, err)
+    assert took < 3 * 1.05 + 2 + 5  # one interval, one file check, the CLI's own start
+
+
+def _sbatch_then_die(kit: Kit) -> str:
+    """A PATH whose sbatch runs the real one, prints its answer, then SIGKILLs the CLI."""
+    real = shutil.which("sbatch", path=kit.env.get("PATH"))
+    assert real
+    bindir = kit.root / "dying-bin"
+    bindir.mkdir()
+    wrapper = bindir / "sbatch"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --version) exec {real} "$@";; esac\n'
+        f'{real} "$@" || exit $?\n'
+        "kill -9 $PPID\n"
+    )  # fmt: skip
+    wrapper.chmod(0o755)
+    return f"{bindir}:{kit.env['PATH']}"
+
+
+def test_a_cli_killed_right_after_sbatch_leaves_a_job_found_by_name(kit: Kit) -> None:
+    # The job exists; submission.json was never written. status finds it by its name, and
+    # collect records that job (never job_id null) once it ran.
+    res = kit.submit(kit.manifest("orphan"), env={"PATH": _sbatch_then_die(kit)})
+    assert res.rc == -signal.SIGKILL, (res.rc, res.stderr)
+    assert res.run_dir is not None
+    assert not (res.run_dir / "submission.json").exists()
+    run = json.loads((res.run_dir / "run.json").read_text())
+    st = kit.cli("status", "--json", str(res.run_dir))
+    assert st.rc == 0, st.stderr
+    (state,) = json.loads(st.stdout)
+    assert state["job_id"] and state["state"] != "NOT_SUBMITTED", state
+    job_id = state["job_id"]
+    named = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%j"],
+                           capture_output=True, text=True, env=kit.env, check=True)  # fmt: skip
+    assert named.stdout.strip() == run["job_name"]
+    watch = kit.cli("status", "--watch", "--json", str(res.run_dir),
+                    env={"DOTLAB_FOLLOW_SLURM_S": "3"}, timeout=180)  # fmt: skip
+    assert watch.rc == 0, watch.stderr
+    col = kit.cli("collect", str(res.run_dir))
+    assert col.rc == 0, (col.stdout, col.stderr)
+    rec = json.loads((res.run_dir / "record.json").read_text())
+    assert rec["outcome"] == "reproduced" and rec["slurm"]["job_id"] == job_id
+
+
+def test_a_held_job_whose_submission_json_was_never_written_is_cancelled_by_name(
+    kit: Kit,
+) -> None:
+    res = kit.submit(kit.manifest("orphan-held"), "--hold", env={"PATH": _sbatch_then_die(kit)})
+    assert res.rc == -signal.SIGKILL and res.run_dir is not None
+    (state,) = json.loads(kit.cli("status", "--json", str(res.run_dir)).stdout)
+    assert state["state"] == "PENDING" and "held" in state["reason"], state
+    cancel = kit.cli("cancel", str(res.run_dir))
+    assert cancel.rc == 0 and cancel.stdout == f"cancelled {state['job_id']}\n", cancel
+    after = subprocess.run(["squeue", "-h", "-t", "all", "-j", state["job_id"], "-o", "%T"],
+                           capture_output=True, text=True, env=kit.env, check=True)  # fmt: skip
+    assert after.stdout.strip() == "CANCELLED"
+    col = kit.cli("collect", str(res.run_dir))
+    assert col.rc == 2 and not (res.run_dir / "record.json").exists()
+
+
+def test_a_job_slurm_never_saw_is_lost_after_the_bound_never_an_endless_wait(kit: Kit) -> None:
+    # What a controller that lost its state leaves: a run directory naming a job id and name
+    # that Slurm has never seen, submitted longer ago than the bound, no status file.
+    res = kit.submit(kit.manifest("lost"), "--hold")
+    assert res.rc == 0 and res.run_dir is not None
+    rd = res.run_dir
+    subprocess.run(["scancel", job_of(rd)], check=True, env=kit.env)
+    sub = json.loads((rd / "submission.json").read_text())
+    run = json.loads((rd / "run.json").read_text())
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    sub["job_id"] = str(60_000_000 + os.getpid() % 1_000_000)  # an id no job here has had
+    sub["submitted_at"] = long_ago.strftime("%Y-%m-%dT%H:%M:%SZ")
+    run["job_name"] = f"dotlab-never-seen-{os.getpid()}-{time.time_ns()}"
+    (rd / "submission.json").write_text(json.dumps(sub))
+    (rd / "run.json").write_text(json.dumps(run))
+    started = time.monotonic()
+    watch = kit.cli("status", "--watch", str(rd), env={"DOTLAB_FOLLOW_SLURM_S": "2",
+                                                       "DOTLAB_FOLLOW_LOST_S": "60"})  # fmt: skip
+    assert watch.rc == 2, (watch.stdout, watch.stderr)
+    assert time.monotonic() - started < 30
+    lines = watch.stderr.splitlines()
+    assert f"job {sub['job_id']} lost: the controller does not know" in lines[0], lines
+    assert lines[-1].startswith("  hint: ") and "submit the claim again" in lines[-1]
+    col = kit.cli("collect", str(rd))
+    assert col.rc == 2 and not (rd / "record.json").exists(), col
+
+
+def test_submit_wait_ends_only_when_every_held_task_is_final(kit: Kit) -> None:
+    # The issue's case: `submit --wait` returned while array tasks were still pending.
+    mans = [str(kit.manifest(n)) for n in ("wait-a", "wait-b", "wait-c")]
+    runs_root = kit.root / "runs"
+    proc = cli_proc(kit, "submit", *mans, "--code-dir", str(kit.code), "--data-dir",
+                    str(kit.data), "--image", str(kit.image), "--out-dir", str(kit.root / "outs"),
+                    "--runs-root", str(runs_root), "--apptainer", str(platform.apptainer()),
+                    "--hold", "--wait", env={"DOTLAB_FOLLOW_SLURM_S": "2"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (
+            len(dirs := list(runs_root.glob("*"))) == 3
+            and all((d / "submission.json").exists() for d in dirs)
+        ):
+            assert time.monotonic() < deadline, "submit did not submit"
+            time.sleep(0.5)
+        time.sleep(8)
+        assert proc.poll() is None, proc.communicate()  # held tasks: still waiting
+        dirs = sorted(runs_root.glob("*"))
+        subprocess.run(["scontrol", "release", job_of(dirs[0]).split("_")[0]], check=True,
+                       env=kit.env)  # fmt: skip
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert all((d / "status.json").exists() for d in dirs)  # every task had ended

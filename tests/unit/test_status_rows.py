@@ -1,0 +1,165 @@
+"""``status`` over many runs: every good run shown, one error line per bad one; identity by name."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc import cli
+from dotlab_hpc.poll import BadRun, RunState, poll_rows, read_rows
+from dotlab_hpc.proc import Completed
+from dotlab_hpc.rundir import RunDir
+from dotlab_hpc.slurm import SlurmClient
+from tests.support.fakes import ScriptedRunner
+from tests.support.runfiles import job_status, run_record, submission_record, write_status
+
+NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
+
+
+def finished_run(path: Path, i: int) -> RunDir:
+    rd = RunDir(path)
+    path.mkdir(parents=True)
+    rd.write_run(run_record(claim=f"c{i}", run_id=f"r{i}"))
+    rd.write_submission(submission_record(job_id=str(1000 + i)))
+    write_status(rd, job_status(job_id=str(1000 + i)))
+    return rd
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> list[Path]:
+    good = [finished_run(tmp_path / f"ok{i}", i).path for i in range(3)]
+    corrupt = finished_run(tmp_path / "corrupt", 7)
+    corrupt.status_path.write_text('{"version": 1, "phase": ')  # a full disk cut it
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "run.json")
+    return [good[0], corrupt.path, good[1], fifo, tmp_path / "absent", good[2]]
+
+
+def test_status_shows_every_good_run_and_one_line_per_bad_one(
+    mixed: list[Path], capsys: pytest.CaptureFixture[str], no_hang: None
+) -> None:
+    code = cli.main(["status", *map(str, mixed)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    lines = out.splitlines()
+    assert lines[0].startswith("CLAIM") and [ln.split()[0] for ln in lines[1:]] == [
+        "c0",
+        "c1",
+        "c2",
+    ]
+    errors = err.splitlines()
+    assert len(errors) == 3
+    assert "corrupt/status.json: is not valid JSON" in errors[0]
+    assert "fifo/run.json" in errors[1] and "absent: no such run directory" in errors[2]
+
+
+def test_status_json_keeps_the_order_and_marks_bad_entries(
+    mixed: list[Path], capsys: pytest.CaptureFixture[str], no_hang: None
+) -> None:
+    code = cli.main(["status", "--json", *map(str, mixed)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    rows = json.loads(out)
+    assert [r["state"] for r in rows] == ["FINISHED", "ERROR", "FINISHED", "ERROR", "ERROR",
+                                          "FINISHED"]  # fmt: skip
+    assert rows[1] == {"run_dir": str(mixed[1]), "state": "ERROR", "hint": None,
+                       "error": f"{mixed[1]}/status.json: is not valid JSON"}  # fmt: skip
+    assert len(err.splitlines()) == 3
+
+
+def orphan(path: Path, *, task: int | None, created: datetime) -> RunDir:
+    rd = RunDir(path)
+    path.mkdir(parents=True)
+    rd.write_run(run_record(job_name="dotlab-b", task_index=task,
+                            created_at=created.strftime("%Y-%m-%dT%H:%M:%SZ")))  # fmt: skip
+    return rd
+
+
+def squeue_by_name(jobs: dict[str, str]) -> ScriptedRunner[tuple[str, ...]]:
+    return ScriptedRunner[tuple[str, ...]](by_name(jobs))
+
+
+def by_name(jobs: dict[str, str]) -> Callable[[tuple[str, ...]], Completed]:
+    def answer(argv: tuple[str, ...]) -> Completed:
+        if argv[0] == "sacct":
+            return Completed(argv, 0, "", "")
+        assert any(a == "--name=dotlab-b" for a in argv)
+        out = "".join(f"{k}|{v}|JobHeldUser|0:00|N/A|N/A||dotlab-b\n" for k, v in jobs.items())
+        return Completed(argv, 0, out, "")
+
+    return answer
+
+
+def test_a_run_without_submission_json_is_found_by_its_name(tmp_path: Path) -> None:
+    rd = orphan(tmp_path / "r", task=1, created=NOW - timedelta(hours=1))
+    runner = squeue_by_name({"77_0": "PENDING", "77_1": "PENDING"})
+    (state,) = poll_rows(read_rows([rd.path]), SlurmClient(runner), now=NOW)
+    assert isinstance(state, RunState)
+    assert (state.job_id, state.state, state.finished) == ("77_1", "PENDING", False)
+    assert "held by you" in state.reason
+    assert [c[0] for c in runner.calls] == ["squeue"]  # found by the controller: no sacct
+
+
+def test_a_name_slurm_never_saw_is_never_submitted_once_past_the_grace(tmp_path: Path) -> None:
+    old = orphan(tmp_path / "old", task=None, created=NOW - timedelta(hours=1))
+    new = orphan(tmp_path / "new", task=None, created=NOW - timedelta(seconds=10))
+    runner = squeue_by_name({})
+    a, b = poll_rows(read_rows([old.path, new.path]), SlurmClient(runner), now=NOW)
+    assert isinstance(a, RunState) and isinstance(b, RunState)
+    assert (a.state, a.finished) == ("NOT_SUBMITTED", True)
+    assert "Slurm knows no job named dotlab-b" in a.reason
+    assert (b.state, b.finished) == ("PENDING", False)
+    assert [c[0] for c in runner.calls] == ["squeue", "sacct"]  # one lookup for both names
+
+
+def test_bad_rows_are_kept_in_place(tmp_path: Path) -> None:
+    rows = read_rows([tmp_path / "nothing"])
+    assert isinstance(rows[0], BadRun) and rows[0].as_json()["state"] == "ERROR"
+
+
+def test_cancel_finds_a_run_without_submission_json_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rd = orphan(tmp_path / "r", task=1, created=NOW - timedelta(hours=1))
+    inner = by_name({"77_0": "PENDING", "77_1": "PENDING"})
+    calls: list[tuple[str, ...]] = []
+
+    def answer(argv: tuple[str, ...]) -> Completed:
+        calls.append(argv)
+        return Completed(argv, 0, "", "") if argv[0] == "scancel" else inner(argv)
+
+    monkeypatch.setattr(cli, "_client", lambda: SlurmClient(ScriptedRunner(answer)))
+    assert cli.main(["cancel", str(rd.path), str(tmp_path / "absent")]) == 2
+    assert ("scancel", "77_1") in calls  # its own task, not the whole array
+    out, err = capsys.readouterr()
+    assert out == "cancelled 77_1\n" and "absent: no such run directory" in err
+
+
+def test_watch_traces_each_cycle_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [finished_run(tmp_path / f"ok{i}", i).path for i in range(2)]
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("DOTLAB_FOLLOW_TRACE", str(trace))
+    assert cli.main(["status", "--watch", "--json", *map(str, runs)]) == 0
+    (line,) = [json.loads(t) for t in trace.read_text().splitlines()]
+    assert line["left"] == 0 and line["slurm_calls"] == 0  # all ended: Slurm never asked
+    assert line["cycle"] == {"listings": 0, "stats": 0, "rereads": 0, "slurm_calls": 0}
+    assert [s["state"] for s in json.loads(capsys.readouterr().out)] == ["FINISHED", "FINISHED"]
+
+
+def test_a_bad_follow_knob_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = finished_run(tmp_path / "ok", 0).path
+    monkeypatch.setenv("DOTLAB_FOLLOW_SLURM_S", "soon")
+    assert cli.main(["status", "--watch", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dotlab-hpc: DOTLAB_FOLLOW_SLURM_S='soon': must be a number")
+    assert len(err.splitlines()) == 1
