@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from . import TOOL_NAME, __version__
@@ -18,7 +20,8 @@ from . import manifest as manifest_mod
 from .classify import Outcome, Verdict, empty_targets
 from .clock import Clock, utc_text
 from .container.apptainer import find_apptainer
-from .errors import ProcTimeout, SlurmError, UsageError
+from .errors import DotlabError, ProcTimeout, SlurmError, UsageError
+from .fsio import atomic_write_all
 from .manifest import Manifest
 from .overlap import check_overlaps
 from .record import (
@@ -30,31 +33,34 @@ from .record import (
     ToolRecord,
     build_record,
     event,
-    write_record,
 )
 from .render import (
     DEFAULT_MARGIN_S,
     DEFAULT_SCRATCH_ROOT,
+    ArrayLayout,
     JobSpec,
     TaskSpec,
     apptainer_argvs,
-    render_def,
     render_script,
+    task_facts,
 )
 from .rundir import (
-    DEF_NAME,
+    ENDS_ROOT,
+    ENDS_SUBDIR,
     MANIFEST_PREFIX,
     SCRIPT_NAME,
     SLURM_LOG,
-    RunDir,
     RunPaths,
     RunRecord,
     SubmissionRecord,
-    create,
     new_batch_id,
     new_run_id,
+    submission_file,
 )
-from .slurm import SlurmClient, sbatch_argv
+from .slurm import SlurmClient, array_ranges, sbatch_argv
+from .submit_files import NewRuns, Writer
+
+TOOL = ToolRecord(name=TOOL_NAME, version=__version__)
 
 
 @dataclass(frozen=True)
@@ -72,26 +78,35 @@ class SubmitOptions:
     margin_s: int = DEFAULT_MARGIN_S
     scratch_root: str = DEFAULT_SCRATCH_ROOT
     hold: bool = False  # sbatch --hold: submitted held, released with scontrol release
+    array_limit: int | None = None  # sbatch --array=...%N: at most N tasks of an array at once
+    # at most this many tasks per array (DOTLAB_MAX_ARRAY_SIZE): a site's own bound below
+    # the controller's MaxArraySize, which is always asked for
+    max_array_size: int | None = None
 
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One claim of the submission, before anything is written."""
+    """One claim of the submission, before anything is written.
+
+    ``task`` is its array task id in the array ``part`` (None for a single run): the array of
+    claims ``part*M .. part*M+M-1``, M being MaxArraySize, when the submission is split.
+    """
 
     index: int
     manifest: Manifest
     run_id: str
     run_dir: Path
     out_dir: Path
+    task: int | None = None
+    part: int = 0
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The whole submission: runs, the job name, and where Slurm writes its log."""
+    """The whole submission: runs, the job names, and where Slurm writes its logs."""
 
     runs: tuple[PlannedRun, ...]
-    job_name: str
-    slurm_output: str
+    job_name: str  # the submission's name: dotlab-<run id>, or dotlab-<batch> for arrays
     chdir: Path
     code_dir: Path
     data_dir: Path
@@ -100,11 +115,27 @@ class Plan:
     margin_s: int
     scratch_root: str
     hold: bool
+    ends_dir: Path
+    batch: str | None = None  # the array's id; None for a single run
+    runs_root: Path | None = None
+    parts: int = 1  # how many arrays (more than one beyond MaxArraySize)
+    array_limit: int | None = None
 
     @property
     def is_array(self) -> bool:
-        """Several claims go as one job array."""
-        return len(self.runs) > 1
+        """Several claims go as a job array (or, beyond MaxArraySize, several)."""
+        return self.batch is not None
+
+    def part_name(self, part: int) -> str:
+        """The job name of array ``part``: the run id is in it before sbatch runs."""
+        return f"{self.job_name}.{part}" if self.parts > 1 else self.job_name
+
+    def slurm_output(self, part: int = 0) -> str:
+        """sbatch --output: the run directory's slurm.out (``%a`` is the array task id)."""
+        if self.batch is None or self.runs_root is None:
+            return _slurm_pattern(self.runs[0].run_dir / SLURM_LOG)
+        prefix = f"{self.batch}.{part}" if self.parts > 1 else self.batch
+        return _slurm_pattern(self.runs_root) + f"/{prefix}-%a/{SLURM_LOG}"
 
 
 def _safe_path(p: Path, what: str) -> Path:
@@ -127,13 +158,16 @@ def _existing_dir(p: Path, flag: str) -> Path:
     return _safe_path(p.absolute(), flag)
 
 
-def plan(opts: SubmitOptions, now: datetime) -> Plan:
-    """Load the manifests and decide every path and name; writes nothing."""
+def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = None) -> Plan:
+    """Load the manifests and decide every path and name; writes nothing.
+
+    ``max_array_size`` (MaxArraySize: every task index is below it) splits a larger array.
+    """
     if not opts.manifests:
         raise UsageError("give at least one manifest")
     manifests = [manifest_mod.load(p) for p in opts.manifests]
     claims = [m.spec.claim for m in manifests]
-    dupes = sorted({c for c in claims if claims.count(c) > 1})
+    dupes = sorted(c for c, n in Counter(claims).items() if n > 1)
     if dupes:
         raise UsageError(f"claim {dupes[0]} is given twice; each claim of one submission is unique")
     code_dir = _existing_dir(opts.code_dir, "--code-dir")
@@ -143,6 +177,17 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
         raise UsageError(f"--image {opts.image}: no such file")
     out_root = _safe_path(opts.out_dir.absolute(), "--out-dir")
     runs_root = _safe_path(opts.runs_root.absolute(), "--runs-root")
+    common = partial(
+        Plan,
+        code_dir=code_dir,
+        data_dir=data_dir,
+        image=image,
+        apptainer=find_apptainer(opts.apptainer),
+        margin_s=opts.margin_s,
+        scratch_root=opts.scratch_root,
+        hold=opts.hold,
+        array_limit=opts.array_limit,
+    )
     if len(manifests) == 1:
         m = manifests[0]
         run_id = new_run_id(m.spec.claim, now)
@@ -161,51 +206,45 @@ def plan(opts: SubmitOptions, now: datetime) -> Plan:
             run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
             run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
         )
-        return Plan(
-            runs=runs,
-            job_name=f"dotlab-{run_id}",
-            slurm_output=_slurm_pattern(run_dir / SLURM_LOG),
-            chdir=run_dir,
-            code_dir=code_dir,
-            data_dir=data_dir,
-            image=image,
-            apptainer=find_apptainer(opts.apptainer),
-            margin_s=opts.margin_s,
-            scratch_root=opts.scratch_root,
-            hold=opts.hold,
+        return common(
+            runs=runs, job_name=f"dotlab-{run_id}", chdir=run_dir, ends_dir=run_dir / ENDS_SUBDIR
         )
     if opts.run_dir is not None:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     batch = new_batch_id(now)
-    runs = tuple(
-        PlannedRun(i, m, f"{batch}-{i}", runs_root / f"{batch}-{i}", out_root / m.spec.claim)
-        for i, m in enumerate(manifests)
-    )
-    check_overlaps(
+    size = max_array_size or len(manifests)
+    parts = -(-len(manifests) // size)
+
+    def planned(i: int, m: Manifest) -> PlannedRun:
+        part, task = divmod(i, size) if parts > 1 else (0, i)
+        run_id = f"{batch}.{part}-{task}" if parts > 1 else f"{batch}-{i}"
+        return PlannedRun(i, m, run_id, runs_root / run_id, out_root / m.spec.claim, task, part)
+
+    runs = tuple(planned(i, m) for i, m in enumerate(manifests))
+    check_overlaps(  # every run directory is a new folder right below runs_root: check one
         code_dir=code_dir,
         data_dir=data_dir,
         out_dir=out_root,
-        run_dirs=[r.run_dir for r in runs],
+        run_dirs=(runs[0].run_dir,),
         run_flag="--runs-root",
         run_given=opts.runs_root,
     )
-    return Plan(
+    return common(
         runs=runs,
         job_name=f"dotlab-{batch}",
-        slurm_output=_slurm_pattern(runs_root) + f"/{batch}-%a/{SLURM_LOG}",
         chdir=runs_root,
-        code_dir=code_dir,
-        data_dir=data_dir,
-        image=image,
-        apptainer=find_apptainer(opts.apptainer),
-        margin_s=opts.margin_s,
-        scratch_root=opts.scratch_root,
-        hold=opts.hold,
+        ends_dir=runs_root / ENDS_ROOT / batch,
+        batch=batch,
+        runs_root=runs_root,
+        parts=parts,
     )
 
 
-def check_out_dirs(p: Plan, *, create_missing: bool) -> None:
-    """Each output directory must be empty (created when missing); refuse before anything else."""
+def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = None) -> None:
+    """Each output directory must be empty (created when missing); refuse before anything else.
+
+    ``made`` gets the folders it created (removed again when the submission fails before sbatch).
+    """
     for run in p.runs:
         d = run.out_dir
         if d.is_symlink() or (d.exists() and not d.is_dir()):
@@ -222,10 +261,13 @@ def check_out_dirs(p: Plan, *, create_missing: bool) -> None:
                     hint="give an empty or new folder",
                 )
         elif create_missing:
+            missing = [d, *(q for q in d.parents if not q.exists())]
             try:
                 d.mkdir(parents=True)
             except OSError as e:
                 raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
+            if made is not None:
+                made += reversed(missing)
 
 
 def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
@@ -248,20 +290,30 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
         export=export,
         margin_s=p.margin_s,
         scratch_root=p.scratch_root,
+        array=ArrayLayout(p.runs_root, p.batch) if p.batch and p.runs_root else None,
+        run_id=None if p.is_array else p.runs[0].run_id,
+        ends_dir=p.ends_dir,
     )
 
 
+def array_spec(runs: Sequence[PlannedRun], limit: int | None) -> str:
+    """sbatch --array: the runs' task ids as ranges, and the ``%N`` throttle when asked."""
+    spec = array_ranges([r.task for r in runs if r.task is not None])
+    return f"{spec}%{limit}" if limit else spec
+
+
 def submission_argv(
-    p: Plan, script: Path, runs: Sequence[PlannedRun], export: str
+    p: Plan, script: Path, runs: Sequence[PlannedRun], export: str, part: int = 0
 ) -> tuple[str, ...]:
-    """The exact sbatch argv (job name, log, array of the runs' own indices)."""
+    """The exact sbatch argv of one array (or the single run): name, log, task ids."""
     return sbatch_argv(
         script,
-        job_name=p.job_name,
-        output=p.slurm_output,
+        job_name=p.part_name(part),
+        output=p.slurm_output(part),
         export=export,
-        array=",".join(str(r.index) for r in runs) if p.is_array else None,
+        array=array_spec(runs, p.array_limit) if p.is_array else None,
         extra=(f"--chdir={p.chdir}", *(("--hold",) if p.hold else ())),
+        script_args=(str(part),) if p.parts > 1 else (),
     )
 
 
@@ -275,15 +327,15 @@ def inputs_record(m: Manifest) -> InputsRecord:
 
 
 def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
-    """The run file of one planned run."""
+    """The run file of one planned run: its job's name and array task, before sbatch runs."""
     m = run.manifest
     return RunRecord(
         run_id=run.run_id,
         claim=m.spec.claim,
         created_at=utc_text(now),
-        tool=ToolRecord(name=TOOL_NAME, version=__version__),
-        task_index=run.index if p.is_array else None,
-        job_name=p.job_name,
+        tool=TOOL,
+        task_index=run.task,
+        job_name=p.part_name(run.part),
         manifest_file=f"{MANIFEST_PREFIX}{m.path.suffix.lower().removeprefix('.')}",
         manifest_sha256=m.sha256,
         manifest_path=str(m.path.absolute()),
@@ -296,22 +348,8 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
             image=str(p.image),
         ),
         inputs=inputs_record(m),
+        ends_dir=str(p.ends_dir),
     )
-
-
-def write_run_dir(p: Plan, run: PlannedRun, now: datetime, *, script: str | None) -> RunDir:
-    """Create the run directory with the manifest copy, the run file, the script and the .def."""
-    rd = create(run.run_dir)
-    m = run.manifest
-    record = run_record(p, run, now)
-    rd.file(record.manifest_file).write_bytes(m.raw)
-    rd.write_resolved(m)
-    if script is not None:
-        rd.file(SCRIPT_NAME).write_text(script, encoding="utf-8")
-    if m.spec.image.build is not None:
-        rd.file(DEF_NAME).write_text(render_def(m), encoding="utf-8")
-    rd.write_run(record)
-    return rd
 
 
 def mismatch_record(run: PlannedRun, reasons: Sequence[str]) -> ClaimRecord:
@@ -390,26 +428,20 @@ def submit_once(
 def submission_record(
     p: Plan, run: PlannedRun, *, job_id: str, argv: Sequence[str], now: datetime, adopted: bool
 ) -> SubmissionRecord:
-    """The submission file of one run: its own array task is its index in the plan.
+    """The submission file of one run: its own task of its own array.
 
-    The job gets ``--array`` of the indices of the runs that passed verification, and the
-    script's ``case`` uses the same indices, so task ``_<index>`` is this run's, even when an
-    earlier claim failed verification and has no task.
+    Each array gets ``--array`` of the task ids of its runs that passed verification, so task
+    ``_<task>`` is this run's, even when an earlier claim failed verification and has no task.
     """
     return SubmissionRecord(
-        job_id=f"{job_id}_{run.index}" if p.is_array else job_id,
+        job_id=f"{job_id}_{run.task}" if run.task is not None else job_id,
         array_job_id=job_id if p.is_array else None,
-        task_index=run.index if p.is_array else None,
+        task_index=run.task,
         submitted_at=utc_text(now),
         sbatch_argv=tuple(argv),
         adopted_after_retry=adopted,
         slurm_log=str(run.run_dir / SLURM_LOG),
     )
-
-
-def render_for(p: Plan, runs: Sequence[PlannedRun], export: str) -> str:
-    """The script text for ``runs``."""
-    return render_script(job_spec(p, runs, export))
 
 
 # --------------------------------------------------------------------------- the whole stage
@@ -429,9 +461,17 @@ class SubmitResult:
 
     runs: tuple[SubmittedRun, ...]
     script: str | None
-    sbatch_argv: tuple[str, ...] | None
+    sbatch_argv: tuple[str, ...] | None  # the first array's (the only one, unless split)
     apptainer_argvs: tuple[tuple[str, ...], ...]
     dry_run: bool
+    sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's, in order
+
+
+def _by_part(runs: Sequence[PlannedRun]) -> list[list[PlannedRun]]:
+    parts: dict[int, list[PlannedRun]] = {}
+    for r in runs:
+        parts.setdefault(r.part, []).append(r)
+    return [parts[k] for k in sorted(parts)]
 
 
 def execute(
@@ -443,13 +483,20 @@ def execute(
     dry_run: bool = False,
     log: Logger | None = None,
     on_retry: Callable[[int, Exception, float], None] | None = None,
+    write_all: Writer = atomic_write_all,
 ) -> SubmitResult:
     """verify → render → write run directories → sbatch (exactly once); nothing on a dry run.
 
     ``verify_run`` returns the mismatches of one manifest's inputs (empty when all match).
+    ``write_all`` writes files all-or-nothing (``fsio.atomic_write_all``).
     """
     now = clock.now()
-    p = plan(opts, now)
+    size = None
+    if len(opts.manifests) > 1:  # every task index must stay below MaxArraySize
+        size = client.max_array_size()
+        if opts.max_array_size is not None:
+            size = min(size, opts.max_array_size)
+    p = plan(opts, now, max_array_size=size)
     # a non-empty output folder is refused before anything else; a missing one is made only
     # once verification and rendering have passed, so that a refusal leaves nothing behind
     check_out_dirs(p, create_missing=False)
@@ -459,10 +506,15 @@ def execute(
         export = client.export_value()
     except (SlurmError, ProcTimeout, OSError):
         export = "NONE"
-    script = render_for(p, good, export) if good else None
-    argvs = apptainer_argvs(job_spec(p, good, export)) if good else ()
-    first_dir = good[0].run_dir if good else p.runs[0].run_dir
-    argv = submission_argv(p, first_dir / SCRIPT_NAME, good, export) if good else None
+    job = job_spec(p, good, export) if good else None
+    script = render_script(job) if job is not None else None
+    argvs = apptainer_argvs(job) if job is not None else ()
+    script_path = good[0].run_dir / SCRIPT_NAME if good else None
+    sbatches = [
+        (runs, submission_argv(p, script_path, runs, export, runs[0].part))
+        for runs in _by_part(good)
+        if script_path is not None
+    ]
     if dry_run:
         return SubmitResult(
             runs=tuple(
@@ -475,60 +527,82 @@ def execute(
                 for r in p.runs
             ),
             script=script,
-            sbatch_argv=argv,
+            sbatch_argv=sbatches[0][1] if sbatches else None,
             apptainer_argvs=argvs,
             dry_run=True,
+            sbatch_argvs=tuple(a for _, a in sbatches),
         )
-    check_out_dirs(p, create_missing=True)
-    dirs: dict[int, RunDir] = {}
+    records = {
+        r.index: mismatch_record(r, mismatches[r.index]) for r in p.runs if mismatches[r.index]
+    }
+    writing = NewRuns(p, write_all)
+    dirs = writing.write(
+        now,
+        facts={r.index: task_facts(t, job) for r, t in zip(good, job.tasks, strict=True)}
+        if job is not None
+        else {},
+        script=script,
+        records=records,
+    )
     results: dict[int, SubmittedRun] = {}
-    for r in p.runs:
-        rd = write_run_dir(p, r, now, script=None if mismatches[r.index] else script)
-        dirs[r.index] = rd
-        if log is not None:
-            log(
-                rd,
-                event(
-                    "verified",
-                    clock.now(),
-                    run_dir=str(rd.path),
-                    claim=r.manifest.spec.claim,
-                    ok=not mismatches[r.index],
-                    mismatches=mismatches[r.index],
-                ),
-            )
-        if mismatches[r.index]:
-            rec = mismatch_record(r, mismatches[r.index])
-            write_record(rec, rd.record_path)
-            results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, None, rec)
-        elif log is not None:
-            log(rd, event("rendered", clock.now(), run_dir=str(rd.path), script=SCRIPT_NAME))
-    if good and argv is not None:
-        job_id, adopted = submit_once(
-            client, argv, job_name=p.job_name, since=now, clock=clock, on_retry=on_retry
-        )
-        for r in good:
+    try:
+        for r in p.runs:
             rd = dirs[r.index]
-            sub = submission_record(p, r, job_id=job_id, argv=argv, now=now, adopted=adopted)
-            rd.write_submission(sub)
-            jid = sub.job_id
             if log is not None:
-                log(
-                    rd,
-                    event(
-                        "submitted",
-                        clock.now(),
-                        run_dir=str(rd.path),
-                        job_id=jid,
-                        job_name=p.job_name,
-                        adopted=adopted,
-                    ),
+                log(rd, event("verified", clock.now(), run_dir=str(rd.path),
+                              claim=r.manifest.spec.claim, ok=not mismatches[r.index],
+                              mismatches=mismatches[r.index]))  # fmt: skip
+                if not mismatches[r.index]:
+                    log(
+                        rd, event("rendered", clock.now(), run_dir=str(rd.path), script=SCRIPT_NAME)
+                    )
+            if r.index in records:
+                results[r.index] = SubmittedRun(
+                    r.manifest.spec.claim, rd.path, None, records[r.index]
                 )
-            results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, jid, None)
+    except (OSError, DotlabError) as e:
+        writing.remove()
+        raise writing.failed_before_sbatch(e) from e
+    for k, (runs, argv) in enumerate(sbatches):
+        try:
+            job_id, adopted = submit_once(
+                client, argv, job_name=p.part_name(runs[0].part), since=now, clock=clock,
+                on_retry=on_retry,
+            )  # fmt: skip
+        except DotlabError as e:
+            # this array's run directories stay (an sbatch that failed may still have made the
+            # job: its name finds it); the arrays never tried go
+            writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
+            if k == 0:
+                raise
+            raise SlurmError(
+                f"{e.message} (array {k} of {len(sbatches)}: the claims from"
+                f" {runs[0].run_dir.name} on were not submitted; the arrays before it were)",
+                hint=e.hint,
+            ) from e
+        subs = [
+            submission_record(p, r, job_id=job_id, argv=argv, now=now, adopted=adopted)
+            for r in runs
+        ]
+        try:
+            write_all(
+                [submission_file(dirs[r.index], sub) for r, sub in zip(runs, subs, strict=True)]
+            )
+            for r, sub in zip(runs, subs, strict=True):
+                rd = dirs[r.index]
+                if log is not None:
+                    log(rd, event("submitted", clock.now(), run_dir=str(rd.path), job_id=sub.job_id,
+                                  job_name=p.part_name(r.part), adopted=adopted))  # fmt: skip
+                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, sub.job_id, None)
+        except (OSError, DotlabError) as e:
+            later = [r for rest, _ in sbatches[k + 1 :] for r in rest]
+            writing.remove(unsubmitted=later)
+            raise writing.failed_after_sbatch(e, job_id, p.part_name(runs[0].part), runs) from e
     return SubmitResult(
         runs=tuple(results[r.index] for r in p.runs),
         script=script,
-        sbatch_argv=argv,
+        sbatch_argv=sbatches[0][1] if sbatches else None,
         apptainer_argvs=argvs,
         dry_run=False,
+        sbatch_argvs=tuple(a for _, a in sbatches),
     )

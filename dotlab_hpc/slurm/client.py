@@ -44,6 +44,8 @@ ALREADY_DONE = "already completing or completed"
 DEFAULT_CHUNK = 500
 # the jobcomp file grows forever; recent jobs are at its end
 JOBCOMP_TAIL_BYTES = 16 * 1024 * 1024
+# Slurm's default MaxArraySize: array task indices 0..1000 (https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize)
+DEFAULT_MAX_ARRAY_SIZE = 1001
 
 TailReader = Callable[[Path, int], "str | None"]
 
@@ -101,6 +103,7 @@ class SlurmClient:
         self._accounting: bool | None = None  # None until sacct has answered once
         self._jobcomp_known = False
         self._jobcomp: Path | None = None
+        self._max_array_size: int | None = None
 
     @property
     def accounting(self) -> bool | None:
@@ -246,6 +249,24 @@ class SlurmClient:
             records = self._from_jobcomp(lambda info: info.name == name, since)
             found.update(info.base_id for info in records.values())
         return sorted(found, key=lambda job_id: (len(job_id), job_id))
+
+    def max_array_size(self) -> int:
+        """The controller's MaxArraySize: every array task index must be below it (asked once).
+
+        From ``scontrol show config``; Slurm's default (1001) when the controller does not say,
+        or cannot be asked now (sbatch's own retries then wait for it).
+        """
+        if self._max_array_size is None:
+            try:
+                done = self._run(scontrol_show_config_argv())
+            except SlurmError:
+                return DEFAULT_MAX_ARRAY_SIZE
+            raw = parse_scontrol_show_config(done.stdout).get("MaxArraySize", "")
+            ok = done.returncode == 0 and raw.isascii() and raw.isdigit() and int(raw) > 0
+            if not ok:
+                return DEFAULT_MAX_ARRAY_SIZE
+            self._max_array_size = int(raw)
+        return self._max_array_size
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """``scancel`` the jobs; jobs that already ended or are unknown are not an error."""

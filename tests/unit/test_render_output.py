@@ -70,7 +70,7 @@ def test_an_unwritable_folder_is_one_line(
 
 def test_both_files_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", str(GOOD), "-o", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.def", "job.sbatch"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.def", "job.sbatch", "task.facts"]
     assert os.access(tmp_path / "job.sbatch", os.X_OK)
 
 
