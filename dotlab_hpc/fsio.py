@@ -313,18 +313,22 @@ def atomic_write_all(files: Sequence[tuple[Path, bytes, int]]) -> None:
     folders = list(dict.fromkeys(path.parent for path, _, _ in files))
     temps: list[tuple[Path, Path]] = []
     current = files[0][0] if files else Path()
+    token = f"{os.getpid()}.{os.urandom(4).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         for current, data, mode in files:
-            fd, name = tempfile.mkstemp(
-                prefix=f".{current.name}.", suffix=".tmp", dir=current.parent
-            )
-            temps.append((Path(name), current))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
+            tmp = current.parent / f".{current.name}.{token}.tmp"
+            fd = os.open(tmp, flags, 0o600)
+            temps.append((tmp, current))
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, mode)
                 if not batch:
-                    os.fsync(f.fileno())
-            Path(name).chmod(mode)
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
         if batch:
             sync_file_systems(folders)
         for tmp, current in temps:
@@ -338,3 +342,99 @@ def atomic_write_all(files: Sequence[tuple[Path, bytes, int]]) -> None:
     finally:
         for tmp, _ in temps:
             tmp.unlink(missing_ok=True)
+
+
+def write_new_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create ``path`` (it must not exist) holding ``data``; WriteFailed naming it otherwise.
+
+    For files inside a folder that ``NewFolders`` makes whole: the folder, not each file, is
+    renamed into place, so no file needs a temporary of its own.
+    """
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode
+        )
+    except OSError as e:
+        raise WriteFailed(path, e) from e
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)
+    except OSError as e:
+        os.close(fd)
+        raise WriteFailed(path, e) from e
+    try:
+        os.close(fd)
+    except OSError as e:  # NFS reports a failed write-back at close
+        raise WriteFailed(path, e) from e
+
+
+class NewFolders:
+    """Folders that appear whole or not at all: each is filled under a hidden temporary name
+    beside its final one, every file system is synced once, then each is renamed into place.
+
+    ``add`` refuses a final name that exists (folders are never reused); ``commit`` renames
+    (and syncs again, so the names are durable); ``abort`` removes every temporary folder.
+    """
+
+    def __init__(self) -> None:
+        self._token = f"{os.getpid()}.{os.urandom(4).hex()}"
+        self._pending: list[tuple[Path, Path]] = []
+        self.renamed: list[Path] = []  # final folders in place (a failed commit leaves some)
+
+    def add(self, final: Path) -> Path:
+        """Make the temporary folder for ``final`` (its parents too); return its path."""
+        if os.path.lexists(final):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))
+        tmp = final.parent / f".{final.name}.{self._token}.tmp"
+        try:
+            tmp.mkdir()
+        except FileNotFoundError:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+        self._pending.append((tmp, final))
+        return tmp
+
+    def commit(self) -> list[Path]:
+        """Sync, then rename every folder into place; returns the final paths renamed."""
+        parents = list(dict.fromkeys(final.parent for _, final in self._pending))
+        try:
+            sync_file_systems(parents) or self._fsync_all()
+        except OSError as e:
+            raise WriteFailed(Path(e.filename or parents[0]), e) from e
+        while self._pending:
+            tmp, final = self._pending[0]
+            if os.path.lexists(final):  # rename(2) would replace an empty folder
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))
+            tmp.rename(final)
+            self.renamed.append(final)
+            self._pending.pop(0)
+        with contextlib.suppress(OSError):
+            sync_file_systems(parents)
+        return self.renamed
+
+    def _fsync_all(self) -> bool:
+        """Where there is no syncfs: fsync every file and folder written."""
+        for tmp, _ in self._pending:
+            for entry in os.scandir(tmp):
+                if entry.is_file(follow_symlinks=False):
+                    fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return True
+
+    def abort(self) -> None:
+        """Remove every temporary folder not yet renamed."""
+        import shutil
+
+        for tmp, _ in self._pending:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self._pending = []

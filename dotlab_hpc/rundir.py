@@ -31,10 +31,11 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -322,10 +323,11 @@ def new_run_files(
     facts: bytes | None,
     def_text: str | None,
     record: ClaimRecord | None,
+    events: Sequence[dict[str, Any]] = (),
 ) -> list[FileBytes]:
     """Every file ``submit`` puts into a new run directory before sbatch, for one batch write.
 
-    run.json comes last: a run directory is complete once it is there.
+    ``events`` are its first lines of events.jsonl (verified, rendered).
     """
     data = manifest.spec.model_dump(mode="json", by_alias=True)
     files: list[FileBytes] = [
@@ -338,6 +340,9 @@ def new_run_files(
         files.append((rd.file(DEF_NAME), def_text.encode("utf-8"), 0o644))
     if record is not None:
         files.append((rd.record_path, _json_bytes(record), 0o644))
+    if events:
+        lines = "".join(json_line(ev) + "\n" for ev in events)
+        files.append((rd.file(EVENTS), lines.encode("utf-8"), 0o644))
     files.append((rd.file(RUN_FILE), _json_bytes(run), 0o644))
     return files
 

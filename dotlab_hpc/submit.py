@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from . import TOOL_NAME, __version__
 from . import manifest as manifest_mod
@@ -58,7 +59,7 @@ from .rundir import (
     submission_file,
 )
 from .slurm import SlurmClient, array_ranges, sbatch_argv
-from .submit_files import NewRuns, Writer
+from .submit_files import NewRuns, Writer, missing_parents, write_new_files
 
 TOOL = ToolRecord(name=TOOL_NAME, version=__version__)
 
@@ -261,7 +262,7 @@ def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = N
                     hint="give an empty or new folder",
                 )
         elif create_missing:
-            missing = [d, *(q for q in d.parents if not q.exists())]
+            missing = [d, *missing_parents(d)]
             try:
                 d.mkdir(parents=True)
             except OSError as e:
@@ -467,6 +468,21 @@ class SubmitResult:
     sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's, in order
 
 
+def _first_events(
+    p: Plan, mismatches: dict[int, list[str]], clock: Clock
+) -> dict[int, list[dict[str, Any]]]:
+    """Each run's first events (verified; rendered when it passed), written with its folder."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in p.runs:
+        bad = mismatches[r.index]
+        evs = [event("verified", clock.now(), run_dir=str(r.run_dir), claim=r.manifest.spec.claim,
+                     ok=not bad, mismatches=bad)]  # fmt: skip
+        if not bad:
+            evs.append(event("rendered", clock.now(), run_dir=str(r.run_dir), script=SCRIPT_NAME))
+        out[r.index] = evs
+    return out
+
+
 def _by_part(runs: Sequence[PlannedRun]) -> list[list[PlannedRun]]:
     parts: dict[int, list[PlannedRun]] = {}
     for r in runs:
@@ -484,11 +500,13 @@ def execute(
     log: Logger | None = None,
     on_retry: Callable[[int, Exception, float], None] | None = None,
     write_all: Writer = atomic_write_all,
+    write_new: Writer = write_new_files,
 ) -> SubmitResult:
     """verify → render → write run directories → sbatch (exactly once); nothing on a dry run.
 
     ``verify_run`` returns the mismatches of one manifest's inputs (empty when all match).
-    ``write_all`` writes files all-or-nothing (``fsio.atomic_write_all``).
+    ``write_all`` writes files all-or-nothing (``fsio.atomic_write_all``), ``write_new`` the
+    files of the new run directories (each made whole by ``fsio.NewFolders``).
     """
     now = clock.now()
     size = None
@@ -535,7 +553,8 @@ def execute(
     records = {
         r.index: mismatch_record(r, mismatches[r.index]) for r in p.runs if mismatches[r.index]
     }
-    writing = NewRuns(p, write_all)
+    events = _first_events(p, mismatches, clock) if log is not None else {}
+    writing = NewRuns(p, write_new)
     dirs = writing.write(
         now,
         facts={r.index: task_facts(t, job) for r, t in zip(good, job.tasks, strict=True)}
@@ -543,26 +562,20 @@ def execute(
         else {},
         script=script,
         records=records,
+        events=events,
     )
-    results: dict[int, SubmittedRun] = {}
-    try:
-        for r in p.runs:
-            rd = dirs[r.index]
-            if log is not None:
-                log(rd, event("verified", clock.now(), run_dir=str(rd.path),
-                              claim=r.manifest.spec.claim, ok=not mismatches[r.index],
-                              mismatches=mismatches[r.index]))  # fmt: skip
-                if not mismatches[r.index]:
-                    log(
-                        rd, event("rendered", clock.now(), run_dir=str(rd.path), script=SCRIPT_NAME)
-                    )
-            if r.index in records:
-                results[r.index] = SubmittedRun(
-                    r.manifest.spec.claim, rd.path, None, records[r.index]
-                )
-    except (OSError, DotlabError) as e:
-        writing.remove()
-        raise writing.failed_before_sbatch(e) from e
+    results = {
+        i: SubmittedRun(p.runs[i].manifest.spec.claim, dirs[i].path, None, rec)
+        for i, rec in records.items()
+    }
+    if log is not None:
+        try:  # the run directories hold these events already: --log-file gets them too
+            for i in sorted(events):
+                for ev in events[i]:
+                    log(None, ev)
+        except (OSError, DotlabError) as e:
+            writing.remove()
+            raise writing.failed_before_sbatch(e) from e
     for k, (runs, argv) in enumerate(sbatches):
         try:
             job_id, adopted = submit_once(

@@ -16,18 +16,35 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import DotlabError, OperatorError, UsageError, one_line
-from .fsio import WriteFailed
+from .fsio import NewFolders, WriteFailed, write_new_file
 from .render import render_def
-from .rundir import SCRIPT_NAME, FileBytes, RunDir, create, new_run_files
+from .rundir import ENDS_SUBDIR, SCRIPT_NAME, FileBytes, RunDir, new_run_files
 
 if TYPE_CHECKING:
     from .record import ClaimRecord
     from .submit import Plan, PlannedRun
 
 Writer = Callable[[Sequence[FileBytes]], None]
+
+
+def write_new_files(files: Sequence[FileBytes]) -> None:
+    """Create each file (none exists yet) inside folders that ``NewFolders`` makes whole."""
+    for path, data, mode in files:
+        write_new_file(path, data, mode)
+
+
+def missing_parents(path: Path) -> list[Path]:
+    """The parents of ``path`` that do not exist, nearest first."""
+    out = []
+    for q in path.parents:
+        if q.exists():
+            break
+        out.append(q)
+    return out
+
 
 # link(2) refused: the file system has no hard links, or too many to one file (ext4: 65,000)
 _NO_LINK = {errno.EMLINK, errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP}
@@ -54,9 +71,9 @@ def _where_and_why(e: BaseException) -> tuple[str, str, int | None]:
 class NewRuns:
     """The folders and files one submission makes, and how to take them back."""
 
-    def __init__(self, plan: Plan, write_all: Writer) -> None:
+    def __init__(self, plan: Plan, write_new: Writer = write_new_files) -> None:
         self.plan = plan
-        self.write_all = write_all
+        self.write_new = write_new
         self.made_dirs: dict[int, Path] = {}  # run index -> run directory made
         self.made_out: list[Path] = []
         self.made_ends: list[Path] = []
@@ -68,45 +85,65 @@ class NewRuns:
         facts: Mapping[int, bytes],
         script: str | None,
         records: Mapping[int, ClaimRecord],
+        events: Mapping[int, Sequence[dict[str, Any]]],
     ) -> dict[int, RunDir]:
-        """Make every run directory with all its files; on failure nothing of them is left."""
+        """Make every run directory whole, with all its files; on failure none of them is left.
+
+        Each is filled under a hidden temporary name and renamed into place after one sync
+        (``fsio.NewFolders``): no run directory is ever seen half-written.
+        """
         from .submit import check_out_dirs, run_record
 
         p = self.plan
+        folders = NewFolders()
         try:
             check_out_dirs(p, create_missing=True, made=self.made_out)
             if p.is_array:
                 self._make_ends(p.ends_dir)
-            dirs: dict[int, RunDir] = {}
-            for r in p.runs:
-                dirs[r.index] = create(r.run_dir)
-                self.made_dirs[r.index] = r.run_dir
+            tmp = {r.index: RunDir(folders.add(r.run_dir)) for r in p.runs}
             if not p.is_array:
-                self._make_ends(p.ends_dir)
+                (tmp[0].path / ENDS_SUBDIR).mkdir()
             files: list[FileBytes] = []
             good = [r for r in p.runs if r.index in facts]
-            if script is not None and good:
-                files.append((dirs[good[0].index].file(SCRIPT_NAME), script.encode("utf-8"), 0o644))
+            first = tmp[good[0].index] if good else None
+            if script is not None and first is not None:
+                files.append((first.file(SCRIPT_NAME), script.encode("utf-8"), 0o644))
             for r in p.runs:
                 m = r.manifest
                 files += new_run_files(
-                    dirs[r.index],
+                    tmp[r.index],
                     run_record(p, r, now),
                     m,
                     facts=facts.get(r.index),
                     def_text=render_def(m) if m.spec.image.build is not None else None,
                     record=records.get(r.index),
+                    events=events.get(r.index, ()),
                 )
-            self.write_all(files)
-            if good:
-                self._link_script(dirs[good[0].index], [dirs[r.index] for r in good[1:]])
+            self.write_new(files)
+            if first is not None:
+                self._link_script(first, [tmp[r.index] for r in good[1:]])
+            folders.commit()
+            self.made_dirs = {r.index: r.run_dir for r in p.runs}
+        except FileExistsError as e:
+            self._undo(folders)
+            raise UsageError(
+                f"{one_line(e.filename)}: run directory exists; run directories are never reused",
+                hint="choose another --run-dir or leave it out to get a fresh one",
+            ) from e
         except (OSError, DotlabError) as e:
-            self.remove()
+            self._undo(folders)
             raise self.failed_before_sbatch(e) from e
-        return dirs
+        return {r.index: RunDir(r.run_dir) for r in p.runs}
+
+    def _undo(self, folders: NewFolders) -> None:
+        """Take back the temporary folders, those already renamed, and the folders made."""
+        folders.abort()
+        runs = self.plan.runs  # renamed in the order they were added: the plan's
+        self.made_dirs = {runs[i].index: final for i, final in enumerate(folders.renamed)}
+        self.remove()
 
     def _make_ends(self, path: Path) -> None:
-        missing = [path, *(q for q in path.parents if not q.exists())]
+        missing = [path, *missing_parents(path)]
         path.mkdir(parents=True)
         self.made_ends += reversed(missing)
 
@@ -119,10 +156,10 @@ class NewRuns:
                 os.link(source, rd.file(SCRIPT_NAME))
             except OSError as e:
                 if e.errno not in _NO_LINK:
-                    raise
+                    raise WriteFailed(rd.file(SCRIPT_NAME), e) from e
                 copies.append((rd.file(SCRIPT_NAME), source.read_bytes(), 0o644))
         if copies:
-            self.write_all(copies)
+            self.write_new(copies)
 
     def remove(self, unsubmitted: Sequence[PlannedRun] | None = None) -> None:
         """Take back what was made: every run directory, or only those of ``unsubmitted``."""

@@ -32,7 +32,12 @@ def submit(
     ms = [write_manifest(tmp_path / f"m{i}.yaml", claim=f"c{i}") for i in range(n)]
     o = replace(opts(tmp_path, *ms, apptainer="/usr/bin/apptainer"), **over)  # type: ignore[arg-type]
     return execute(
-        o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: [], write_all=write_all
+        o,
+        client=SlurmClient(fake),
+        clock=NoSleep(),
+        verify_run=lambda m: [],
+        write_all=write_all,
+        write_new=write_all,
     )
 
 
