@@ -22,10 +22,11 @@ from .errors import DotlabError, OperatorError, UsageError, one_line
 from .fsio import NewFolders, WriteFailed, write_new_file
 from .render import render_def
 from .rundir import ENDS_SUBDIR, SCRIPT_NAME, FileBytes, RunDir, new_run_files
+from .submit_plan import missing_parents
 
 if TYPE_CHECKING:
     from .record import ClaimRecord
-    from .submit import Plan, PlannedRun
+    from .submit_plan import Plan, PlannedRun
 
 Writer = Callable[[Sequence[FileBytes]], None]
 
@@ -34,16 +35,6 @@ def write_new_files(files: Sequence[FileBytes]) -> None:
     """Create each file (none exists yet) inside folders that ``NewFolders`` makes whole."""
     for path, data, mode in files:
         write_new_file(path, data, mode)
-
-
-def missing_parents(path: Path) -> list[Path]:
-    """The parents of ``path`` that do not exist, nearest first."""
-    out = []
-    for q in path.parents:
-        if q.exists():
-            break
-        out.append(q)
-    return out
 
 
 # link(2) refused: the file system has no hard links, or too many to one file (ext4: 65,000)
@@ -92,7 +83,8 @@ class NewRuns:
         Each is filled under a hidden temporary name and renamed into place after one sync
         (``fsio.NewFolders``): no run directory is ever seen half-written.
         """
-        from .submit import check_out_dirs, run_record
+        from .submit import run_record
+        from .submit_plan import check_out_dirs
 
         p = self.plan
         folders = NewFolders()
