@@ -249,3 +249,30 @@ def test_a_sync_that_reports_a_write_error_names_the_folder(
     with pytest.raises(fsio.WriteFailed, match=f"{tmp_path}: cannot write: Input/output error"):
         fsio.atomic_write_all(files)
     assert list(tmp_path.iterdir()) == []  # no target, no temporary
+
+
+def test_a_run_dir_that_exists_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    fake = ArraySlurm()
+    with pytest.raises(UsageError, match="run directory exists; run directories are never reused"):
+        submit(tmp_path, 1, fake, run_dir=tmp_path / "taken")
+    assert list((tmp_path / "taken").iterdir()) == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".taken.")]  # no temporary
+    assert fake.sbatches() == []
+
+
+def test_run_directories_appear_whole_with_no_temporary_left(tmp_path: Path) -> None:
+    res = submit(tmp_path, 4, ArraySlurm())
+    names = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert names == [".ends", *sorted(r.run_dir.name for r in res.runs)]
+    for run in res.runs:
+        assert not [p for p in run.run_dir.iterdir() if p.name.endswith(".tmp")]
+        assert (run.run_dir / "run.json").exists() and (run.run_dir / "submission.json").exists()
+
+
+def test_the_array_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    from dotlab_hpc.cli import main
+
+    assert main(["submit", "m.yaml", "--code-dir", ".", "--data-dir", ".", "--image", "x",
+                 "--out-dir", "o", "--array-limit", "0"]) == 2  # fmt: skip
+    assert capsys.readouterr().err == "dotlab-hpc: --array-limit 0: must be at least 1\n"
