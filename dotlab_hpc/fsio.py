@@ -185,8 +185,72 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
 
 
 def canonical_json(obj: Any) -> str:
-    """The one JSON layout dotlab-hpc writes: sorted keys, two-space indent, final newline."""
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The one JSON layout dotlab-hpc writes: sorted keys, two-space indent, final newline.
+
+    Byte for byte ``json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False,
+    allow_nan=False)``, which with an indent runs json's pure-Python encoder; this one is a
+    few times faster on the plain data records are (a submission writes thousands).
+    """
+    parts: list[str] = []
+    try:
+        _encode(obj, "\n", parts)
+    except _Unusual:
+        return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    parts.append("\n")
+    return "".join(parts)
+
+
+class _Unusual(Exception):
+    """A value the fast encoder leaves to json.dumps (non-str keys, subclasses, NaN…)."""
+
+
+_quote = json.encoder.encode_basestring  # the C function where there is one
+
+
+def _encode(obj: Any, newline: str, out: list[str]) -> None:
+    kind = type(obj)
+    if kind is str:
+        out.append(_quote(obj))
+    elif obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif kind is int:
+        out.append(int.__repr__(obj))
+    elif kind is float:
+        if obj != obj or obj in (float("inf"), float("-inf")):
+            raise _Unusual
+        out.append(float.__repr__(obj))
+    elif kind is dict:
+        if not obj:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        out.append("{")
+        first = True
+        for key in sorted(obj):
+            if type(key) is not str:
+                raise _Unusual
+            out.append(inner if first else "," + inner)
+            first = False
+            out.append(_quote(key))
+            out.append(": ")
+            _encode(obj[key], inner, out)
+        out.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not obj:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        out.append("[")
+        for i, item in enumerate(obj):
+            out.append(inner if i == 0 else "," + inner)
+            _encode(item, inner, out)
+        out.append(newline + "]")
+    else:
+        raise _Unusual
 
 
 def json_line(obj: Any) -> str:
