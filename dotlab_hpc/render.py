@@ -383,17 +383,19 @@ def _fact(value: str) -> bytes:
     return value.encode("utf-8") + b"\0"
 
 
-def task_facts(task: TaskSpec, job: JobSpec) -> bytes:
+def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) -> bytes:
     """The facts file of one task (``rundir.FACTS_FILE``): what its job reads by task id.
 
     NUL-separated fields, read by the script with ``mapfile -d ''`` and never run or expanded:
     the magic, image, its digest, the output folder, the scratch folder ('' for none) and its
     MiB, then the apptainer argv and the probe's (none for CPU claims), each after its length,
-    and ``end`` (a cut-off file is refused).
+    and ``end`` (a cut-off file is refused). ``argv``: the task's apptainer argv, when it was
+    built already (``apptainer_argvs``).
     """
     exec_spec = task_exec_spec(task, job.apptainer, job.scratch_root)
     probe = probe_exec_spec(task, job.apptainer, job.scratch_root)
-    argv = exec_argv(exec_spec)
+    if argv is None:
+        argv = exec_argv(exec_spec)
     probe_argv = exec_argv(probe) if probe is not None else ()
     scratch = exec_spec.scratch_dir
     fields = (

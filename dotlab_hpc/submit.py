@@ -358,7 +358,10 @@ def execute(
     writing = NewRuns(p, write_new)
     dirs = writing.write(
         now,
-        facts={r.index: task_facts(t, job) for r, t in zip(good, job.tasks, strict=True)}
+        facts={
+            r.index: task_facts(t, job, argv)
+            for r, t, argv in zip(good, job.tasks, argvs, strict=True)
+        }
         if job is not None
         else {},
         script=script,
