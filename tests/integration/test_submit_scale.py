@@ -90,9 +90,9 @@ def test_a_submission_beyond_the_array_bound_is_several_arrays_that_all_run(
     for array, run in dict(zip(arrays, runs, strict=True)).items():
         # slurmdbd may show a just-ended job as "allocation" for a moment (SlurmClient.query)
         deadline = time.monotonic() + 30
-        while (names := sacct_names(array, slurm_env)) != {run["job_name"]}:
-            assert names <= {run["job_name"], "allocation"}, names
-            assert time.monotonic() < deadline, names
+        while (seen := sacct_names(array, slurm_env)) != {run["job_name"]}:
+            assert seen <= {run["job_name"], "allocation"}, seen
+            assert time.monotonic() < deadline, seen
             time.sleep(1)
     # one end marker per run, named by its run id, in the submission's one folder
     ends = Path(runs[0]["ends_dir"])
