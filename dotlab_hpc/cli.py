@@ -228,8 +228,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
         raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
     from .container.apptainer import find_apptainer
     from .fsio import atomic_write_all
-    from .render import JobSpec, TaskSpec, render_def, render_script
-    from .rundir import DEF_NAME, SCRIPT_NAME
+    from .render import JobSpec, TaskSpec, render_def, render_script, task_facts
+    from .rundir import DEF_NAME, FACTS_FILE, SCRIPT_NAME
 
     m = manifest_mod.load(args.manifest)
     out: Path = args.output
@@ -247,7 +247,12 @@ def _cmd_render(args: argparse.Namespace) -> int:
     )
     apptainer = args.apptainer or find_apptainer(None)
     job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}", apptainer=apptainer)
-    files = [(out / SCRIPT_NAME, render_script(job).encode(), 0o755)]
+    # the script reads the task's facts from its run directory: with --run-dir DIR -o DIR the
+    # two are a complete job
+    files = [
+        (out / SCRIPT_NAME, render_script(job).encode(), 0o755),
+        (out / FACTS_FILE, task_facts(task, job), 0o644),
+    ]
     if m.spec.image.build is not None:
         files.append((out / DEF_NAME, render_def(m).encode(), 0o644))
     atomic_write_all(files)  # everything rendered first, then all files or none
@@ -275,7 +280,25 @@ def _submit_options(args: argparse.Namespace) -> SubmitOptions:
         margin_s=_margin_s(),
         scratch_root=_scratch_root(),
         hold=getattr(args, "hold", False),
+        array_limit=_array_limit(args.array_limit),
+        max_array_size=_max_array_size(),
     )
+
+
+def _array_limit(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise UsageError(f"--array-limit {value}: must be at least 1")
+    return value
+
+
+def _max_array_size() -> int | None:
+    """DOTLAB_MAX_ARRAY_SIZE: at most this many tasks per job array (below MaxArraySize)."""
+    raw = os.environ.get("DOTLAB_MAX_ARRAY_SIZE")
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and 0 < int(raw) <= 4_000_001):
+        raise UsageError(f"DOTLAB_MAX_ARRAY_SIZE={raw!r}: must be a whole number from 1")
+    return int(raw)
 
 
 def _scratch_root() -> str:
@@ -303,6 +326,7 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
 
     runner = SubprocessRunner()
     cache: HashCache = {}  # the claims of one submission share the image and often datasets
+    checkouts = verify.CheckoutMemo()  # and the checkout: inspected once, not once per claim
 
     def check(m: manifest_mod.Manifest) -> list[str]:
         with Progress(f"verifying {m.spec.claim}") as progress:
@@ -314,6 +338,7 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
                 runner=runner,
                 progress=progress,
                 cache=cache,
+                checkouts=checkouts,
             )
         return report.mismatches()
 
@@ -554,6 +579,13 @@ def _add_submit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
     p.add_argument(
         "--apptainer", help="the apptainer program the job runs (default: found on PATH)"
+    )
+    p.add_argument(
+        "--array-limit",
+        type=int,
+        metavar="N",
+        help="at most N claims of the job array run at once (sbatch --array=...%%N; per array"
+        " where a submission beyond MaxArraySize is split into several)",
     )
 
 

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,8 +188,72 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
 
 
 def canonical_json(obj: Any) -> str:
-    """The one JSON layout dotlab-hpc writes: sorted keys, two-space indent, final newline."""
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The one JSON layout dotlab-hpc writes: sorted keys, two-space indent, final newline.
+
+    Byte for byte ``json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False,
+    allow_nan=False)``, which with an indent runs json's pure-Python encoder; this one is a
+    few times faster on the plain data records are (a submission writes thousands).
+    """
+    parts: list[str] = []
+    try:
+        _encode(obj, "\n", parts)
+    except _Unusual:
+        return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    parts.append("\n")
+    return "".join(parts)
+
+
+class _Unusual(Exception):
+    """A value the fast encoder leaves to json.dumps (non-str keys, subclasses, NaN…)."""
+
+
+_quote = json.encoder.encode_basestring  # the C function where there is one
+
+
+def _encode(obj: Any, newline: str, out: list[str]) -> None:
+    kind = type(obj)
+    if kind is str:
+        out.append(_quote(obj))
+    elif obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif kind is int:
+        out.append(int.__repr__(obj))
+    elif kind is float:
+        if obj != obj or obj in (float("inf"), float("-inf")):
+            raise _Unusual
+        out.append(float.__repr__(obj))
+    elif kind is dict:
+        if not obj:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        out.append("{")
+        first = True
+        for key in sorted(obj):
+            if type(key) is not str:
+                raise _Unusual
+            out.append(inner if first else "," + inner)
+            first = False
+            out.append(_quote(key))
+            out.append(": ")
+            _encode(obj[key], inner, out)
+        out.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not obj:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        out.append("[")
+        for i, item in enumerate(obj):
+            out.append(inner if i == 0 else "," + inner)
+            _encode(item, inner, out)
+        out.append(newline + "]")
+    else:
+        raise _Unusual
 
 
 def json_line(obj: Any) -> str:
@@ -240,34 +304,204 @@ def locked(lock_path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+# From this many files on, ``atomic_write_all`` syncs each file system once instead of each file:
+# 3,000 small files took 0.89 s with an fsync each and 0.25 s behind two syncfs calls here.
+BATCH_SYNC_FROM = 16
+_SYNCFS: Callable[[int], int] | bool | None = False  # False: not looked up yet
+
+
+def _syncfs_function() -> Callable[[int], int] | None:
+    """libc's syncfs(2) (Linux), or None where there is none."""
+    global _SYNCFS
+    if _SYNCFS is False:
+        try:
+            import ctypes
+
+            # the running program's own symbols, libc's among them (no ldconfig to run)
+            _SYNCFS = ctypes.CDLL(None, use_errno=True).syncfs
+        except (OSError, AttributeError):
+            _SYNCFS = None
+    return _SYNCFS if callable(_SYNCFS) else None
+
+
+class WriteFailed(UsageError):
+    """``atomic_write_all`` could not write ``path`` (``errno``: ENOSPC, EDQUOT, EROFS, EIO…)."""
+
+    def __init__(self, path: Path, error: OSError, *, hint: str | None = None) -> None:
+        super().__init__(f"{path}: cannot write: {error.strerror or error}", hint=hint)
+        self.path = path
+        self.errno = error.errno
+
+
+class SyncFailed(OSError):
+    """syncfs(2) reported a write error for the file system holding ``filename``."""
+
+
+def sync_file_systems(folders: Sequence[Path]) -> bool:
+    """syncfs(2) once per file system holding ``folders``; False where syncfs is not available.
+
+    Raises OSError (with the folder's name) when the file system reports a write error: since
+    Linux 5.8 syncfs returns writeback errors such as ENOSPC or EIO.
+    """
+    syncfs = _syncfs_function()
+    if syncfs is None:
+        return False
+    seen: set[int] = set()
+    for folder in folders:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            dev = os.fstat(fd).st_dev
+            if dev in seen:
+                continue
+            seen.add(dev)
+            if syncfs(fd) != 0:
+                import ctypes
+
+                err = ctypes.get_errno()
+                raise SyncFailed(err, os.strerror(err), str(folder))
+        finally:
+            os.close(fd)
+    return True
+
+
 def atomic_write_all(files: Sequence[tuple[Path, bytes, int]]) -> None:
     """Write ``(path, data, mode)`` files all-or-nothing, or raise UsageError naming the path.
 
     Every target is checked first (a directory in the way is refused), every temporary file is
     written and synced next, and only then are they renamed into place. A failure before the
     renames (a full disk, a folder that cannot be written) removes the temporary files and
-    changes no target.
+    changes no target. From ``BATCH_SYNC_FROM`` files on, the temporaries are synced by one
+    syncfs per file system, and the renames by another, instead of an fsync per file.
     """
     for path, _, _ in files:
         if path.is_dir() and not path.is_symlink():
             raise UsageError(f"{path}: is a directory; cannot write the file there")
+    batch = len(files) >= BATCH_SYNC_FROM and _syncfs_function() is not None
+    folders = list(dict.fromkeys(path.parent for path, _, _ in files))
     temps: list[tuple[Path, Path]] = []
     current = files[0][0] if files else Path()
+    token = f"{os.getpid()}.{os.urandom(4).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         for current, data, mode in files:
-            fd, name = tempfile.mkstemp(
-                prefix=f".{current.name}.", suffix=".tmp", dir=current.parent
-            )
-            temps.append((Path(name), current))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            Path(name).chmod(mode)
+            tmp = current.parent / f".{current.name}.{token}.tmp"
+            fd = os.open(tmp, flags, 0o600)
+            temps.append((tmp, current))
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, mode)
+                if not batch:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        if batch:
+            sync_file_systems(folders)
         for tmp, current in temps:
             tmp.replace(current)
+        temps.clear()
+        if batch:
+            sync_file_systems(folders)
     except OSError as e:
-        raise UsageError(f"{current}: cannot write: {e.strerror or e}") from e
+        where = Path(e.filename) if isinstance(e, SyncFailed) else current
+        raise WriteFailed(where, e) from e
     finally:
         for tmp, _ in temps:
             tmp.unlink(missing_ok=True)
+
+
+def write_new_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create ``path`` (it must not exist) holding ``data``; WriteFailed naming it otherwise.
+
+    For files inside a folder that ``NewFolders`` makes whole: the folder, not each file, is
+    renamed into place, so no file needs a temporary of its own.
+    """
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode
+        )
+    except OSError as e:
+        raise WriteFailed(path, e) from e
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)
+    except OSError as e:
+        os.close(fd)
+        raise WriteFailed(path, e) from e
+    try:
+        os.close(fd)
+    except OSError as e:  # NFS reports a failed write-back at close
+        raise WriteFailed(path, e) from e
+
+
+class NewFolders:
+    """Folders that appear whole or not at all: each is filled under a hidden temporary name
+    beside its final one, every file system is synced once, then each is renamed into place.
+
+    ``add`` refuses a final name that exists (folders are never reused); ``commit`` renames
+    (and syncs again, so the names are durable); ``abort`` removes every temporary folder.
+    """
+
+    def __init__(self) -> None:
+        self._token = f"{os.getpid()}.{os.urandom(4).hex()}"
+        self._pending: list[tuple[Path, Path]] = []
+        self.renamed: list[Path] = []  # final folders in place (a failed commit leaves some)
+
+    def add(self, final: Path) -> Path:
+        """Make the temporary folder for ``final`` (its parents too); return its path."""
+        if os.path.lexists(final):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))
+        tmp = final.parent / f".{final.name}.{self._token}.tmp"
+        try:
+            tmp.mkdir()
+        except FileNotFoundError:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+        self._pending.append((tmp, final))
+        return tmp
+
+    def commit(self) -> list[Path]:
+        """Sync, then rename every folder into place; returns the final paths renamed."""
+        parents = list(dict.fromkeys(final.parent for _, final in self._pending))
+        try:
+            sync_file_systems(parents) or self._fsync_all()
+        except OSError as e:
+            raise WriteFailed(Path(e.filename or parents[0]), e) from e
+        while self._pending:
+            tmp, final = self._pending[0]
+            if os.path.lexists(final):  # rename(2) would replace an empty folder
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(final))
+            tmp.rename(final)
+            self.renamed.append(final)
+            self._pending.pop(0)
+        with contextlib.suppress(OSError):
+            sync_file_systems(parents)
+        return self.renamed
+
+    def _fsync_all(self) -> bool:
+        """Where there is no syncfs: fsync every file and folder written."""
+        for tmp, _ in self._pending:
+            for entry in os.scandir(tmp):
+                if entry.is_file(follow_symlinks=False):
+                    fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return True
+
+    def abort(self) -> None:
+        """Remove every temporary folder not yet renamed."""
+        import shutil
+
+        for tmp, _ in self._pending:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self._pending = []

@@ -30,7 +30,16 @@ from .container.deffile import (
 )
 from .errors import UsageError, one_line
 from .manifest import Manifest, ManifestSpec
-from .rundir import CONTAINER_ERR, CONTAINER_OUT, PROBE_OUT, STATUS_FILE
+from .rundir import (
+    CONTAINER_ERR,
+    CONTAINER_OUT,
+    ENDS_SUBDIR,
+    FACTS_END,
+    FACTS_FILE,
+    FACTS_MAGIC,
+    PROBE_OUT,
+    STATUS_FILE,
+)
 
 # Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
 # the container's start. Slurm's resolution is one minute (sbatch --time rounds seconds up).
@@ -71,8 +80,8 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:=@&|!*\[\]()+/-]{1,256}")
 
 
-def sh_quote(value: str) -> str:
-    """The one quoting function for values written into a shell script."""
+def script_value(value: str) -> str:
+    """``value`` if a job script (or its facts file) can hold it; UsageError otherwise."""
     if "\0" in value:
         raise UsageError("a value for the job script contains a NUL byte, which no shell can hold")
     if _SURROGATE_RE.search(value):  # a path whose bytes are not UTF-8 (os.fsdecode's escapes)
@@ -80,7 +89,12 @@ def sh_quote(value: str) -> str:
             f"{one_line(value)[:200]}: not valid UTF-8; the job script and records are UTF-8",
             hint="rename the file or folder so that its name is UTF-8",
         )
-    return shlex.quote(value)
+    return value
+
+
+def sh_quote(value: str) -> str:
+    """The one quoting function for values written into a shell script."""
+    return shlex.quote(script_value(value))
 
 
 def sbatch_directive(option: str, value: str | None = None) -> str:
@@ -118,8 +132,21 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
+class ArrayLayout:
+    """Where the tasks of a job array find their run directories.
+
+    Task ``T`` of the array runs in ``<runs_root>/<batch>-T``, or, when the submission was
+    split into several arrays (beyond MaxArraySize), task ``T`` of array ``K`` in
+    ``<runs_root>/<batch>.K-T``: the script is given ``K`` as its argument.
+    """
+
+    runs_root: Path
+    batch: str
+
+
+@dataclass(frozen=True)
 class JobSpec:
-    """One sbatch submission: one task, or a job array of many."""
+    """One sbatch submission: one task, or a job array of many (one script for all of them)."""
 
     tasks: tuple[TaskSpec, ...]
     job_name: str
@@ -127,63 +154,35 @@ class JobSpec:
     export: str = "NONE"
     margin_s: int = DEFAULT_MARGIN_S
     scratch_root: str = DEFAULT_SCRATCH_ROOT
-
-
-@dataclass(frozen=True)
-class TaskView:
-    """A task's block of the script: every string already quoted for bash."""
-
-    index: int
-    run_dir: str
-    image: str
-    image_digest: str
-    out_dir: str
-    apptainer_lines: tuple[str, ...]
-    scratch_dir: str  # quoted; '' when the claim has no scratch
-    scratch_mib: str
-    probe_lines: tuple[str, ...]  # the probe container's argv; empty when no probe runs
+    array: ArrayLayout | None = None
+    # the single run's id (None: the job name without its "dotlab-" prefix)
+    run_id: str | None = None
+    # where the job drops its end marker (None: ``<run dir>/ends`` of the single run)
+    ends_dir: Path | None = None
 
 
 @dataclass(frozen=True)
 class ScriptView:
-    """What ``job.sbatch.j2`` lays out."""
+    """What ``job.sbatch.j2`` lays out: nothing in it is about one claim of an array."""
 
     tool: str
     version: str
     job_name: str
     directives: tuple[str, ...]
-    wrapper: str
-    tasks: tuple[TaskView, ...]
-    # the names of the run files the job writes (rundir.py is where run files are named)
+    array: bool
+    batch: str  # quoted; '' for a single run
+    runs_root: str  # quoted; '' for a single run
+    run_id: str  # quoted; '' for an array (the task finds its own)
+    run_dir: str  # quoted; '' for an array
+    ends_dir: str
+    # the names of the run files the job reads and writes (rundir.py is where they are named)
+    facts_file: str
+    facts_magic: str
+    facts_end: str
     status_file: str
     container_out: str
     container_err: str
-    probe: str
     probe_out: str
-
-
-# Flags of `apptainer exec` that take a value: rendered with it on one line of the script.
-_VALUE_FLAGS = frozenset({"--network", "--bind", "--pwd", "--env", "--workdir"})
-WRAPPER_REF = '"$DOTLAB_WRAPPER"'
-PROBE_REF = '"$DOTLAB_PROBE"'
-
-
-def argv_lines(argv: Sequence[str], scripts: dict[str, str]) -> tuple[str, ...]:
-    """The quoted argv as script lines: a flag with its value per line, scripts by reference.
-
-    ``scripts`` maps a script's text (an argument) to the shell variable that holds it.
-    """
-    lines: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in _VALUE_FLAGS and i + 1 < len(argv):
-            lines.append(f"{sh_quote(arg)} {sh_quote(argv[i + 1])}")
-            i += 2
-            continue
-        lines.append(scripts.get(arg) or sh_quote(arg))
-        i += 1
-    return tuple(lines)
 
 
 @dataclass(frozen=True)
@@ -229,10 +228,6 @@ def wrapper_script() -> str:
 def probe_script() -> str:
     """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
     return (_template_dir() / "probe.sh").read_text(encoding="utf-8")
-
-
-def _scripts() -> dict[str, str]:
-    return {wrapper_script(): WRAPPER_REF, probe_script(): PROBE_REF}
 
 
 # --------------------------------------------------------------------------- the job
@@ -334,51 +329,96 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def script_view(job: JobSpec) -> ScriptView:
-    """The view model of the sbatch script: directives plus one quoted block per task."""
+def _check_tasks(job: JobSpec) -> None:
     if not job.tasks:
         raise UsageError("nothing to render: no claims given")
-    tasks = []
     if len({t.index for t in job.tasks}) != len(job.tasks):
         raise UsageError("two tasks of one job share an array index")
-    for task in job.tasks:
-        exec_spec = task_exec_spec(task, job.apptainer, job.scratch_root)
-        argv = exec_argv(exec_spec)
-        probe = probe_exec_spec(task, job.apptainer, job.scratch_root)
-        digest = task.manifest.spec.image.digest.removeprefix("sha256:")
-        scratch = exec_spec.scratch_dir
-        tasks.append(
-            TaskView(
-                index=task.index,
-                run_dir=sh_quote(str(task.run_dir)),
-                image=sh_quote(str(task.image)),
-                image_digest=sh_quote(digest),
-                out_dir=sh_quote(str(task.out_dir)),
-                apptainer_lines=argv_lines(argv, _scripts()),
-                scratch_dir=sh_quote(str(scratch)) if scratch else "''",
-                scratch_mib=str(task.manifest.spec.sandbox.scratch_mib or 0),
-                probe_lines=argv_lines(exec_argv(probe), _scripts()) if probe else (),
-            )
-        )
+    if job.array is None and len(job.tasks) > 1:
+        raise UsageError("several claims need a job array (JobSpec.array)")
+
+
+def ends_dir(job: JobSpec) -> Path:
+    """The folder the job drops its end marker into (one per submission)."""
+    if job.ends_dir is not None:
+        return job.ends_dir
+    return job.tasks[0].run_dir / ENDS_SUBDIR
+
+
+def script_view(job: JobSpec) -> ScriptView:
+    """The view model of the sbatch script: directives, and how a task finds its run directory."""
+    _check_tasks(job)
+    array = job.array
+    run_id = job.run_id or job.job_name.removeprefix("dotlab-")
     return ScriptView(
         tool=TOOL_NAME,
         version=__version__,
         job_name=sh_quote(job.job_name),
         directives=job_directives(job),
-        wrapper=sh_quote(wrapper_script()),
-        tasks=tuple(tasks),
+        array=array is not None,
+        batch=sh_quote(array.batch) if array else "''",
+        runs_root=sh_quote(str(array.runs_root)) if array else "''",
+        run_id="''" if array else sh_quote(run_id),
+        run_dir="''" if array else sh_quote(str(job.tasks[0].run_dir)),
+        ends_dir=sh_quote(str(ends_dir(job))),
+        facts_file=sh_quote(FACTS_FILE),
+        facts_magic=sh_quote(FACTS_MAGIC),
+        facts_end=sh_quote(FACTS_END),
         status_file=sh_quote(STATUS_FILE),
         container_out=sh_quote(CONTAINER_OUT),
         container_err=sh_quote(CONTAINER_ERR),
-        probe=sh_quote(probe_script()) if any(t.probe_lines for t in tasks) else "",
         probe_out=sh_quote(PROBE_OUT),
     )
 
 
 def render_script(job: JobSpec) -> str:
-    """The sbatch script for ``job``."""
+    """The sbatch script for ``job``: the same text whatever the number of its claims."""
     template = _environment().get_template("job.sbatch.j2")
     return template.render(**_fields(script_view(job)))
+
+
+def _fact(value: str) -> bytes:
+    """One field of the facts file: checked as a script value is, then NUL-terminated."""
+    script_value(value)
+    return value.encode("utf-8") + b"\0"
+
+
+def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) -> bytes:
+    """The facts file of one task (``rundir.FACTS_FILE``): what its job reads by task id.
+
+    NUL-separated fields, read by the script with ``mapfile -d ''`` and never run or expanded:
+    the magic, image, its digest, the output folder, the scratch folder ('' for none) and its
+    MiB, then the apptainer argv and the probe's (none for CPU claims), each after its length,
+    and ``end`` (a cut-off file is refused). ``argv``: the task's apptainer argv, when it was
+    built already (``apptainer_argvs``).
+    """
+    exec_spec = task_exec_spec(task, job.apptainer, job.scratch_root)
+    probe = probe_exec_spec(task, job.apptainer, job.scratch_root)
+    if argv is None:
+        argv = exec_argv(exec_spec)
+    probe_argv = exec_argv(probe) if probe is not None else ()
+    scratch = exec_spec.scratch_dir
+    fields = (
+        FACTS_MAGIC,
+        str(task.image),
+        task.manifest.spec.image.digest.removeprefix("sha256:"),
+        str(task.out_dir),
+        str(scratch) if scratch else "",
+        str(task.manifest.spec.sandbox.scratch_mib or 0),
+        str(len(argv)),
+        *argv,
+        str(len(probe_argv)),
+        *probe_argv,
+        FACTS_END,
+    )
+    return b"".join(_fact(f) for f in fields)
+
+
+def parse_task_facts(data: bytes) -> tuple[str, ...]:
+    """The fields of a facts file, as the job script reads them (for tests and inspection)."""
+    if not data.endswith(b"\0"):
+        raise ValueError("a facts file ends with a NUL byte")
+    return tuple(f.decode("utf-8") for f in data[:-1].split(b"\0"))
 
 
 def apptainer_argvs(job: JobSpec) -> tuple[tuple[str, ...], ...]:

@@ -5,7 +5,10 @@ Layout (all JSON written atomically; the status file is written by the job itsel
     manifest.orig.EXT       the manifest's bytes as submitted (their sha256 is the manifest hash)
     manifest.resolved.json  the validated manifest with every default filled in
     run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs
-    job.sbatch              the rendered script
+    task.facts              this task's facts (image, output folder, apptainer argv), NUL-separated
+    job.sbatch              the rendered script: one per submission, the same for every task
+                            (each run directory of an array holds a hard link to it)
+    ends/                   a single run's end-marker folder (an array's: <runs root>/.ends/<batch>)
     claim.def               the rendered .def (when image.build is set)
     submission.json         SubmissionRecord: the Slurm job id and the exact sbatch argv
     status.json             JobStatus: the job's own account (phase, exit code, node, times)
@@ -29,16 +32,24 @@ import hashlib
 import os
 import secrets
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import DotlabError, RunDirError, UsageError, one_line
-from .fsio import FileRefused, append_line, atomic_write_json, json_line, read_regular
+from .fsio import (
+    FileRefused,
+    append_line,
+    atomic_write_json,
+    canonical_json,
+    json_line,
+    read_regular,
+)
 from .record import ClaimRecord, InputsRecord, ToolRecord
 
 if TYPE_CHECKING:
@@ -56,6 +67,15 @@ SLURM_LOG = "slurm.out"
 CONTAINER_OUT = "container.out"
 CONTAINER_ERR = "container.err"
 PROBE_OUT = "probe.out"  # the probe container's output (GPU claims), before the analysis ran
+# The task's own facts (image, output folder, apptainer argv…), NUL-separated: the job script,
+# the same for every task of an array, reads them by task id (render.task_facts has the layout).
+FACTS_FILE = "task.facts"
+FACTS_MAGIC = "dotlab-task-facts-1"
+FACTS_END = "end"
+# The end-marker folder of a single run (``<run dir>/ends``); an array's is ENDS_ROOT/<batch>
+# under the runs root, hidden so that `status dotlab-runs/*` does not take it for a run.
+ENDS_SUBDIR = "ends"
+ENDS_ROOT = ".ends"
 EVENTS = "events.jsonl"
 LOCK = ".lock"
 # What a handoff bundle copies verbatim into its logs/ folder, when present.
@@ -319,6 +339,50 @@ class RunDir:
             append_line(self.file(EVENTS), json_line(event), regular_only=True)
         except FileRefused as e:
             raise RunDirError(f"{one_line(e.path)}: {e.reason}") from e
+
+
+FileBytes = tuple[Path, bytes, int]  # (path, data, mode), what fsio.atomic_write_all writes
+
+
+def _json_bytes(model: BaseModel) -> bytes:
+    return canonical_json(model.model_dump(mode="json")).encode("utf-8")
+
+
+def new_run_files(
+    rd: RunDir,
+    run: RunRecord,
+    manifest: Manifest,
+    *,
+    facts: bytes | None,
+    def_text: str | None,
+    record: ClaimRecord | None,
+    events: Sequence[dict[str, Any]] = (),
+) -> list[FileBytes]:
+    """Every file ``submit`` puts into a new run directory before sbatch, for one batch write.
+
+    ``events`` are its first lines of events.jsonl (verified, rendered).
+    """
+    data = manifest.spec.model_dump(mode="json", by_alias=True)
+    files: list[FileBytes] = [
+        (rd.file(run.manifest_file), manifest.raw, 0o644),
+        (rd.file(RESOLVED_FILE), canonical_json(data).encode("utf-8"), 0o644),
+    ]
+    if facts is not None:
+        files.append((rd.file(FACTS_FILE), facts, 0o644))
+    if def_text is not None:
+        files.append((rd.file(DEF_NAME), def_text.encode("utf-8"), 0o644))
+    if record is not None:
+        files.append((rd.record_path, _json_bytes(record), 0o644))
+    if events:
+        lines = "".join(json_line(ev) + "\n" for ev in events)
+        files.append((rd.file(EVENTS), lines.encode("utf-8"), 0o644))
+    files.append((rd.file(RUN_FILE), _json_bytes(run), 0o644))
+    return files
+
+
+def submission_file(rd: RunDir, sub: SubmissionRecord) -> FileBytes:
+    """``submission.json`` of a run, for one batch write of a whole array's."""
+    return (rd.file(SUBMISSION_FILE), _json_bytes(sub), 0o644)
 
 
 def ended_in(ends_dir: Path) -> frozenset[str] | None:

@@ -6,21 +6,19 @@ nothing is written before every check has passed.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from . import TOOL_NAME, __version__
-from . import manifest as manifest_mod
 from .classify import Outcome, Verdict, empty_targets
 from .clock import Clock, utc_text
-from .container.apptainer import find_apptainer
-from .errors import ProcTimeout, SlurmError, UsageError
+from .errors import DotlabError, ProcTimeout, SlurmError
+from .fsio import atomic_write_all
 from .manifest import Manifest
-from .overlap import check_overlaps
 from .record import (
     ClaimRecord,
     EvidenceRecord,
@@ -30,202 +28,48 @@ from .record import (
     ToolRecord,
     build_record,
     event,
-    write_record,
 )
 from .render import (
-    DEFAULT_MARGIN_S,
-    DEFAULT_SCRATCH_ROOT,
+    ArrayLayout,
     JobSpec,
     TaskSpec,
     apptainer_argvs,
-    render_def,
     render_script,
+    task_facts,
 )
 from .rundir import (
-    DEF_NAME,
     MANIFEST_PREFIX,
     SCRIPT_NAME,
     SLURM_LOG,
-    RunDir,
     RunPaths,
     RunRecord,
     SubmissionRecord,
-    create,
-    new_batch_id,
-    new_run_id,
+    submission_file,
 )
-from .slurm import SlurmClient, sbatch_argv
+from .slurm import SlurmClient, array_ranges, sbatch_argv
+from .submit_files import NewRuns, Writer, write_new_files
+from .submit_plan import (
+    Plan,
+    PlannedRun,
+    SubmitOptions,
+    check_out_dirs,
+    plan,
+)
 
+__all__ = [
+    "Plan",
+    "PlannedRun",
+    "SubmitOptions",
+    "SubmitResult",
+    "SubmittedRun",
+    "backoff_delays",
+    "check_out_dirs",
+    "execute",
+    "plan",
+    "submit_once",
+]
 
-@dataclass(frozen=True)
-class SubmitOptions:
-    """What the command line asked for."""
-
-    manifests: tuple[Path, ...]
-    code_dir: Path
-    data_dir: Path
-    out_dir: Path
-    image: Path
-    run_dir: Path | None = None
-    runs_root: Path = Path("dotlab-runs")
-    apptainer: str | None = None
-    margin_s: int = DEFAULT_MARGIN_S
-    scratch_root: str = DEFAULT_SCRATCH_ROOT
-    hold: bool = False  # sbatch --hold: submitted held, released with scontrol release
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """One claim of the submission, before anything is written."""
-
-    index: int
-    manifest: Manifest
-    run_id: str
-    run_dir: Path
-    out_dir: Path
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The whole submission: runs, the job name, and where Slurm writes its log."""
-
-    runs: tuple[PlannedRun, ...]
-    job_name: str
-    slurm_output: str
-    chdir: Path
-    code_dir: Path
-    data_dir: Path
-    image: Path
-    apptainer: str
-    margin_s: int
-    scratch_root: str
-    hold: bool
-
-    @property
-    def is_array(self) -> bool:
-        """Several claims go as one job array."""
-        return len(self.runs) > 1
-
-
-def _safe_path(p: Path, what: str) -> Path:
-    text = str(p)
-    if any(c in text for c in "\n\r\\\0"):
-        raise UsageError(f"{what} {text!r}: paths with newlines or backslashes are not supported")
-    return p
-
-
-def _slurm_pattern(p: Path) -> str:
-    """A path for sbatch --output, with Slurm's % patterns escaped."""
-    return str(p).replace("%", "%%")
-
-
-def _existing_dir(p: Path, flag: str) -> Path:
-    if not p.exists():
-        raise UsageError(f"{flag} {p}: no such directory")
-    if not p.is_dir():
-        raise UsageError(f"{flag} {p}: not a directory")
-    return _safe_path(p.absolute(), flag)
-
-
-def plan(opts: SubmitOptions, now: datetime) -> Plan:
-    """Load the manifests and decide every path and name; writes nothing."""
-    if not opts.manifests:
-        raise UsageError("give at least one manifest")
-    manifests = [manifest_mod.load(p) for p in opts.manifests]
-    claims = [m.spec.claim for m in manifests]
-    dupes = sorted({c for c in claims if claims.count(c) > 1})
-    if dupes:
-        raise UsageError(f"claim {dupes[0]} is given twice; each claim of one submission is unique")
-    code_dir = _existing_dir(opts.code_dir, "--code-dir")
-    data_dir = _existing_dir(opts.data_dir, "--data-dir")
-    image = _safe_path(opts.image.absolute(), "--image")
-    if not image.is_file():
-        raise UsageError(f"--image {opts.image}: no such file")
-    out_root = _safe_path(opts.out_dir.absolute(), "--out-dir")
-    runs_root = _safe_path(opts.runs_root.absolute(), "--runs-root")
-    if len(manifests) == 1:
-        m = manifests[0]
-        run_id = new_run_id(m.spec.claim, now)
-        if opts.run_dir is not None:
-            # The run id stays the generated one: the job name must be unique on the cluster,
-            # whatever the user calls the folder (exactly-once submission looks it up by name).
-            run_dir = _safe_path(opts.run_dir.absolute(), "--run-dir")
-        else:
-            run_dir = runs_root / run_id
-        runs: tuple[PlannedRun, ...] = (PlannedRun(0, m, run_id, run_dir, out_root),)
-        check_overlaps(
-            code_dir=code_dir,
-            data_dir=data_dir,
-            out_dir=out_root,
-            run_dirs=(run_dir,),
-            run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
-            run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
-        )
-        return Plan(
-            runs=runs,
-            job_name=f"dotlab-{run_id}",
-            slurm_output=_slurm_pattern(run_dir / SLURM_LOG),
-            chdir=run_dir,
-            code_dir=code_dir,
-            data_dir=data_dir,
-            image=image,
-            apptainer=find_apptainer(opts.apptainer),
-            margin_s=opts.margin_s,
-            scratch_root=opts.scratch_root,
-            hold=opts.hold,
-        )
-    if opts.run_dir is not None:
-        raise UsageError("--run-dir names one run; with several manifests use --runs-root")
-    batch = new_batch_id(now)
-    runs = tuple(
-        PlannedRun(i, m, f"{batch}-{i}", runs_root / f"{batch}-{i}", out_root / m.spec.claim)
-        for i, m in enumerate(manifests)
-    )
-    check_overlaps(
-        code_dir=code_dir,
-        data_dir=data_dir,
-        out_dir=out_root,
-        run_dirs=[r.run_dir for r in runs],
-        run_flag="--runs-root",
-        run_given=opts.runs_root,
-    )
-    return Plan(
-        runs=runs,
-        job_name=f"dotlab-{batch}",
-        slurm_output=_slurm_pattern(runs_root) + f"/{batch}-%a/{SLURM_LOG}",
-        chdir=runs_root,
-        code_dir=code_dir,
-        data_dir=data_dir,
-        image=image,
-        apptainer=find_apptainer(opts.apptainer),
-        margin_s=opts.margin_s,
-        scratch_root=opts.scratch_root,
-        hold=opts.hold,
-    )
-
-
-def check_out_dirs(p: Plan, *, create_missing: bool) -> None:
-    """Each output directory must be empty (created when missing); refuse before anything else."""
-    for run in p.runs:
-        d = run.out_dir
-        if d.is_symlink() or (d.exists() and not d.is_dir()):
-            raise UsageError(f"--out-dir {d}: not a directory")
-        if d.exists():
-            try:
-                with os.scandir(d) as entries:
-                    has_entries = next(entries, None) is not None
-            except OSError as e:
-                raise UsageError(f"--out-dir {d}: cannot be read ({e.strerror})") from e
-            if has_entries:
-                raise UsageError(
-                    f"--out-dir {d}: not empty; a result must come from this run alone",
-                    hint="give an empty or new folder",
-                )
-        elif create_missing:
-            try:
-                d.mkdir(parents=True)
-            except OSError as e:
-                raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
+TOOL = ToolRecord(name=TOOL_NAME, version=__version__)
 
 
 def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
@@ -248,20 +92,30 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
         export=export,
         margin_s=p.margin_s,
         scratch_root=p.scratch_root,
+        array=ArrayLayout(p.runs_root, p.batch) if p.batch and p.runs_root else None,
+        run_id=None if p.is_array else p.runs[0].run_id,
+        ends_dir=p.ends_dir,
     )
 
 
+def array_spec(runs: Sequence[PlannedRun], limit: int | None) -> str:
+    """sbatch --array: the runs' task ids as ranges, and the ``%N`` throttle when asked."""
+    spec = array_ranges([r.task for r in runs if r.task is not None])
+    return f"{spec}%{limit}" if limit else spec
+
+
 def submission_argv(
-    p: Plan, script: Path, runs: Sequence[PlannedRun], export: str
+    p: Plan, script: Path, runs: Sequence[PlannedRun], export: str, part: int = 0
 ) -> tuple[str, ...]:
-    """The exact sbatch argv (job name, log, array of the runs' own indices)."""
+    """The exact sbatch argv of one array (or the single run): name, log, task ids."""
     return sbatch_argv(
         script,
-        job_name=p.job_name,
-        output=p.slurm_output,
+        job_name=p.part_name(part),
+        output=p.slurm_output(part),
         export=export,
-        array=",".join(str(r.index) for r in runs) if p.is_array else None,
+        array=array_spec(runs, p.array_limit) if p.is_array else None,
         extra=(f"--chdir={p.chdir}", *(("--hold",) if p.hold else ())),
+        script_args=(str(part),) if p.parts > 1 else (),
     )
 
 
@@ -275,15 +129,15 @@ def inputs_record(m: Manifest) -> InputsRecord:
 
 
 def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
-    """The run file of one planned run."""
+    """The run file of one planned run: its job's name and array task, before sbatch runs."""
     m = run.manifest
     return RunRecord(
         run_id=run.run_id,
         claim=m.spec.claim,
         created_at=utc_text(now),
-        tool=ToolRecord(name=TOOL_NAME, version=__version__),
-        task_index=run.index if p.is_array else None,
-        job_name=p.job_name,
+        tool=TOOL,
+        task_index=run.task,
+        job_name=p.part_name(run.part),
         manifest_file=f"{MANIFEST_PREFIX}{m.path.suffix.lower().removeprefix('.')}",
         manifest_sha256=m.sha256,
         manifest_path=str(m.path.absolute()),
@@ -296,22 +150,8 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
             image=str(p.image),
         ),
         inputs=inputs_record(m),
+        ends_dir=str(p.ends_dir),
     )
-
-
-def write_run_dir(p: Plan, run: PlannedRun, now: datetime, *, script: str | None) -> RunDir:
-    """Create the run directory with the manifest copy, the run file, the script and the .def."""
-    rd = create(run.run_dir)
-    m = run.manifest
-    record = run_record(p, run, now)
-    rd.file(record.manifest_file).write_bytes(m.raw)
-    rd.write_resolved(m)
-    if script is not None:
-        rd.file(SCRIPT_NAME).write_text(script, encoding="utf-8")
-    if m.spec.image.build is not None:
-        rd.file(DEF_NAME).write_text(render_def(m), encoding="utf-8")
-    rd.write_run(record)
-    return rd
 
 
 def mismatch_record(run: PlannedRun, reasons: Sequence[str]) -> ClaimRecord:
@@ -390,26 +230,20 @@ def submit_once(
 def submission_record(
     p: Plan, run: PlannedRun, *, job_id: str, argv: Sequence[str], now: datetime, adopted: bool
 ) -> SubmissionRecord:
-    """The submission file of one run: its own array task is its index in the plan.
+    """The submission file of one run: its own task of its own array.
 
-    The job gets ``--array`` of the indices of the runs that passed verification, and the
-    script's ``case`` uses the same indices, so task ``_<index>`` is this run's, even when an
-    earlier claim failed verification and has no task.
+    Each array gets ``--array`` of the task ids of its runs that passed verification, so task
+    ``_<task>`` is this run's, even when an earlier claim failed verification and has no task.
     """
     return SubmissionRecord(
-        job_id=f"{job_id}_{run.index}" if p.is_array else job_id,
+        job_id=f"{job_id}_{run.task}" if run.task is not None else job_id,
         array_job_id=job_id if p.is_array else None,
-        task_index=run.index if p.is_array else None,
+        task_index=run.task,
         submitted_at=utc_text(now),
         sbatch_argv=tuple(argv),
         adopted_after_retry=adopted,
         slurm_log=str(run.run_dir / SLURM_LOG),
     )
-
-
-def render_for(p: Plan, runs: Sequence[PlannedRun], export: str) -> str:
-    """The script text for ``runs``."""
-    return render_script(job_spec(p, runs, export))
 
 
 # --------------------------------------------------------------------------- the whole stage
@@ -429,9 +263,32 @@ class SubmitResult:
 
     runs: tuple[SubmittedRun, ...]
     script: str | None
-    sbatch_argv: tuple[str, ...] | None
+    sbatch_argv: tuple[str, ...] | None  # the first array's (the only one, unless split)
     apptainer_argvs: tuple[tuple[str, ...], ...]
     dry_run: bool
+    sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's, in order
+
+
+def _first_events(
+    p: Plan, mismatches: dict[int, list[str]], clock: Clock
+) -> dict[int, list[dict[str, Any]]]:
+    """Each run's first events (verified; rendered when it passed), written with its folder."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in p.runs:
+        bad = mismatches[r.index]
+        evs = [event("verified", clock.now(), run_dir=str(r.run_dir), claim=r.manifest.spec.claim,
+                     ok=not bad, mismatches=bad)]  # fmt: skip
+        if not bad:
+            evs.append(event("rendered", clock.now(), run_dir=str(r.run_dir), script=SCRIPT_NAME))
+        out[r.index] = evs
+    return out
+
+
+def _by_part(runs: Sequence[PlannedRun]) -> list[list[PlannedRun]]:
+    parts: dict[int, list[PlannedRun]] = {}
+    for r in runs:
+        parts.setdefault(r.part, []).append(r)
+    return [parts[k] for k in sorted(parts)]
 
 
 def execute(
@@ -443,13 +300,22 @@ def execute(
     dry_run: bool = False,
     log: Logger | None = None,
     on_retry: Callable[[int, Exception, float], None] | None = None,
+    write_all: Writer = atomic_write_all,
+    write_new: Writer = write_new_files,
 ) -> SubmitResult:
     """verify → render → write run directories → sbatch (exactly once); nothing on a dry run.
 
     ``verify_run`` returns the mismatches of one manifest's inputs (empty when all match).
+    ``write_all`` writes files all-or-nothing (``fsio.atomic_write_all``), ``write_new`` the
+    files of the new run directories (each made whole by ``fsio.NewFolders``).
     """
     now = clock.now()
-    p = plan(opts, now)
+    size = None
+    if len(opts.manifests) > 1:  # every task index must stay below MaxArraySize
+        size = client.max_array_size()
+        if opts.max_array_size is not None:
+            size = min(size, opts.max_array_size)
+    p = plan(opts, now, max_array_size=size)
     # a non-empty output folder is refused before anything else; a missing one is made only
     # once verification and rendering have passed, so that a refusal leaves nothing behind
     check_out_dirs(p, create_missing=False)
@@ -459,10 +325,15 @@ def execute(
         export = client.export_value()
     except (SlurmError, ProcTimeout, OSError):
         export = "NONE"
-    script = render_for(p, good, export) if good else None
-    argvs = apptainer_argvs(job_spec(p, good, export)) if good else ()
-    first_dir = good[0].run_dir if good else p.runs[0].run_dir
-    argv = submission_argv(p, first_dir / SCRIPT_NAME, good, export) if good else None
+    job = job_spec(p, good, export) if good else None
+    script = render_script(job) if job is not None else None
+    argvs = apptainer_argvs(job) if job is not None else ()
+    script_path = good[0].run_dir / SCRIPT_NAME if good else None
+    sbatches = [
+        (runs, submission_argv(p, script_path, runs, export, runs[0].part))
+        for runs in _by_part(good)
+        if script_path is not None
+    ]
     if dry_run:
         return SubmitResult(
             runs=tuple(
@@ -475,60 +346,80 @@ def execute(
                 for r in p.runs
             ),
             script=script,
-            sbatch_argv=argv,
+            sbatch_argv=sbatches[0][1] if sbatches else None,
             apptainer_argvs=argvs,
             dry_run=True,
+            sbatch_argvs=tuple(a for _, a in sbatches),
         )
-    check_out_dirs(p, create_missing=True)
-    dirs: dict[int, RunDir] = {}
-    results: dict[int, SubmittedRun] = {}
-    for r in p.runs:
-        rd = write_run_dir(p, r, now, script=None if mismatches[r.index] else script)
-        dirs[r.index] = rd
-        if log is not None:
-            log(
-                rd,
-                event(
-                    "verified",
-                    clock.now(),
-                    run_dir=str(rd.path),
-                    claim=r.manifest.spec.claim,
-                    ok=not mismatches[r.index],
-                    mismatches=mismatches[r.index],
-                ),
+    records = {
+        r.index: mismatch_record(r, mismatches[r.index]) for r in p.runs if mismatches[r.index]
+    }
+    events = _first_events(p, mismatches, clock) if log is not None else {}
+    writing = NewRuns(p, write_new)
+    dirs = writing.write(
+        now,
+        facts={
+            r.index: task_facts(t, job, argv)
+            for r, t, argv in zip(good, job.tasks, argvs, strict=True)
+        }
+        if job is not None
+        else {},
+        script=script,
+        records=records,
+        events=events,
+    )
+    results = {
+        i: SubmittedRun(p.runs[i].manifest.spec.claim, dirs[i].path, None, rec)
+        for i, rec in records.items()
+    }
+    if log is not None:
+        try:  # the run directories hold these events already: --log-file gets them too
+            for i in sorted(events):
+                for ev in events[i]:
+                    log(None, ev)
+        except (OSError, DotlabError) as e:
+            writing.remove()
+            raise writing.failed_before_sbatch(e) from e
+    for k, (runs, argv) in enumerate(sbatches):
+        try:
+            job_id, adopted = submit_once(
+                client, argv, job_name=p.part_name(runs[0].part), since=now, clock=clock,
+                on_retry=on_retry,
+            )  # fmt: skip
+        except DotlabError as e:
+            # this array's run directories stay (an sbatch that failed may still have made the
+            # job: its name finds it); the arrays never tried go
+            writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
+            if k == 0:
+                raise
+            raise SlurmError(
+                f"{e.message} (array {k} of {len(sbatches)}: the claims from"
+                f" {runs[0].run_dir.name} on were not submitted; the arrays before it were)",
+                hint=e.hint,
+            ) from e
+        subs = [
+            submission_record(p, r, job_id=job_id, argv=argv, now=now, adopted=adopted)
+            for r in runs
+        ]
+        try:
+            write_all(
+                [submission_file(dirs[r.index], sub) for r, sub in zip(runs, subs, strict=True)]
             )
-        if mismatches[r.index]:
-            rec = mismatch_record(r, mismatches[r.index])
-            write_record(rec, rd.record_path)
-            results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, None, rec)
-        elif log is not None:
-            log(rd, event("rendered", clock.now(), run_dir=str(rd.path), script=SCRIPT_NAME))
-    if good and argv is not None:
-        job_id, adopted = submit_once(
-            client, argv, job_name=p.job_name, since=now, clock=clock, on_retry=on_retry
-        )
-        for r in good:
-            rd = dirs[r.index]
-            sub = submission_record(p, r, job_id=job_id, argv=argv, now=now, adopted=adopted)
-            rd.write_submission(sub)
-            jid = sub.job_id
-            if log is not None:
-                log(
-                    rd,
-                    event(
-                        "submitted",
-                        clock.now(),
-                        run_dir=str(rd.path),
-                        job_id=jid,
-                        job_name=p.job_name,
-                        adopted=adopted,
-                    ),
-                )
-            results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, jid, None)
+            for r, sub in zip(runs, subs, strict=True):
+                rd = dirs[r.index]
+                if log is not None:
+                    log(rd, event("submitted", clock.now(), run_dir=str(rd.path), job_id=sub.job_id,
+                                  job_name=p.part_name(r.part), adopted=adopted))  # fmt: skip
+                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, sub.job_id, None)
+        except (OSError, DotlabError) as e:
+            later = [r for rest, _ in sbatches[k + 1 :] for r in rest]
+            writing.remove(unsubmitted=later)
+            raise writing.failed_after_sbatch(e, job_id, p.part_name(runs[0].part), runs) from e
     return SubmitResult(
         runs=tuple(results[r.index] for r in p.runs),
         script=script,
-        sbatch_argv=argv,
+        sbatch_argv=sbatches[0][1] if sbatches else None,
         apptainer_argvs=argvs,
         dry_run=False,
+        sbatch_argvs=tuple(a for _, a in sbatches),
     )

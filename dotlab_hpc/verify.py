@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -177,10 +177,30 @@ def _plan_image(path: Path) -> Tree | Refused:
 
 
 # --------------------------------------------------------------------------- the checkout
-def check_checkout(code_dir: Path, commit: str, *, runner: Runner) -> tuple[Check, Check]:
+@dataclass
+class CheckoutMemo:
+    """What one submission learnt of its checkouts: each is inspected once, whatever the claims.
+
+    Keyed by the resolved directory (and, for a working_dir, the commit and the folder), so
+    500 claims of one checkout cost the git calls of one.
+    """
+
+    inspected: dict[str, tuple[str | None, list[str]]] = field(default_factory=dict)
+    working_dirs: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
+
+
+def check_checkout(
+    code_dir: Path, commit: str, *, runner: Runner, memo: CheckoutMemo | None = None
+) -> tuple[Check, Check]:
     """Two checks: HEAD is the pinned commit; the work tree (and submodules) holds no changes."""
     shown = str(code_dir)
-    head, changes = inspect_checkout(code_dir, runner=runner)
+    key = os.path.realpath(code_dir)
+    if memo is not None and key in memo.inspected:
+        head, changes = memo.inspected[key]
+    else:
+        head, changes = inspect_checkout(code_dir, runner=runner)
+        if memo is not None:
+            memo.inspected[key] = (head, list(changes))
     if head is None:
         reason = changes[0] if changes else "not a git checkout"
         reason = reason.removeprefix(".: ")
@@ -202,7 +222,9 @@ def check_checkout(code_dir: Path, commit: str, *, runner: Runner) -> tuple[Chec
     )
 
 
-def _check_working_dir(spec: ManifestSpec, code_dir: Path, commit: Check, runner: Runner) -> None:
+def _check_working_dir(
+    spec: ManifestSpec, code_dir: Path, commit: Check, runner: Runner, memo: CheckoutMemo | None
+) -> None:
     """A working_dir that is not a directory of the pinned commit is the manifest's error.
 
     The checkout is what the manifest pins (or the commit check already says it is not), so
@@ -212,7 +234,13 @@ def _check_working_dir(spec: ManifestSpec, code_dir: Path, commit: Check, runner
     wd = spec.code.working_dir
     if not wd or wd == "." or not commit.ok:
         return
-    problem = working_dir_problem(code_dir, spec.code.commit, wd, runner=runner)
+    key = (os.path.realpath(code_dir), spec.code.commit, wd)
+    if memo is not None and key in memo.working_dirs:
+        problem = memo.working_dirs[key]
+    else:
+        problem = working_dir_problem(code_dir, spec.code.commit, wd, runner=runner)
+        if memo is not None:
+            memo.working_dirs[key] = problem
     if problem:
         raise UsageError(
             f"code.working_dir {wd!r}: {problem}",
@@ -230,10 +258,12 @@ def verify_inputs(
     runner: Runner,
     progress: Progress | None = None,
     cache: HashCache | None = None,
+    checkouts: CheckoutMemo | None = None,
 ) -> VerifyReport:
     """Every pre-flight check of SPEC section 3; UsageError for paths that do not exist.
 
-    Pass one ``cache`` to the calls of one submission so shared inputs are hashed once.
+    Pass one ``cache`` and one ``checkouts`` to the calls of one submission so shared inputs
+    are hashed once and a shared checkout is inspected once.
     """
     for flag, p in (("--code-dir", code_dir), ("--data-dir", data_dir)):
         if not p.exists():
@@ -245,8 +275,8 @@ def verify_inputs(
             f"--image {image}: no such file",
             hint="build it with `dotlab-hpc build` or fix the path",
         )
-    code = check_checkout(code_dir, spec.code.commit, runner=runner)
-    _check_working_dir(spec, code_dir, code[0], runner)
+    code = check_checkout(code_dir, spec.code.commit, runner=runner, memo=checkouts)
+    _check_working_dir(spec, code_dir, code[0], runner, checkouts)
     planned_image = _plan_image(image)
     image_tree = planned_image if isinstance(planned_image, Tree) else None
     datasets, image_result = _dataset_checks(spec, data_dir, progress, image_tree, cache)

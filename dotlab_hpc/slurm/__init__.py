@@ -5,6 +5,7 @@ from __future__ import annotations
 from .argv import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
+    array_ranges,
     check_job_ids,
     sacct_argv,
     sacct_by_name_argv,
@@ -51,6 +52,7 @@ __all__ = [
     "JobState",
     "SlurmClient",
     "accounting_disabled",
+    "array_ranges",
     "check_job_ids",
     "classify_query_failure",
     "classify_sbatch_failure",

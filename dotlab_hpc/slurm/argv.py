@@ -73,8 +73,10 @@ def sbatch_argv(
     export: str = "NONE",
     array: str | None = None,
     extra: Sequence[str] = (),
+    script_args: Sequence[str] = (),
 ) -> tuple[str, ...]:
-    """``sbatch --parsable`` for ``script``, ``--opt=value`` form: no value reads as an option."""
+    """``sbatch --parsable`` for ``script`` (and its arguments), ``--opt=value`` form: no value
+    reads as an option."""
     argv = [
         "sbatch",
         "--parsable",
@@ -90,7 +92,25 @@ def sbatch_argv(
     path = str(script)
     # a script path starting with "-" would be read as an option
     argv.append(f"./{path}" if path.startswith("-") else path)
+    argv.extend(_no_option(a, "script argument") for a in script_args)
     return tuple(argv)
+
+
+def array_ranges(indices: Sequence[int]) -> str:
+    """Array task indices as sbatch's ``--array`` wants them short: ``0-99,101,103-200``."""
+    parts: list[str] = []
+    ordered = sorted(set(indices))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        first, last = ordered[i], ordered[j]
+        parts.append(str(first) if first == last else f"{first}-{last}")
+        i = j + 1
+    if not parts or ordered[0] < 0:
+        raise SlurmError(f"no valid array task indices: {list(indices)[:5]!r}")
+    return ",".join(parts)
 
 
 def sbatch_version_argv() -> tuple[str, ...]:

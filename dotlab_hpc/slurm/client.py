@@ -51,6 +51,8 @@ ALREADY_DONE = "already completing or completed"
 MAX_ARG_BYTES = 100_000
 # the jobcomp file grows forever; recent jobs are at its end
 JOBCOMP_TAIL_BYTES = 16 * 1024 * 1024
+# Slurm's default MaxArraySize: array task indices 0..1000 (https://slurm.schedmd.com/slurm.conf.html#OPT_MaxArraySize)
+DEFAULT_MAX_ARRAY_SIZE = 1001
 
 TailReader = Callable[[Path, int], "str | None"]
 
@@ -120,6 +122,7 @@ class SlurmClient:
         self._accounting: bool | None = None  # None until sacct has answered once
         self._jobcomp_known = False
         self._jobcomp: Path | None = None
+        self._max_array_size: int | None = None
 
     @property
     def accounting(self) -> bool | None:
@@ -324,6 +327,24 @@ class SlurmClient:
         for infos in found.values():
             infos.sort(key=lambda i: (len(i.base_id), i.base_id, len(i.job_id), i.job_id))
         return found
+
+    def max_array_size(self) -> int:
+        """The controller's MaxArraySize: every array task index must be below it (asked once).
+
+        From ``scontrol show config``; Slurm's default (1001) when the controller does not say,
+        or cannot be asked now (sbatch's own retries then wait for it).
+        """
+        if self._max_array_size is None:
+            try:
+                done = self._run(scontrol_show_config_argv())
+            except SlurmError:
+                return DEFAULT_MAX_ARRAY_SIZE
+            raw = parse_scontrol_show_config(done.stdout).get("MaxArraySize", "")
+            ok = done.returncode == 0 and raw.isascii() and raw.isdigit() and int(raw) > 0
+            if not ok:
+                return DEFAULT_MAX_ARRAY_SIZE
+            self._max_array_size = int(raw)
+        return self._max_array_size
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """``scancel`` the jobs; jobs that already ended or are unknown are not an error."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from dotlab_hpc.render import parse_task_facts
 from tests.support import platform
 from tests.support.claims import Kit, Result
 from tests.support.sif import make_sif
@@ -36,6 +37,16 @@ def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
     # a job that ends without its status file is seen at the follower's next Slurm call: 10 s
     # here instead of 600 (test_follow_real.py keeps the default and counts its calls)
     return Kit(tmp_path, {**slurm_env, "DOTLAB_FOLLOW_SLURM_S": "10"})
+
+
+def run_dirs(runs_root: Path) -> list[Path]:
+    """The run directories under a runs root (not the hidden end-marker folder, .ends)."""
+    return sorted(p for p in runs_root.iterdir() if not p.name.startswith("."))
+
+
+def scratch_of(run_dir: Path) -> Path:
+    """The scratch folder the run's job used: a field of its task's facts."""
+    return Path(parse_task_facts((run_dir / "task.facts").read_bytes())[4])
 
 
 def wait_for(predicate: object, timeout: float = 60.0) -> None:
@@ -351,7 +362,7 @@ def test_many_claims_are_one_job_array(kit: Kit) -> None:
                   "--runs-root", str(runs_root),
                   "--apptainer", str(platform.apptainer()))  # fmt: skip
     assert res.rc == 1, (res.stdout, res.stderr)
-    dirs = sorted(runs_root.iterdir())
+    dirs = run_dirs(runs_root)
     subs = [json.loads((d / "submission.json").read_text()) for d in dirs]
     array_ids = {s["array_job_id"] for s in subs}
     assert len(array_ids) == 1  # one sbatch call
@@ -377,7 +388,7 @@ def test_array_tasks_after_a_failed_verification_are_the_runs_own(kit: Kit) -> N
                   str(kit.root / "outs3"), "--runs-root", str(runs_root), "--apptainer",
                   str(platform.apptainer()))  # fmt: skip
     assert res.rc == 1, (res.stdout, res.stderr)
-    d0, d1, d2 = sorted(runs_root.iterdir())
+    d0, d1, d2 = run_dirs(runs_root)
     assert not (d0 / "submission.json").exists()
     records = [json.loads((d / "record.json").read_text()) for d in (d0, d1, d2)]
     assert [r["outcome"] for r in records] == ["input_mismatch", "reproduced", "not_reproduced"]
@@ -402,7 +413,7 @@ def test_pending_array_tasks_are_pending_as_slurm_says(kit: Kit) -> None:
                   str(runs_root), "--apptainer", str(platform.apptainer()),
                   "--hold")  # fmt: skip
     assert res.rc == 0, (res.stdout, res.stderr)
-    dirs = [str(d) for d in sorted(runs_root.iterdir())]
+    dirs = [str(d) for d in run_dirs(runs_root)]
     try:
 
         def from_slurm() -> bool:
@@ -570,8 +581,8 @@ def test_scratch_is_the_containers_tmp_and_goes_away(kit: Kit) -> None:
     res = kit.run(kit.manifest("scratch-tmp", mode="fill 10", sandbox={"scratch": "1G"}))
     assert res.outcome == "reproduced", (res.stdout, res.stderr)
     assert res.run_dir is not None
-    scratch = re.search(r"^    SCRATCH_DIR=(/\S+)$", (res.run_dir / "job.sbatch").read_text(), re.M)
-    assert scratch is not None and not Path(scratch.group(1)).exists()
+    scratch = scratch_of(res.run_dir)
+    assert scratch.name.startswith("dotlab-scratch-") and not scratch.exists()
 
 
 @pytest.mark.real_apptainer
@@ -584,9 +595,9 @@ def test_scratch_gives_tmp_room_beyond_the_session_tmpfs_and_goes_away(kit: Kit)
     assert roomy.run_dir is not None
     script = (roomy.run_dir / "job.sbatch").read_text()
     assert "#SBATCH --tmp=1024M" in script
-    scratch = re.search(r"^    SCRATCH_DIR=(/\S+)$", script, re.MULTILINE)
-    assert scratch is not None
-    assert not Path(scratch.group(1)).exists()  # removed when the job ended
+    scratch = scratch_of(roomy.run_dir)
+    assert scratch.name.startswith("dotlab-scratch-")
+    assert not scratch.exists()  # removed when the job ended
 
 
 @pytest.mark.real_apptainer

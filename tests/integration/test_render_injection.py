@@ -21,7 +21,15 @@ from hypothesis import strategies as st
 
 from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.errors import ManifestError
-from dotlab_hpc.render import JobSpec, TaskSpec, apptainer_argvs, render_script
+from dotlab_hpc.render import (
+    ArrayLayout,
+    JobSpec,
+    TaskSpec,
+    apptainer_argvs,
+    render_script,
+    task_facts,
+)
+from dotlab_hpc.rundir import FACTS_FILE
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
@@ -96,6 +104,7 @@ def make_manifest(entrypoint: str, wd: str, title: str) -> manifest_mod.Manifest
     wd=working_dir,
     title=hostile_text,
     parts=st.lists(component, min_size=5, max_size=5, unique=True),
+    array=st.booleans(),
 )
 def test_hostile_values_never_run(
     tmp_path_factory: pytest.TempPathFactory,
@@ -103,6 +112,7 @@ def test_hostile_values_never_run(
     wd: str,
     title: str,
     parts: list[str],
+    array: bool,
 ) -> None:
     root = tmp_path_factory.mktemp("inj")
     CANARY_DIR.mkdir(exist_ok=True)
@@ -115,11 +125,21 @@ def test_hostile_values_never_run(
     m = make_manifest(entrypoint, wd, title)
     assume(m is not None)
     assert m is not None
+    # an array: task 1 of array 2 of a split submission, whose runs root is the hostile folder
+    layout = ArrayLayout(run, "batch-x") if array else None
+    if array:
+        run = run / "batch-x.2-1"
+        run.mkdir()
+    ends = run.parent / ".ends" / "batch-x" if array else run / "ends"
+    ends.mkdir(parents=True)
     job = JobSpec(
         tasks=(TaskSpec(m, run, code, data, out, image),),
         job_name="dotlab-x",
         apptainer=str(root / "fake-apptainer"),
+        array=layout,
+        ends_dir=ends,
     )
+    (run / FACTS_FILE).write_bytes(task_facts(job.tasks[0], job))
     (root / "fake-apptainer").write_text(FAKE_APPTAINER)
     (root / "fake-apptainer").chmod(0o755)
     script = render_script(job)
@@ -144,12 +164,14 @@ def test_hostile_values_never_run(
         "PATH": os.environ["PATH"],
         "SLURM_JOB_ID": "7",
         "DOTLAB_ARGV_DUMP": str(dump),
+        **({"SLURM_ARRAY_JOB_ID": "6", "SLURM_ARRAY_TASK_ID": "1"} if array else {}),
     }
     work = root / "cwd"  # an injected relative command would leave files here
     work.mkdir()
     done = subprocess.run(
-        ["bash", str(path)], capture_output=True, text=True, env=env, timeout=30, cwd=work
-    )
+        ["bash", str(path), *(["2"] if array else [])],
+        capture_output=True, text=True, env=env, timeout=30, cwd=work,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not CANARY.exists(), "an injected command ran"
     assert list(work.iterdir()) == [], "an injected command ran in the working directory"
@@ -158,3 +180,72 @@ def test_hostile_values_never_run(
     status = json.loads((run / "status.json").read_text())
     assert status["phase"] == "finished" and status["exit_code"] == 0
     assert status["container_started"] is True
+    # the end marker: an empty file named after the run id, in the submission's folder
+    assert [p.name for p in ends.iterdir()] == [run.name if array else "x"]
+    assert (ends / (run.name if array else "x")).stat().st_size == 0
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda fields: fields[:-1],  # cut off: no "end"
+        lambda fields: fields[:3],
+        lambda fields: [],
+        lambda fields: ["not-our-magic", *fields[1:]],
+        # a count that bash arithmetic would run as a command (a[$(…)]) must be refused
+        lambda fields: [*fields[:6], f"a[$(touch {CANARY})]", *fields[7:]],
+        lambda fields: [*fields[:5], f"x[$(touch {CANARY})]", *fields[6:]],
+        lambda fields: [*fields[:6], "99", *fields[7:]],  # more than there are
+    ],
+)
+def test_a_damaged_facts_file_stops_the_job_before_anything_runs(
+    tmp_path: Path, damage: object
+) -> None:
+    CANARY_DIR.mkdir(exist_ok=True)
+    CANARY.unlink(missing_ok=True)
+    m = make_manifest("true", "a", "t")
+    assert m is not None
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "fake-apptainer").write_text(FAKE_APPTAINER)
+    (tmp_path / "fake-apptainer").chmod(0o755)
+    job = JobSpec(
+        tasks=(TaskSpec(m, run, tmp_path, tmp_path, tmp_path / "out", tmp_path / "i.sif"),),
+        job_name="dotlab-x",
+        apptainer=str(tmp_path / "fake-apptainer"),
+    )
+    fields = task_facts(job.tasks[0], job)[:-1].decode().split("\0")
+    kept = damage(fields)  # type: ignore[operator]
+    (run / FACTS_FILE).write_bytes("".join(f + "\0" for f in kept).encode())
+    (tmp_path / "job.sbatch").write_text(render_script(job))
+    dump = tmp_path / "argv.json"
+    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "7", "DOTLAB_ARGV_DUMP": str(dump)}
+    done = subprocess.run(
+        ["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env,
+        timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "cannot read this task's facts" in done.stderr
+    assert not CANARY.exists() and not dump.exists()
+    assert not (run / "status.json").exists()
+
+
+def test_an_array_script_refuses_what_is_not_a_task_id(tmp_path: Path) -> None:
+    m = make_manifest("true", "a", "t")
+    assert m is not None
+    job = JobSpec(
+        tasks=(TaskSpec(m, tmp_path / "b-0", tmp_path, tmp_path, tmp_path, tmp_path / "i"),),
+        job_name="dotlab-b",
+        apptainer="apptainer",
+        array=ArrayLayout(tmp_path, "b"),
+        ends_dir=tmp_path / ".ends" / "b",
+    )
+    (tmp_path / "job.sbatch").write_text(render_script(job))
+    for task, args in (("", []), ("1+1", []), ("$(id)", []), ("0", ["1;id"]), ("0", ["-1"])):
+        env = {"PATH": os.environ["PATH"], "SLURM_ARRAY_TASK_ID": task}
+        done = subprocess.run(
+            ["bash", str(tmp_path / "job.sbatch"), *args], capture_output=True, text=True,
+            env=env, timeout=30,
+        )  # fmt: skip
+        assert done.returncode == 2, (task, args, done.stderr)
+        assert "dotlab-hpc: " in done.stderr and "uid=" not in done.stdout + done.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.render import JobSpec, TaskSpec, render_def, render_script
+from dotlab_hpc.render import JobSpec, TaskSpec, render_def, render_script, task_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -31,7 +31,10 @@ def job(m: manifest_mod.Manifest) -> JobSpec:
 
 def outputs(name: str) -> dict[str, str]:
     m = manifest_mod.load(CASES[name])
-    out = {f"{name}.sbatch": render_script(job(m))}
+    j = job(m)
+    out = {f"{name}.sbatch": render_script(j)}
+    # the task's facts the script reads (NUL-separated; `tr '\0' '\n' <F` shows them)
+    out[f"{name}.facts"] = task_facts(j.tasks[0], j).decode("utf-8")
     if m.spec.image.build is not None:
         out[f"{name}.def"] = render_def(m)
     return out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
@@ -13,16 +12,18 @@ from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.container.apptainer import ExecSpec, bind_arg, exec_argv
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.render import (
+    ArrayLayout,
     JobSpec,
     TaskSpec,
     apptainer_argvs,
-    argv_lines,
     job_directives,
+    parse_task_facts,
     render_def,
     render_script,
     sbatch_directive,
     sh_quote,
     slurm_minutes,
+    task_facts,
     wrapper_script,
 )
 
@@ -209,23 +210,70 @@ def test_script_layout() -> None:
     assert all(
         i < first_command for i, ln in enumerate(text.splitlines()) if ln.startswith("#SBATCH")
     )
-    assert "RUN_DIR=/runs/r0\n" in text
-    assert "--bind /src/code:/work/code:ro\n" in text
-    assert '"$DOTLAB_WRAPPER"' in text
+    assert "RUN_ID=r\nRUN_DIR=/runs/r0\n" in text
+    assert "ENDS_DIR=/runs/r0/ends\n" in text
+    # the task's own facts are not in the script: it reads them from its run directory
+    assert "/src/code" not in text and "/img/claim.sif" not in text
+    assert 'FACTS_FILE="$RUN_DIR"/task.facts\n' in text
 
 
-def test_script_array_blocks() -> None:
-    text = render_script(job(task(manifest(claim="a"), 0), task(manifest(claim="b"), 2)))
-    assert re.search(r"^  0\)$", text, re.M)
-    assert re.search(r"^  2\)$", text, re.M)
-    assert not re.search(r"^  1\)$", text, re.M)
-
-
-def test_argv_lines_pairs_flags_with_values() -> None:
-    lines = argv_lines(
-        ["x", "--bind", "/a b:/c:ro", "--pwd", "/w", "WRAP", "tail"], {"WRAP": '"$DOTLAB_WRAPPER"'}
+def array_job(n: int, **over: object) -> JobSpec:
+    tasks = tuple(task(manifest(claim=f"c{i}", **over), i) for i in range(n))
+    return JobSpec(
+        tasks=tasks,
+        job_name="dotlab-batch-x",
+        apptainer="/usr/bin/apptainer",
+        array=ArrayLayout(Path("/runs"), "batch-x"),
+        ends_dir=Path("/runs/.ends/batch-x"),
     )
-    assert lines == ("x", "--bind '/a b:/c:ro'", "--pwd /w", '"$DOTLAB_WRAPPER"', "tail")
+
+
+def test_the_array_script_does_not_grow_with_the_claims() -> None:
+    one, many = render_script(array_job(1)), render_script(array_job(1000))
+    assert one == many
+    assert len(many) < 10_000
+    assert 'RUN_DIR=/runs/"$RUN_ID"\n' in many
+    assert "RUN_ID=batch-x${PART:+.$PART}-$TASK_ID\n" in many
+    assert "ENDS_DIR=/runs/.ends/batch-x\n" in many
+    assert "c999" not in many and "/src/out999" not in many
+
+
+def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
+    j = array_job(3)
+    for t, argv in zip(j.tasks, apptainer_argvs(j), strict=True):
+        fields = parse_task_facts(task_facts(t, j))
+        assert fields[:7] == (
+            "dotlab-task-facts-1", "/img/claim.sif", SHA, str(t.out_dir), "", "0", str(len(argv))
+        )  # fmt: skip
+        assert fields[7 : 7 + len(argv)] == argv
+        assert fields[7 + len(argv) :] == ("0", "end")  # no probe for a CPU claim
+        assert f"DOTLAB_CLAIM={t.manifest.spec.claim}" in argv
+
+
+def test_facts_of_a_gpu_claim_carry_the_probe_and_the_scratch() -> None:
+    m = manifest(resources={"time": "00:10:00", "gpus": 1}, sandbox={"scratch": "2G"})
+    j = job(task(m))
+    fields = parse_task_facts(task_facts(j.tasks[0], j))
+    n = int(fields[6])
+    probe = fields[8 + n : -1]
+    assert fields[4].startswith("/tmp/dotlab-scratch-") and fields[5] == "2048"
+    assert int(fields[7 + n]) == len(probe) and "--nv" in probe
+
+
+@pytest.mark.parametrize("nasty", ["a b", "a'; echo pwned", "$(id)", "a\nb", "ü/ß", "-x", "*"])
+def test_facts_keep_nasty_values_verbatim(nasty: str) -> None:
+    t = replace(task(manifest(entrypoint=f"echo {nasty}")), image=Path("/i") / nasty)
+    j = job(t)
+    fields = parse_task_facts(task_facts(t, j))
+    assert fields[1] == f"/i/{nasty}"
+    assert fields[7 + int(fields[6]) - 1] == f"echo {nasty}"  # the wrapper's last argument
+    assert f"/i/{nasty}" not in render_script(j)
+
+
+def test_facts_refuse_what_no_file_can_hold() -> None:
+    t = replace(task(manifest()), out_dir=Path("/o/a\udcffb"))
+    with pytest.raises(UsageError, match="not valid UTF-8"):
+        task_facts(t, job(t))
 
 
 def test_sh_quote_refuses_nul() -> None:
@@ -344,8 +392,7 @@ def test_scratch_asks_slurm_for_local_disk_and_binds_it_as_tmp() -> None:
     scratch = PurePosixPath(argv[i + 1])
     assert scratch.parent == PurePosixPath("/tmp") and scratch.name.startswith("dotlab-scratch-")
     assert "#SBATCH --tmp=20480M" in job_directives(j)
-    text = render_script(j)
-    assert f"    SCRATCH_DIR={scratch}\n    SCRATCH_MIB=20480\n" in text
+    assert parse_task_facts(task_facts(j.tasks[0], j))[4:6] == (str(scratch), "20480")
     # one folder per run directory, never shared
     (other,) = apptainer_argvs(job(replace(task(m), run_dir=Path("/elsewhere/run"))))
     assert other[other.index("--workdir") + 1] != str(scratch)
@@ -356,7 +403,7 @@ def test_no_scratch_no_workdir_no_tmp_request() -> None:
     (argv,) = apptainer_argvs(j)
     assert "--workdir" not in argv
     assert not any(d.startswith("#SBATCH --tmp") for d in job_directives(j))
-    assert "    SCRATCH_DIR=''\n" in render_script(j)
+    assert parse_task_facts(task_facts(j.tasks[0], j))[4:6] == ("", "0")
 
 
 def test_scratch_root_must_be_absolute_and_bindable() -> None:

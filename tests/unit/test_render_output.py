@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +56,14 @@ def test_a_failing_write_leaves_no_file_and_no_temporary(
 def test_an_unwritable_folder_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def mkstemp(*args: Any, **kwargs: Any) -> Any:
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    real_open = os.open
 
-    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    def refusing_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path).endswith(".tmp"):  # the temporary file beside the target
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing_open)
     assert main(["render", str(GOOD), "-o", str(tmp_path)]) == 2
     assert one_error(capsys) == (
         f"dotlab-hpc: {tmp_path / 'job.sbatch'}: cannot write: Permission denied\n"
@@ -70,7 +73,7 @@ def test_an_unwritable_folder_is_one_line(
 
 def test_both_files_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", str(GOOD), "-o", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.def", "job.sbatch"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.def", "job.sbatch", "task.facts"]
     assert os.access(tmp_path / "job.sbatch", os.X_OK)
 
 

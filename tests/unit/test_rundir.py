@@ -12,10 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dotlab_hpc import cli
 from dotlab_hpc.errors import RunDirError
-from dotlab_hpc.fsio import FileRefused, read_regular
+from dotlab_hpc.fsio import FileRefused, canonical_json, read_regular
 from dotlab_hpc.rundir import (
     MAX_JSON_BYTES,
     RECORD_FILE,
@@ -230,3 +232,26 @@ def test_the_event_log_is_never_a_fifo_or_a_link(tmp_path: Path, kind: str, no_h
     with pytest.raises(RunDirError, match=r"events\.jsonl"):
         rd.log_event({"event": "x"})
     assert kind == "fifo" or (tmp_path / "elsewhere").read_text() == ""
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_canonical_json_is_json_dumps_layout_byte_for_byte(value: object) -> None:
+    expected = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    assert canonical_json(value) == expected + "\n"
+
+
+def test_canonical_json_leaves_the_unusual_to_json_dumps() -> None:
+    assert canonical_json({1: [float("1e-05")]}) == '{\n  "1": [\n    1e-05\n  ]\n}\n'
+    with pytest.raises(ValueError):
+        canonical_json({"x": float("nan")})

@@ -11,7 +11,8 @@ import pytest
 
 from dotlab_hpc.errors import SlurmError, UsageError
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import SCRIPT_NAME, RunDir
+from dotlab_hpc.render import parse_task_facts
+from dotlab_hpc.rundir import FACTS_FILE, SCRIPT_NAME, RunDir
 from dotlab_hpc.slurm import SlurmClient
 from dotlab_hpc.submit import (
     SubmitOptions,
@@ -154,7 +155,7 @@ def test_plan_single(tmp_path: Path) -> None:
     assert run.run_id.startswith("c1-20261129T080000Z-")
     assert run.run_dir == tmp_path / "runs" / run.run_id
     assert p.job_name == "dotlab-" + run.run_id
-    assert p.slurm_output == str(run.run_dir / "slurm.out")
+    assert p.slurm_output() == str(run.run_dir / "slurm.out")
     assert not p.is_array
     assert not run.run_dir.exists()  # planning writes nothing
 
@@ -165,14 +166,14 @@ def test_plan_array_out_dirs_and_log_pattern(tmp_path: Path) -> None:
     p = plan(opts(tmp_path, a, b), NOW)
     assert p.is_array
     assert [r.out_dir for r in p.runs] == [tmp_path / "out" / "ca", tmp_path / "out" / "cb"]
-    assert p.slurm_output.endswith("-%a/slurm.out")
+    assert p.slurm_output().endswith("-%a/slurm.out")
     assert [r.run_dir.name[-2:] for r in p.runs] == ["-0", "-1"]
 
 
 def test_plan_escapes_percent_for_slurm(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
     p = plan(opts(tmp_path, m, run_dir=tmp_path / "100%run"), NOW)
-    assert p.slurm_output.endswith("100%%run/slurm.out")
+    assert p.slurm_output().endswith("100%%run/slurm.out")
 
 
 def test_job_name_is_unique_even_with_a_chosen_run_dir(tmp_path: Path) -> None:
@@ -210,17 +211,28 @@ def test_non_empty_out_dir_is_refused_and_missing_one_created(tmp_path: Path) ->
 
 # --------------------------------------------------------------------------- execute
 class ArraySlurm(ScriptedRunner[tuple[str, ...]]):
-    """sbatch --version and one sbatch that creates job 500; ``calls`` holds each argv."""
+    """sbatch --version, scontrol show config, and sbatch creating jobs 500, 501…
 
-    def __init__(self) -> None:
+    ``calls`` holds each argv.
+    """
+
+    def __init__(self, max_array_size: int = 1001) -> None:
         super().__init__(self.answer)
+        self.max_array_size = max_array_size
+        self.jobs = 0
 
     def answer(self, args: tuple[str, ...]) -> Completed:
         if args[:2] == ("sbatch", "--version"):
             return Completed(args, 0, "slurm 22.05.8\n", "")
         if args[0] == "sbatch":
-            return Completed(args, 0, "500\n", "")
+            self.jobs += 1
+            return Completed(args, 0, f"{499 + self.jobs}\n", "")
+        if args == ("scontrol", "show", "config"):
+            return Completed(args, 0, f"MaxArraySize            = {self.max_array_size}\n", "")
         raise AssertionError(args)
+
+    def sbatches(self) -> list[tuple[str, ...]]:
+        return [c for c in self.calls if c[0] == "sbatch" and c[1] != "--version"]
 
 
 def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
@@ -235,8 +247,8 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
         clock=NoSleep(),
         verify_run=lambda m: ["image: wrong digest"] if m.spec.claim == "c0" else [],
     )
-    (sbatch,) = [c for c in fake.calls if c[:2] != ("sbatch", "--version")]
-    assert "--array=1,2" in sbatch
+    (sbatch,) = fake.sbatches()
+    assert "--array=1-2" in sbatch
     first, second, third = res.runs
     assert first.job_id is None and first.mismatch is not None
     assert (second.job_id, third.job_id) == ("500_1", "500_2")
@@ -246,10 +258,13 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
         assert sub is not None
         assert (sub.job_id, sub.array_job_id, sub.task_index) == (f"500_{task}", "500", task)
         assert rd.run().task_index == task
-        # the script's case for this task is the one that runs in this run directory
-        script = rd.file(SCRIPT_NAME).read_text()
-        case = script.split(f"\n  {task})\n", 1)[1].split(";;", 1)[0]
-        assert f"RUN_DIR={run.run_dir}\n" in case
+        assert rd.run().job_name == sbatch[2].removeprefix("--job-name=")
+        # task T's run directory is the one the script computes: <runs root>/<batch>-T
+        assert run.run_dir.name == f"{rd.run().job_name.removeprefix('dotlab-')}-{task}"
+        # every run directory holds the one script (a hard link), and its own facts
+        assert rd.file(SCRIPT_NAME).samefile(RunDir(second.run_dir).file(SCRIPT_NAME))
+        fields = parse_task_facts(rd.file(FACTS_FILE).read_bytes())
+        assert fields[3] == str(tmp_path / "out" / f"c{task}")
     rd0 = RunDir(first.run_dir)
     assert rd0.submission() is None
     record = rd0.record()

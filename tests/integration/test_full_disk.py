@@ -1,0 +1,180 @@
+"""Full disks on the REAL local cluster: a really full file system (a 1 MiB tmpfs, filled).
+
+submit on a full file system: exit 2, one line naming the path, no traceback, nothing left and
+nothing submitted; full right after sbatch: the job runs and the error says how to find it; a
+job whose run directory fills up before it ends: no status.json or a complete one, never an
+empty one, and status and collect say what is true. Mounting needs root: the host's suite.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import platform
+from tests.support.claims import Kit
+
+pytestmark = pytest.mark.host_cluster
+
+
+@pytest.fixture
+def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
+    platform.require()
+    return Kit(tmp_path, dict(slurm_env))
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs, mounted for the test and unmounted after it whatever happens."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting a tmpfs needs root (the host's suite runs as root)")
+    where = tmp_path / "small"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs", str(where)],
+                   check=True)  # fmt: skip
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(fs: Path) -> None:
+    """Write to ``fs`` until it is full (ENOSPC)."""
+    fd = os.open(fs / f"filler-{time.monotonic_ns()}", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+
+
+def counting_sbatch(kit: Kit, *, fill_after: Path | None = None) -> tuple[dict[str, str], Path]:
+    """PATH with an sbatch that records each submission (and can fill ``fill_after`` once the
+    real sbatch has answered, before dotlab-hpc writes submission.json)."""
+    real = shutil.which("sbatch", path=kit.env.get("PATH"))
+    assert real
+    bindir = kit.root / "bin"
+    bindir.mkdir(exist_ok=True)
+    calls = kit.root / "sbatch-calls"
+    after = f'dd if=/dev/zero of="{fill_after}/filler" bs=4096 2>/dev/null\n' if fill_after else ""
+    (bindir / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --version) exec "{real}" "$@";; esac\n'
+        f'echo "$*" >>"{calls}"\n'
+        f'out=$("{real}" "$@") || exit $?\n'
+        f"{after}"
+        'echo "$out"\n'
+    )  # fmt: skip
+    (bindir / "sbatch").chmod(0o755)
+    return {"PATH": f"{bindir}:{kit.env['PATH']}"}, calls
+
+
+def submit_args(kit: Kit, names: list[str], runs_root: Path, out: Path) -> list[str]:
+    return [*(str(kit.manifest(n)) for n in names), "--code-dir", str(kit.code), "--data-dir",
+            str(kit.data), "--image", str(kit.image), "--out-dir", str(out), "--runs-root",
+            str(runs_root), "--apptainer", str(platform.apptainer())]  # fmt: skip
+
+
+def error_lines(stderr: str) -> list[str]:
+    assert "Traceback" not in stderr, stderr
+    return stderr.splitlines()
+
+
+@pytest.mark.parametrize("claims", [1, 3])
+def test_submit_on_a_full_file_system_writes_nothing_and_submits_nothing(
+    kit: Kit, small_fs: Path, claims: int
+) -> None:
+    env, calls = counting_sbatch(kit)
+    fill(small_fs)
+    out = kit.root / "out"
+    names = [f"full{claims}-{i}" for i in range(claims)]
+    res = kit.cli("submit", *submit_args(kit, names, small_fs / "runs", out), env=env)
+    assert res.rc == 2, (res.stdout, res.stderr)
+    message, *hint = error_lines(res.stderr)
+    assert message.startswith(f"dotlab-hpc: {small_fs}/runs/"), message
+    assert "No space left on device" in message and "nothing was submitted" in message
+    assert hint and "free space" in hint[0]
+    assert not calls.exists()  # sbatch never ran
+    left = [p.name for p in small_fs.iterdir() if not p.name.startswith("filler")]
+    assert left == [] or os.listdir(small_fs / "runs") == []  # no run directory, no temporary
+    assert not out.exists()  # the output folder it would have made is not there either
+
+
+def test_a_file_system_full_right_after_sbatch_keeps_the_job_findable(
+    kit: Kit, small_fs: Path, slurm_env: dict[str, str]
+) -> None:
+    env, calls = counting_sbatch(kit, fill_after=small_fs)
+    runs_root = small_fs / "runs"
+    res = kit.cli("submit", *submit_args(kit, ["after-a", "after-b"], runs_root,
+                                          kit.root / "out"), "--hold", env=env)  # fmt: skip
+    dirs = sorted(p for p in runs_root.iterdir() if not p.name.startswith("."))
+    names = {json.loads((d / "run.json").read_text())["job_name"] for d in dirs}
+    assert len(names) == 1
+    (name,) = names
+    found = subprocess.run(["squeue", "-h", "-t", "all", "-n", name, "-o", "%A"],
+                           capture_output=True, text=True, env=slurm_env, check=True)  # fmt: skip
+    job_ids = sorted(set(found.stdout.split()))
+    try:
+        assert res.rc == 2, (res.stdout, res.stderr)
+        message, *hint = error_lines(res.stderr)
+        assert "submission.json: cannot write (No space left on device) after sbatch" in message
+        assert len(job_ids) == 1 and f"job {job_ids[0]} ({name}) was submitted and runs" in message
+        assert hint and name in hint[0]
+        assert len(calls.read_text().splitlines()) == 1  # one sbatch, never a second job
+        for d in dirs:  # the run files stay, naming the job that runs for them
+            assert (d / "run.json").exists() and not (d / "submission.json").exists()
+    finally:
+        if job_ids:
+            subprocess.run(["scancel", *job_ids], env=slurm_env, check=False)
+
+
+def test_a_run_directory_that_fills_up_while_the_job_runs_never_gets_an_empty_status(
+    kit: Kit, small_fs: Path
+) -> None:
+    run_dir = small_fs / "run"
+    args = [str(kit.manifest("fills-up", mode="sleep 8")), "--code-dir", str(kit.code),
+            "--data-dir", str(kit.data), "--image", str(kit.image), "--out-dir",
+            str(kit.root / "out"), "--run-dir", str(run_dir),
+            "--apptainer", str(platform.apptainer())]  # fmt: skip
+    res = kit.cli("submit", *args)
+    assert res.rc == 0, (res.stdout, res.stderr)
+    deadline = time.monotonic() + 120
+    out = run_dir / "container.out"
+    while not (out.exists() and out.read_text().startswith("@@dotlab start ")):
+        assert time.monotonic() < deadline, "the container did not start"
+        time.sleep(0.2)
+    fill(small_fs)  # the job's status file, end marker and logs now have no room
+
+    def state() -> dict[str, object]:
+        done = kit.cli("status", "--json", str(run_dir))
+        assert done.rc == 0, done.stderr
+        (s,) = json.loads(done.stdout)
+        return dict(s)
+
+    while not (s := state())["finished"]:
+        assert time.monotonic() < deadline, s
+        time.sleep(1)
+    status = run_dir / "status.json"
+    if status.exists():  # complete, never empty or cut off
+        assert json.loads(status.read_text())["phase"] == "finished"
+    else:
+        assert s["source"] == "slurm" and "without a status file" in str(s["reason"]), s
+    assert not [p for p in run_dir.iterdir() if p.name.startswith("status.json.")]  # no temporary
+    collected = kit.cli("collect", str(run_dir))
+    message = error_lines(collected.stderr)
+    if status.exists():
+        assert collected.rc in (0, 2), collected.stderr
+    else:
+        assert collected.rc == 2, (collected.stdout, collected.stderr)
+        assert "without writing its status file" in collected.stderr, message
+    assert not (run_dir / "record.json").exists() or collected.rc == 0

@@ -1,0 +1,278 @@
+"""Submit at scale: arrays split at MaxArraySize, the throttle, and writes that fail (unit level).
+
+The fake Slurm answers only the calls submit makes; the real cluster is in
+tests/integration/test_submit_scale.py and test_full_disk.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.errors import OperatorError, SlurmError, UsageError
+from dotlab_hpc.fsio import atomic_write_all
+from dotlab_hpc.render import parse_task_facts
+from dotlab_hpc.rundir import FACTS_FILE, SCRIPT_NAME, RunDir, ended_in
+from dotlab_hpc.slurm import SlurmClient, array_ranges
+from dotlab_hpc.submit import SubmitResult, execute
+from dotlab_hpc.submit_files import Writer
+
+from .test_submit import ArraySlurm, NoSleep, opts, write_manifest
+
+
+def submit(
+    tmp_path: Path, n: int, fake: ArraySlurm, write_all: Writer = atomic_write_all, **over: object
+) -> SubmitResult:
+    ms = [write_manifest(tmp_path / f"m{i}.yaml", claim=f"c{i}") for i in range(n)]
+    o = replace(opts(tmp_path, *ms, apptainer="/usr/bin/apptainer"), **over)  # type: ignore[arg-type]
+    return execute(
+        o,
+        client=SlurmClient(fake),
+        clock=NoSleep(),
+        verify_run=lambda m: [],
+        write_all=write_all,
+        write_new=write_all,
+    )
+
+
+def test_array_ranges_are_short() -> None:
+    assert array_ranges([0, 1, 2, 4, 5, 7]) == "0-2,4-5,7"
+    assert array_ranges([3]) == "3"
+    assert array_ranges(range(10_000)) == "0-9999"
+    with pytest.raises(SlurmError):
+        array_ranges([])
+
+
+def test_beyond_max_array_size_the_submission_is_several_arrays(tmp_path: Path) -> None:
+    # MaxArraySize 2: task indices 0 and 1 only, so 5 claims are arrays of 2, 2 and 1
+    fake = ArraySlurm(max_array_size=2)
+    res = submit(tmp_path, 5, fake)
+    calls = fake.sbatches()
+    assert len(calls) == 3
+    names = [c[2].removeprefix("--job-name=") for c in calls]
+    batch = names[0].removeprefix("dotlab-").removesuffix(".0")
+    assert names == [f"dotlab-{batch}.{k}" for k in range(3)]
+    assert [a for c in calls for a in c if a.startswith("--array=")] == [
+        "--array=0-1", "--array=0-1", "--array=0"
+    ]  # fmt: skip
+    assert [c[-1] for c in calls] == ["0", "1", "2"]  # the script's argument: the array number
+    assert all(c[-2].endswith(SCRIPT_NAME) for c in calls) and len({c[-2] for c in calls}) == 1
+    outputs = [a for c in calls for a in c if a.startswith("--output=")]
+    assert outputs == [f"--output={tmp_path / 'runs'}/{batch}.{k}-%a/slurm.out" for k in range(3)]
+    expected = [(500, 0, 0), (500, 1, 0), (501, 0, 1), (501, 1, 1), (502, 0, 2)]
+    for run, (job, task, part) in zip(res.runs, expected, strict=True):
+        rd = RunDir(run.run_dir)
+        assert run.run_dir.name == f"{batch}.{part}-{task}"  # what the script and %a compute
+        record = rd.run()
+        assert (record.job_name, record.task_index) == (f"dotlab-{batch}.{part}", task)
+        assert record.ends_dir == str(tmp_path / "runs" / ".ends" / batch)
+        sub = rd.submission()
+        assert sub is not None
+        assert (sub.job_id, sub.array_job_id, sub.task_index) == (f"{job}_{task}", str(job), task)
+    assert ended_in(tmp_path / "runs" / ".ends" / batch) == frozenset()
+
+
+def test_a_site_bound_below_max_array_size_splits_too(tmp_path: Path) -> None:
+    fake = ArraySlurm(max_array_size=10_001)
+    submit(tmp_path, 3, fake, max_array_size=2)
+    assert len(fake.sbatches()) == 2
+
+
+def test_one_array_keeps_its_plain_name_and_no_script_argument(tmp_path: Path) -> None:
+    fake = ArraySlurm()
+    res = submit(tmp_path, 3, fake, array_limit=2)
+    (call,) = fake.sbatches()
+    assert "--array=0-2%2" in call
+    assert call[-1].endswith(SCRIPT_NAME)
+    name = call[2].removeprefix("--job-name=")
+    assert [RunDir(r.run_dir).run().job_name for r in res.runs] == [name] * 3
+
+
+def test_the_run_directories_hold_no_other_claim(tmp_path: Path) -> None:
+    res = submit(tmp_path, 50, ArraySlurm())
+    sizes = set()
+    for i, run in enumerate(res.runs):
+        rd = RunDir(run.run_dir)
+        facts = rd.file(FACTS_FILE).read_bytes()
+        assert b"DOTLAB_CLAIM=c%d\0" % i in facts
+        assert sum(b"DOTLAB_CLAIM=" in f for f in facts.split(b"\0")) == 1
+        sizes.add(sum(p.stat().st_size for p in run.run_dir.iterdir()))
+        # one script, linked: the same inode everywhere
+        assert rd.file(SCRIPT_NAME).samefile(res.runs[0].run_dir / SCRIPT_NAME)
+    assert max(sizes) - min(sizes) < 64  # no run directory grows with the number of claims
+
+
+def test_the_checkout_is_verified_by_the_caller_once_per_claim_and_a_facts_file_per_task(
+    tmp_path: Path,
+) -> None:
+    res = submit(tmp_path, 3, ArraySlurm())
+    for run in res.runs:
+        fields = parse_task_facts((run.run_dir / FACTS_FILE).read_bytes())
+        assert fields[0] == "dotlab-task-facts-1" and fields[-1] == "end"
+
+
+# --------------------------------------------------------------------------- failing writes
+def enospc_on(name: str) -> Writer:
+    """A writer that fails like a full disk when asked to write a file called ``name``."""
+
+    def write_all(files: Sequence[tuple[Path, bytes, int]]) -> None:
+        for path, _, _ in files:
+            if path.name == name:
+                atomic_write_all(
+                    [(path.parent / "ok-before", b"x", 0o644)]
+                )  # something partial on disk first
+                raise_from = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                from dotlab_hpc.fsio import WriteFailed
+
+                raise WriteFailed(path, raise_from)
+        atomic_write_all(files)
+
+    return write_all
+
+
+@pytest.mark.parametrize("name", ["run.json", "task.facts", "manifest.orig.yaml", SCRIPT_NAME])
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_full_disk_before_sbatch_leaves_nothing_and_submits_nothing(
+    tmp_path: Path, name: str, n: int
+) -> None:
+    fake = ArraySlurm()
+    with pytest.raises(UsageError) as e:
+        submit(tmp_path, n, fake, write_all=enospc_on(name))
+    assert f"/{name}: cannot write (No space left on device); nothing was submitted" in str(e.value)
+    assert e.value.hint and "free space" in e.value.hint
+    assert fake.sbatches() == []
+    runs = tmp_path / "runs"  # made by this submission, so taken back too
+    assert not runs.exists() or list(runs.iterdir()) == []  # no run dir, no .ends folder
+    assert not (tmp_path / "out").exists()  # the output folders it made are gone too
+
+
+def test_a_full_disk_after_sbatch_keeps_the_job_findable(tmp_path: Path) -> None:
+    fake = ArraySlurm()
+    with pytest.raises(OperatorError) as e:
+        submit(tmp_path, 3, fake, write_all=enospc_on("submission.json"))
+    (call,) = fake.sbatches()
+    name = call[2].removeprefix("--job-name=")
+    message = str(e.value)
+    assert "submission.json: cannot write (No space left on device) after sbatch" in message
+    assert f"job 500 ({name}) was submitted and runs" in message
+    assert e.value.hint and name in e.value.hint and "status" in e.value.hint
+    runs = sorted(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    assert len(runs) == 3
+    for run in runs:  # the run files stay: the job is found by the name they hold
+        assert RunDir(run).run().job_name == name
+        assert RunDir(run).submission() is None
+
+
+def test_a_full_disk_after_the_first_of_several_arrays_takes_back_only_the_rest(
+    tmp_path: Path,
+) -> None:
+    fake = ArraySlurm(max_array_size=2)
+    calls = 0
+
+    def second_fails(files: Sequence[tuple[Path, bytes, int]]) -> None:
+        nonlocal calls
+        if files and files[0][0].name == "submission.json":
+            calls += 1
+            if calls == 2:
+                raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), str(files[0][0]))
+        atomic_write_all(files)
+
+    with pytest.raises(OperatorError, match="Disk quota exceeded"):
+        submit(tmp_path, 5, fake, write_all=second_fails)
+    assert len(fake.sbatches()) == 2  # the third array was never submitted…
+    left = sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    assert [n.rsplit(".", 1)[1] for n in left] == ["0-0", "0-1", "1-0", "1-1"]  # …nor kept
+    first = [RunDir(tmp_path / "runs" / n).submission() for n in left[:2]]
+    assert all(s is not None and s.array_job_id == "500" for s in first)
+
+
+def test_a_refused_later_array_says_which_claims_were_not_submitted(tmp_path: Path) -> None:
+    class Refusing(ArraySlurm):
+        def answer(self, args: tuple[str, ...]) -> object:  # type: ignore[override]
+            if args[0] == "sbatch" and args[1] != "--version" and self.jobs == 1:
+                from dotlab_hpc.proc import Completed
+
+                return Completed(args, 1, "", "sbatch: error: Batch job submission failed:"
+                                 " Invalid partition name specified\n")  # fmt: skip
+            return super().answer(args)
+
+    fake = Refusing(max_array_size=2)
+    with pytest.raises(SlurmError, match=r"array 1 of 3: the claims from batch-\S+\.1-0 on"):
+        submit(tmp_path, 5, fake)
+    left = sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    assert [n.rsplit(".", 1)[1] for n in left] == ["0-0", "0-1", "1-0", "1-1"]
+    assert json.loads((tmp_path / "runs" / left[0] / "submission.json").read_text())["job_id"]
+
+
+def test_many_files_are_synced_per_file_system_not_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc import fsio
+
+    fsyncs: list[int] = []
+    syncs: list[int] = []
+    real_syncfs = fsio._syncfs_function()
+    assert real_syncfs is not None  # Linux
+    monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd))
+
+    def syncfs(fd: int) -> int:
+        syncs.append(fd)
+        return real_syncfs(fd)
+
+    monkeypatch.setattr(fsio, "_SYNCFS", syncfs)
+    files = [(tmp_path / f"f{i}", b"%d" % i, 0o644) for i in range(100)]
+    fsio.atomic_write_all(files)
+    assert fsyncs == [] and len(syncs) == 2  # before the renames, and after them
+    assert all(p.read_bytes() == data for p, data, _ in files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"f{i}" for i in range(100))
+
+
+def test_a_sync_that_reports_a_write_error_names_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc import fsio
+
+    def failing(fd: int) -> int:
+        import ctypes
+
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(fsio, "_SYNCFS", failing)
+    files = [(tmp_path / f"f{i}", b"x", 0o644) for i in range(20)]
+    with pytest.raises(fsio.WriteFailed, match=f"{tmp_path}: cannot write: Input/output error"):
+        fsio.atomic_write_all(files)
+    assert list(tmp_path.iterdir()) == []  # no target, no temporary
+
+
+def test_a_run_dir_that_exists_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    fake = ArraySlurm()
+    with pytest.raises(UsageError, match="run directory exists; run directories are never reused"):
+        submit(tmp_path, 1, fake, run_dir=tmp_path / "taken")
+    assert list((tmp_path / "taken").iterdir()) == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".taken.")]  # no temporary
+    assert fake.sbatches() == []
+
+
+def test_run_directories_appear_whole_with_no_temporary_left(tmp_path: Path) -> None:
+    res = submit(tmp_path, 4, ArraySlurm())
+    names = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert names == [".ends", *sorted(r.run_dir.name for r in res.runs)]
+    for run in res.runs:
+        assert not [p for p in run.run_dir.iterdir() if p.name.endswith(".tmp")]
+        assert (run.run_dir / "run.json").exists() and (run.run_dir / "submission.json").exists()
+
+
+def test_the_array_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    from dotlab_hpc.cli import main
+
+    assert main(["submit", "m.yaml", "--code-dir", ".", "--data-dir", ".", "--image", "x",
+                 "--out-dir", "o", "--array-limit", "0"]) == 2  # fmt: skip
+    assert capsys.readouterr().err == "dotlab-hpc: --array-limit 0: must be at least 1\n"
