@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import DotlabError, RunDirError, one_line
-from .rundir import RunDir
+from .rundir import RunDir, ended_in
 from .slurm import JobInfo, JobState, SlurmClient, is_terminal
 
 if TYPE_CHECKING:
     from .record import ClaimRecord
     from .rundir import JobStatus
+
+UNKNOWN = JobState.UNKNOWN.value
 
 # A job just submitted may not be in sacct yet (slurmdbd lags the controller).
 NOT_YET_KNOWN_GRACE = timedelta(seconds=90)
@@ -147,6 +149,8 @@ class Local:
     created_at: datetime | None  # read only when there is no submission.json
     ends_dir: str | None
     done: RunState | None
+    # False: the status file was not opened, its end marker being absent (``read_local``)
+    status_read: bool = True
 
     @property
     def orphan(self) -> bool:
@@ -159,17 +163,34 @@ class Local:
         return self.submitted_at or self.created_at
 
 
-def read_local(rd: RunDir) -> Local:
-    """What the run directory alone says (no Slurm call); RunDirError when it cannot be read."""
+Listings = dict[str, frozenset[str] | None]
+
+
+def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
+    """What the run directory alone says (no Slurm call); RunDirError when it cannot be read.
+
+    With ``listings`` (end-marker folders listed once each, filled here as they are met), the
+    status file of a submitted run whose marker is not in its folder is not opened: the job
+    drops the marker only after ``status.json`` is complete. A job can end without dropping it
+    (a full disk, a job killed between the two), so such a run has ``status_read`` False and
+    ``poll_rows`` reads its status file whenever Slurm does not say it is still alive.
+    """
     try:
-        run = rd.run()
+        run = rd.run_head()
     except RunDirError:
         if not rd.path.is_dir():  # looked at only when run.json could not be read
             raise RunDirError(f"{one_line(rd.path)}: no such run directory") from None
         raise
     claim = run.claim
     sub = rd.submission()
-    status = rd.status()
+    status_read = True
+    ends = run.ends_dir or None
+    if listings is not None and sub is not None and ends is not None:
+        if ends not in listings:
+            listings[ends] = ended_in(ends)
+        listed = listings[ends]
+        status_read = listed is None or run.run_id in listed
+    status = rd.status() if status_read else None
     # a record matters only without a submission (input_mismatch) or once the job ended
     record = rd.record() if sub is None or status is not None else None
     job_id = sub.job_id if sub is not None else None
@@ -183,7 +204,7 @@ def read_local(rd: RunDir) -> Local:
     created = _parse_ts(run.created_at) if sub is None else None
     return Local(
         rd, claim, run.run_id, job_id, run.job_name, run.task_index, submitted, created,
-        run.ends_dir or None, done,
+        ends, done, status_read,
     )  # fmt: skip
 
 
@@ -213,6 +234,14 @@ def _status_job_id(status: JobStatus) -> str | None:
     if status.array_job_id and status.array_task_id:
         return f"{status.array_job_id}_{status.array_task_id}"
     return status.job_id or None
+
+
+def _status_late(lo: Local) -> RunState | None:
+    """The state the run's status file gives, read now (None: the job has not written one)."""
+    status = lo.rd.status()
+    if status is None:
+        return None
+    return _from_status(lo.rd, lo.claim, lo.job_id, status, lo.rd.record())
 
 
 def refresh(local: Local) -> Local:
@@ -313,11 +342,12 @@ def adopt_orphans(
 def read_rows(paths: Sequence[Path | str]) -> list[Local | BadRun]:
     """Every run directory read (no Slurm call); one that cannot be read is a BadRun."""
     out: list[Local | BadRun] = []
+    listings: Listings = {}
     for p in paths:
         # abspath, not resolve(): a link named on the command line stays the name given
         rd = RunDir(Path(os.path.abspath(p)))  # noqa: PTH100 (Path.absolute costs 3x here)
         try:
-            out.append(read_local(rd))
+            out.append(read_local(rd, listings))
         except DotlabError as e:
             out.append(BadRun(rd.path, e))
     return out
@@ -347,7 +377,16 @@ def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datet
             out.append(_without_slurm(lo, "being submitted: no job under its name yet",
                                       pending=True))  # fmt: skip
         else:
-            out.append(from_slurm(lo, infos.get(lo.job_id), now))
+            info = infos.get(lo.job_id)
+            state = from_slurm(lo, info, now)
+            if not lo.status_read and (info is None or state.finished or state.state == UNKNOWN):
+                # Slurm does not say it is alive: its job may have ended without its marker
+                try:
+                    state = _status_late(lo) or state
+                except DotlabError as e:
+                    out.append(BadRun(lo.rd.path, e))
+                    continue
+            out.append(state)
     return out
 
 

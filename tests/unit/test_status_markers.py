@@ -1,0 +1,112 @@
+"""``status`` opens a run's status file only when its end marker or Slurm says the job ended."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.poll import BadRun, RunState, poll_rows, read_rows
+from dotlab_hpc.proc import Completed
+from dotlab_hpc.rundir import RunDir
+from dotlab_hpc.slurm import SlurmClient
+from tests.support.fakes import ScriptedRunner
+from tests.support.runfiles import (
+    JOB_NAME,
+    job_status,
+    run_record,
+    submission_record,
+    write_status,
+)
+
+NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
+RUN_ID = "c0-20261129T070000Z-000000000000"
+
+
+def submitted(tmp_path: Path, *, marker: bool, status: bool) -> RunDir:
+    ends = tmp_path / ".ends" / "b"
+    ends.mkdir(parents=True, exist_ok=True)
+    rd = RunDir(tmp_path / "r")
+    rd.path.mkdir()
+    rd.write_run(run_record(run_id=RUN_ID, ends_dir=str(ends)))
+    rd.write_submission(submission_record(job_id="1000"))
+    if status:
+        write_status(rd, job_status(job_id="1000", exit_code=3))
+    if marker:
+        (ends / RUN_ID).touch()
+    return rd
+
+
+def sacct_says(state: str) -> ScriptedRunner[tuple[str, ...]]:
+    line = f"1000|1000|{JOB_NAME}|{state}|0:0|00:01:00|Unknown|Unknown|n1|None\n"
+    return ScriptedRunner[tuple[str, ...]](lambda argv: Completed(argv, 0, line, ""))
+
+
+def one(rd: RunDir, runner: ScriptedRunner[tuple[str, ...]]) -> RunState | BadRun:
+    (row,) = poll_rows(read_rows([rd.path]), SlurmClient(runner), now=NOW)
+    return row
+
+
+def test_a_run_whose_marker_is_there_is_read_from_its_status_file(tmp_path: Path) -> None:
+    rd = submitted(tmp_path, marker=True, status=True)
+    runner = sacct_says("RUNNING")
+    row = one(rd, runner)
+    assert isinstance(row, RunState) and (row.state, row.reason) == ("FINISHED", "exit 3")
+    assert runner.calls == []  # ended: Slurm is not asked
+
+
+def test_a_job_that_ended_without_its_marker_is_still_read_from_its_status_file(
+    tmp_path: Path,
+) -> None:
+    rd = submitted(tmp_path, marker=False, status=True)  # e.g. the disk filled after status.json
+    row = one(rd, sacct_says("COMPLETED"))
+    assert isinstance(row, RunState)
+    assert (row.state, row.finished, row.source) == ("FINISHED", True, "status")
+
+
+@pytest.mark.parametrize("state", ["CANCELLED", "COMPLETED"])
+def test_an_ended_job_without_status_file_or_marker_says_so(tmp_path: Path, state: str) -> None:
+    rd = submitted(tmp_path, marker=False, status=False)
+    row = one(rd, sacct_says(state))
+    assert isinstance(row, RunState) and row.state == state and row.finished
+    assert "without a status file" in row.reason
+
+
+def test_a_job_slurm_no_longer_knows_is_read_from_its_status_file(tmp_path: Path) -> None:
+    rd = submitted(tmp_path, marker=False, status=True)
+    runner = ScriptedRunner[tuple[str, ...]](lambda argv: Completed(argv, 0, "", ""))
+    row = one(rd, runner)
+    assert isinstance(row, RunState) and row.state == "FINISHED"
+
+
+def test_a_corrupt_status_file_found_late_is_one_bad_row(tmp_path: Path) -> None:
+    rd = submitted(tmp_path, marker=False, status=False)
+    rd.status_path.write_text('{"version": 1, "phase": ')
+    row = one(rd, sacct_says("FAILED"))
+    assert isinstance(row, BadRun) and "status.json: is not valid JSON" in row.message
+
+
+def test_a_live_job_without_marker_is_slurm_s_word(tmp_path: Path) -> None:
+    rd = submitted(tmp_path, marker=False, status=False)
+    row = one(rd, sacct_says("RUNNING"))
+    assert isinstance(row, RunState) and (row.state, row.finished) == ("RUNNING", False)
+
+
+def test_without_an_ends_folder_the_status_file_is_read(tmp_path: Path) -> None:
+    rd = submitted(tmp_path, marker=False, status=True)
+    (tmp_path / ".ends" / "b").rmdir()
+    runner = sacct_says("RUNNING")
+    row = one(rd, runner)
+    assert isinstance(row, RunState) and row.state == "FINISHED" and runner.calls == []
+
+
+def test_a_run_json_without_what_status_needs_is_one_bad_row(tmp_path: Path) -> None:
+    rd = submitted(tmp_path, marker=False, status=False)
+    run = rd.file("run.json")
+    run.write_text(run.read_text().replace('"job_name"', '"job_nam"'))
+    (row,) = read_rows([rd.path])
+    assert isinstance(row, BadRun)
+    assert "run.json: not a RunRecord this version can read (job_name: Field required)" in (
+        row.message
+    )
