@@ -178,9 +178,8 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
             name=_value(name),
         )
         out[first.job_id] = first
-        fields = {k: v for k, v in vars(first).items() if k != "job_id"}
         for task_id in tasks[1:]:  # a pending remainder `J_[0-9999]`: one record, many tasks
-            out[task_id] = JobInfo(job_id=task_id, **fields)
+            out[task_id] = first.for_task(task_id)
     return out
 
 
@@ -191,17 +190,20 @@ def parse_squeue(stdout: str) -> dict[str, JobInfo]:
     for parts in _rows(stdout, width, "squeue"):
         job_id, state, reason, used, start, end, nodes = parts[: width - 1]
         name = "|".join(parts[width - 1 :])
-        for task_id in expand_job_id(job_id):
-            out[task_id] = _info(
-                task_id,
-                state,
-                node=_value(nodes),
-                reason=_value(reason),
-                elapsed_s=parse_duration(used),
-                start=_value(start),
-                end=_value(end),
-                name=_value(name),
-            )
+        tasks = expand_job_id(job_id)
+        first = _info(
+            tasks[0],
+            state,
+            node=_value(nodes),
+            reason=_value(reason),
+            elapsed_s=parse_duration(used),
+            start=_value(start),
+            end=_value(end),
+            name=_value(name),
+        )
+        out[first.job_id] = first
+        for task_id in tasks[1:]:  # a pending remainder `J_[0-9999]`: one line, many tasks
+            out[task_id] = first.for_task(task_id)
     return out
 
 

@@ -119,6 +119,14 @@ class JobInfo:
     end: str | None = None
     name: str | None = None
 
+    def for_task(self, job_id: str) -> JobInfo:
+        """The same record under another id: a pending array's remainder (``J_[0-9999]``) is
+        one record for thousands of tasks, so each is a plain copy, not built field by field."""
+        new = object.__new__(JobInfo)
+        new.__dict__.update(self.__dict__)
+        new.__dict__["job_id"] = job_id
+        return new
+
     @property
     def terminal(self) -> bool:
         """Whether this state is final (see ``is_terminal``)."""
