@@ -47,10 +47,14 @@ def _print_json(obj: Any) -> None:
 
 
 def _print_json_rows(rows: Sequence[Any]) -> None:
-    """A JSON list, one object per line: json's C encoder, 4x faster than indenting 10,000."""
+    """A JSON list, one object per line: json's C encoder, 4x faster than indenting 10,000.
+
+    One encoder for all rows: ``json.dumps`` with an option builds a new one per call.
+    """
     import json
 
-    body = ",\n".join(f"  {json.dumps(r, sort_keys=True)}" for r in rows)
+    encode = json.JSONEncoder(sort_keys=True).encode
+    body = ",\n".join(f"  {encode(r)}" for r in rows)
     sys.stdout.write(f"[\n{body}\n]\n" if rows else "[]\n")
 
 
