@@ -332,7 +332,13 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
     cache: HashCache = {}  # the claims of one submission share the image and often datasets
     checkouts = verify.CheckoutMemo()  # and the checkout: inspected once, not once per claim
 
+    # claims that pin the same inputs get the same answer: verified once per submission
+    answers: dict[tuple[object, ...], list[str]] = {}
+
     def check(m: manifest_mod.Manifest) -> list[str]:
+        key = verify.inputs_key(m.spec)
+        if key in answers:
+            return list(answers[key])
         with Progress(f"verifying {m.spec.claim}") as progress:
             report = verify.verify_inputs(
                 m.spec,
@@ -344,7 +350,8 @@ def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], l
                 cache=cache,
                 checkouts=checkouts,
             )
-        return report.mismatches()
+        answers[key] = report.mismatches()
+        return list(answers[key])
 
     return check
 

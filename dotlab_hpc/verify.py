@@ -249,6 +249,13 @@ def _check_working_dir(
 
 
 # --------------------------------------------------------------------------- entry point
+def inputs_key(spec: ManifestSpec) -> tuple[object, ...]:
+    """Everything of a manifest ``verify_inputs`` looks at: two claims with the same key get
+    the same checks against the same folders (one submission verifies each key once)."""
+    data = tuple((d.name, d.path, d.sha256) for d in spec.data)
+    return (spec.code.commit, spec.code.working_dir, spec.image.digest, data)
+
+
 def verify_inputs(
     spec: ManifestSpec,
     *,
