@@ -235,7 +235,11 @@ def test_the_event_log_is_never_a_fifo_or_a_link(tmp_path: Path, kind: str, no_h
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.tuples(inner, inner)
