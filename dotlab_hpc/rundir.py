@@ -174,6 +174,16 @@ class SubmissionRecord(_Frozen):
     slurm_log: str
 
 
+class SubmissionHead(BaseModel):
+    """What ``status`` needs of ``submission.json`` (``RunHead``'s counterpart): the job id and
+    when it was submitted, as strictly as ``SubmissionRecord`` checks them."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, defer_build=True)
+
+    job_id: str = Field(pattern=r"^[0-9]+(_[0-9]+)?$")
+    submitted_at: str
+
+
 class JobStatus(_Frozen):
     """``status.json``: the contract the job script's ``write_status`` writes (once, atomically).
 
@@ -310,6 +320,10 @@ class RunDir:
     def submission(self) -> SubmissionRecord | None:
         """``submission.json``, or None when the run was never submitted."""
         return self._read(SUBMISSION_FILE, SubmissionRecord)
+
+    def submission_head(self) -> SubmissionHead | None:
+        """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None."""
+        return self._read(SUBMISSION_FILE, SubmissionHead, what="SubmissionRecord")
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""
