@@ -110,3 +110,12 @@ def test_a_run_json_without_what_status_needs_is_one_bad_row(tmp_path: Path) -> 
     assert "run.json: not a RunRecord this version can read (job_name: Field required)" in (
         row.message
     )
+
+
+def test_a_submission_json_with_a_bad_job_id_is_one_bad_row(tmp_path: Path) -> None:
+    rd = submitted(tmp_path, marker=False, status=False)
+    sub = rd.file("submission.json")
+    sub.write_text(sub.read_text().replace('"1000"', '"10; rm"'))
+    (row,) = read_rows([rd.path])
+    assert isinstance(row, BadRun)
+    assert "submission.json: not a SubmissionRecord this version can read (job_id:" in row.message
