@@ -37,9 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from .errors import DotlabError, RunDirError, UsageError, one_line
 from .fsio import (
@@ -50,10 +48,30 @@ from .fsio import (
     json_line,
     read_regular,
 )
-from .record import ClaimRecord, InputsRecord, ToolRecord
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .manifest import Manifest
+    from .record import ClaimRecord
+    from .rundir_models import JobStatus as JobStatus
+    from .rundir_models import M
+    from .rundir_models import RunPaths as RunPaths
+    from .rundir_models import RunRecord as RunRecord
+    from .rundir_models import SubmissionRecord as SubmissionRecord
+    from .rundir_models import parse_model as parse_model
+
+_MODELS = ("JobStatus", "RunPaths", "RunRecord", "SubmissionRecord", "parse_model")
+
+
+def __getattr__(name: str) -> Any:
+    """The pydantic models, imported on first use (``rundir_models``): ``status`` needs none."""
+    if name in _MODELS:
+        from . import rundir_models
+
+        return getattr(rundir_models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 RUN_FILE = "run.json"
 SUBMISSION_FILE = "submission.json"
@@ -107,129 +125,96 @@ def new_batch_id(now: datetime) -> str:
     return f"batch-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(6)}"
 
 
-# --------------------------------------------------------------------------- the models
-class _Frozen(BaseModel):
-    # built on first use: `status` of pending runs never needs JobStatus or the record models
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+# --------------------------------------------------------------------------- what status reads
+# ``status`` of runs that have not ended reads these two. They are checked by pydantic's own
+# validator (pydantic_core) against schemas of the same fields, constraints and strictness as
+# the models of ``rundir_models`` (a unit test holds them to it), built here without pydantic:
+# importing pydantic costs more than reading 10,000 run directories' heads, and its JSON
+# parser skips the fields not asked for without building them (json.loads is 3x slower).
+_STR: dict[str, Any] = {"type": "str", "strict": True}
+_NAME: dict[str, Any] = {"type": "str", "strict": True, "min_length": 1}
+_HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
+    "RunRecord": {
+        "run_id": _NAME,
+        "claim": _NAME,
+        "created_at": _STR,
+        "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
+        "job_name": _NAME,
+        "ends_dir": {"type": "default", "schema": {"type": "nullable", "schema": _STR},
+                     "default": None},
+    },
+    "SubmissionRecord": {
+        "job_id": {"type": "str", "strict": True, "pattern": r"^[0-9]+(_[0-9]+)?$"},
+        "submitted_at": _STR,
+    },
+}  # fmt: skip
+_HEAD_VALIDATORS: dict[str, Any] = {}
 
 
-class RunPaths(_Frozen):
-    """The absolute host paths of one run."""
+def _head(kind: str, data: bytes, source: str) -> dict[str, Any]:
+    """The fields of ``_HEAD_SCHEMAS[kind]`` in ``data``; a RunDirError as ``parse_model``'s."""
+    from pydantic_core import SchemaValidator, ValidationError
 
-    run_dir: str
-    code_dir: str
-    data_dir: str
-    out_dir: str
-    image: str
-
-
-class RunRecord(_Frozen):
-    """``run.json``: who, what and where, written by ``submit`` before anything is submitted."""
-
-    run_id: str = Field(min_length=1)
-    claim: str = Field(min_length=1)
-    created_at: str
-    tool: ToolRecord
-    task_index: int | None = Field(ge=0)
-    job_name: str = Field(min_length=1)
-    manifest_file: str = Field(pattern=r"^manifest\.orig\.(yaml|yml|json)$")
-    manifest_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    manifest_path: str
-    apptainer: str
-    paths: RunPaths
-    inputs: InputsRecord
-    # The folder the job drops an empty file named after ``run_id`` into once ``status.json`` is
-    # complete, shared by every run of one submission: one listing of it per cycle tells the
-    # follower which runs ended, whatever their number (``ended_in``). None: run dirs made before.
-    ends_dir: str | None = None
-
-
-class RunHead(BaseModel):
-    """What ``status`` needs of ``run.json``, validated as strictly as ``RunRecord`` does.
-
-    The rest of the file (tool, paths, inputs) is not looked at: nothing ``status`` decides
-    depends on it, and checking it costs three times the reading of the file at 10,000 runs.
-    ``collect``, ``pack`` and ``cancel`` read the whole ``RunRecord``.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, defer_build=True)
-
-    run_id: str = Field(min_length=1)
-    claim: str = Field(min_length=1)
-    created_at: str
-    task_index: int | None = Field(ge=0)
-    job_name: str = Field(min_length=1)
-    ends_dir: str | None = None
-
-
-class SubmissionRecord(_Frozen):
-    """``submission.json``: the Slurm job of the run, written once sbatch answered."""
-
-    job_id: str = Field(pattern=r"^[0-9]+(_[0-9]+)?$")
-    array_job_id: str | None = Field(pattern=r"^[0-9]+$")
-    task_index: int | None = Field(ge=0)
-    submitted_at: str
-    sbatch_argv: tuple[str, ...]
-    adopted_after_retry: bool
-    slurm_log: str
-
-
-class SubmissionHead(BaseModel):
-    """What ``status`` needs of ``submission.json`` (``RunHead``'s counterpart): the job id and
-    when it was submitted, as strictly as ``SubmissionRecord`` checks them."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, defer_build=True)
-
-    job_id: str = Field(pattern=r"^[0-9]+(_[0-9]+)?$")
-    submitted_at: str
-
-
-class JobStatus(_Frozen):
-    """``status.json``: the contract the job script's ``write_status`` writes (once, atomically).
-
-    ``phase`` is ``finished`` when the container ran to its end, else why it did not
-    (``image_missing``, ``image_mismatch``, ``out_not_empty``, ``scratch_unavailable``,
-    ``terminated``, ``slurm_time_limit``); text fields the shell had no value for are empty strings.
-    """
-
-    version: Literal[1]
-    phase: str = Field(pattern=r"^[a-z_]{1,64}$")
-    exit_code: int | None = Field(ge=0, le=65535)
-    container_started: bool
-    signal: str
-    image_digest_on_node: str
-    job_started_at: str
-    ended_at: str
-    node: str
-    job_id: str
-    array_job_id: str
-    array_task_id: str
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def _model_problem(e: ValidationError) -> str:
-    err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "(top)"
-    return f"{loc}: {err['msg']}"
-
-
-def parse_model(model: type[M], data: bytes, source: Path | str, *, name: str = "") -> M:
-    """``data`` (JSON) as ``model``; a RunDirError naming ``source`` and the first bad field.
-
-    ``name`` is what the error calls the record (default: the model's name).
-    """
+    validator = _HEAD_VALIDATORS.get(kind)
+    if validator is None:
+        fields = {
+            k: {"type": "typed-dict-field", "schema": v, "required": v["type"] != "default"}
+            for k, v in _HEAD_SCHEMAS[kind].items()
+        }
+        schema = {
+            "type": "typed-dict",
+            "fields": fields,
+            "extra_behavior": "ignore",
+            "strict": True,
+        }
+        validator = _HEAD_VALIDATORS[kind] = SchemaValidator(schema)
     try:
-        return model.model_validate_json(data)
+        out: dict[str, Any] = validator.validate_json(data)
     except ValidationError as e:
-        if any(err["type"] == "json_invalid" for err in e.errors()):
+        errors = e.errors()
+        if any(err["type"] == "json_invalid" for err in errors):
             raise RunDirError(f"{one_line(source)}: is not valid JSON") from e
+        loc = ".".join(str(x) for x in errors[0]["loc"]) or "(top)"
+        problem = one_line(f"{loc}: {errors[0]['msg']}")
         raise RunDirError(
-            f"{one_line(source)}: not a {name or model.__name__} this version can read"
-            f" ({one_line(_model_problem(e))})",
+            f"{one_line(source)}: not a {kind} this version can read ({problem})",
             hint="was the run directory changed by hand? submit again to get a fresh one",
         ) from e
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunHead:
+    """What ``status`` needs of ``run.json`` (``RunRecord``'s fields of the same names).
+
+    The rest of the file (tool, paths, inputs) is not looked at: nothing ``status`` decides
+    depends on it. ``collect``, ``pack`` and ``cancel`` read the whole ``RunRecord``.
+    """
+
+    run_id: str
+    claim: str
+    created_at: str
+    task_index: int | None
+    job_name: str
+    ends_dir: str | None
+
+    @classmethod
+    def parse(cls, data: bytes, source: str) -> RunHead:
+        """``run.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
+        return cls(**_head("RunRecord", data, source))
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionHead:
+    """What ``status`` needs of ``submission.json``: the job id and when it was submitted."""
+
+    job_id: str
+    submitted_at: str
+
+    @classmethod
+    def parse(cls, data: bytes, source: str) -> SubmissionHead:
+        """``submission.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
+        return cls(**_head("SubmissionRecord", data, source))
 
 
 # --------------------------------------------------------------------------- the directory
@@ -297,36 +282,48 @@ class RunDir:
             raise RunDirError(f"{one_line(p)}: {e.reason}") from e
 
     def _read(self, name: str, model: type[M], *, what: str = "") -> M | None:
+        from .rundir_models import parse_model
+
         data = self.read_bytes(name)
         return None if data is None else parse_model(model, data, self._prefix + name, name=what)
 
+    def _no_run(self) -> RunDirError:
+        return RunDirError(
+            f"{one_line(self.path)}: not a dotlab-hpc run directory (no {RUN_FILE})",
+            hint="give the folder `dotlab-hpc submit` printed",
+        )
+
     def run(self) -> RunRecord:
         """``run.json``; its absence means this is not a (complete) run directory."""
-        return self._run_as(RunRecord)
+        from .rundir_models import RunRecord
+
+        run = self._read(RUN_FILE, RunRecord)
+        if run is None:
+            raise self._no_run()
+        return run
 
     def run_head(self) -> RunHead:
         """What ``status`` needs of ``run.json`` (``RunHead``); as ``run`` when it is absent."""
-        return self._run_as(RunHead)
-
-    def _run_as(self, model: type[M]) -> M:
-        run = self._read(RUN_FILE, model, what="RunRecord")
-        if run is None:
-            raise RunDirError(
-                f"{one_line(self.path)}: not a dotlab-hpc run directory (no {RUN_FILE})",
-                hint="give the folder `dotlab-hpc submit` printed",
-            )
-        return run
+        data = self.read_bytes(RUN_FILE)
+        if data is None:
+            raise self._no_run()
+        return RunHead.parse(data, self._prefix + RUN_FILE)
 
     def submission(self) -> SubmissionRecord | None:
         """``submission.json``, or None when the run was never submitted."""
+        from .rundir_models import SubmissionRecord
+
         return self._read(SUBMISSION_FILE, SubmissionRecord)
 
     def submission_head(self) -> SubmissionHead | None:
         """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None."""
-        return self._read(SUBMISSION_FILE, SubmissionHead, what="SubmissionRecord")
+        data = self.read_bytes(SUBMISSION_FILE)
+        return None if data is None else SubmissionHead.parse(data, self._prefix + SUBMISSION_FILE)
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""
+        from .rundir_models import JobStatus
+
         return self._read(STATUS_FILE, JobStatus)
 
     def has_status(self) -> bool:
@@ -335,10 +332,15 @@ class RunDir:
 
     def record(self) -> ClaimRecord | None:
         """The record collect (or submit, for input_mismatch) wrote, or None."""
+        from .record import ClaimRecord
+
         return self._read(RECORD_FILE, ClaimRecord)
 
     def record_and_bytes(self) -> tuple[ClaimRecord, bytes] | None:
         """The record and the very bytes it was read from (what a bundle copies)."""
+        from .record import ClaimRecord
+        from .rundir_models import parse_model
+
         data = self.read_bytes(RECORD_FILE)
         if data is None:
             return None

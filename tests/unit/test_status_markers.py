@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from dotlab_hpc.errors import RunDirError
 from dotlab_hpc.poll import BadRun, RunState, poll_rows, read_rows
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import RunDir
+from dotlab_hpc.rundir import RunDir, RunHead, RunRecord, SubmissionHead, SubmissionRecord
 from dotlab_hpc.slurm import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
@@ -119,3 +122,45 @@ def test_a_submission_json_with_a_bad_job_id_is_one_bad_row(tmp_path: Path) -> N
     (row,) = read_rows([rd.path])
     assert isinstance(row, BadRun)
     assert "submission.json: not a SubmissionRecord this version can read (job_id:" in row.message
+
+
+VALUES: tuple[object, ...] = ("", "7", "7\n", "x y", 7, -1, 2.0, True, None, [], {}, "__missing__")
+HEAD_MUTATIONS: list[tuple[str, str, object]] = [
+    (file, key, value)
+    for file, keys in (
+        ("run.json", ("run_id", "claim", "created_at", "task_index", "job_name", "ends_dir")),
+        ("submission.json", ("job_id", "submitted_at")),
+    )
+    for key in keys
+    for value in VALUES
+]
+
+
+@pytest.mark.parametrize(("file", "key", "value"), HEAD_MUTATIONS)
+def test_the_heads_status_reads_refuse_what_the_full_models_refuse(
+    tmp_path: Path, file: str, key: str, value: object
+) -> None:
+    """RunHead/SubmissionHead check their fields as RunRecord/SubmissionRecord do."""
+    rd = submitted(tmp_path, marker=False, status=False)
+    data = json.loads(rd.file(file).read_text())
+    if value == "__missing__":
+        del data[key]
+    else:
+        data[key] = value
+    raw = json.dumps(data).encode()
+    head, full = (
+        (RunHead.parse, RunRecord)
+        if file == "run.json"
+        else (SubmissionHead.parse, SubmissionRecord)
+    )
+    try:
+        full.model_validate_json(raw)
+        full_ok = True
+    except ValidationError:
+        full_ok = False
+    try:
+        head(raw, file)
+        head_ok = True
+    except RunDirError:
+        head_ok = False
+    assert head_ok == full_ok

@@ -1,0 +1,111 @@
+"""The pydantic models of the files of a run directory (``rundir`` names and reads the files).
+
+Kept apart from ``rundir`` so that ``status`` over runs that have not ended reads what it needs
+(``rundir.RunHead``, ``rundir.SubmissionHead``) without importing pydantic at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import RunDirError, one_line
+from .record import InputsRecord, ToolRecord
+
+
+class _Frozen(BaseModel):
+    # built on first use: `status` of pending runs never needs JobStatus or the record models
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+
+
+class RunPaths(_Frozen):
+    """The absolute host paths of one run."""
+
+    run_dir: str
+    code_dir: str
+    data_dir: str
+    out_dir: str
+    image: str
+
+
+class RunRecord(_Frozen):
+    """``run.json``: who, what and where, written by ``submit`` before anything is submitted."""
+
+    run_id: str = Field(min_length=1)
+    claim: str = Field(min_length=1)
+    created_at: str
+    tool: ToolRecord
+    task_index: int | None = Field(ge=0)
+    job_name: str = Field(min_length=1)
+    manifest_file: str = Field(pattern=r"^manifest\.orig\.(yaml|yml|json)$")
+    manifest_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    manifest_path: str
+    apptainer: str
+    paths: RunPaths
+    inputs: InputsRecord
+    # The folder the job drops an empty file named after ``run_id`` into once ``status.json`` is
+    # complete, shared by every run of one submission: one listing of it per cycle tells the
+    # follower which runs ended, whatever their number (``ended_in``). None: run dirs made before.
+    ends_dir: str | None = None
+
+
+class SubmissionRecord(_Frozen):
+    """``submission.json``: the Slurm job of the run, written once sbatch answered."""
+
+    job_id: str = Field(pattern=r"^[0-9]+(_[0-9]+)?$")
+    array_job_id: str | None = Field(pattern=r"^[0-9]+$")
+    task_index: int | None = Field(ge=0)
+    submitted_at: str
+    sbatch_argv: tuple[str, ...]
+    adopted_after_retry: bool
+    slurm_log: str
+
+
+class JobStatus(_Frozen):
+    """``status.json``: the contract the job script's ``write_status`` writes (once, atomically).
+
+    ``phase`` is ``finished`` when the container ran to its end, else why it did not
+    (``image_missing``, ``image_mismatch``, ``out_not_empty``, ``scratch_unavailable``,
+    ``terminated``, ``slurm_time_limit``); text fields the shell had no value for are empty strings.
+    """
+
+    version: Literal[1]
+    phase: str = Field(pattern=r"^[a-z_]{1,64}$")
+    exit_code: int | None = Field(ge=0, le=65535)
+    container_started: bool
+    signal: str
+    image_digest_on_node: str
+    job_started_at: str
+    ended_at: str
+    node: str
+    job_id: str
+    array_job_id: str
+    array_task_id: str
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _model_problem(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"]) or "(top)"
+    return f"{loc}: {err['msg']}"
+
+
+def parse_model(model: type[M], data: bytes, source: Path | str, *, name: str = "") -> M:
+    """``data`` (JSON) as ``model``; a RunDirError naming ``source`` and the first bad field.
+
+    ``name`` is what the error calls the record (default: the model's name).
+    """
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as e:
+        if any(err["type"] == "json_invalid" for err in e.errors()):
+            raise RunDirError(f"{one_line(source)}: is not valid JSON") from e
+        raise RunDirError(
+            f"{one_line(source)}: not a {name or model.__name__} this version can read"
+            f" ({one_line(_model_problem(e))})",
+            hint="was the run directory changed by hand? submit again to get a fresh one",
+        ) from e
