@@ -9,6 +9,7 @@ K*M .. K*M+M-1 as its tasks 0 .. M-1, runs in ``<batch>.K-<task>`` and is named
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -218,9 +219,15 @@ def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = N
     """
     for run in p.runs:
         d = run.out_dir
-        if d.is_symlink() or (d.exists() and not d.is_dir()):
+        try:
+            st: os.stat_result | None = os.lstat(d)  # one lstat: 500 claims, 500 folders
+        except FileNotFoundError:
+            st = None
+        except OSError as e:
+            raise UsageError(f"--out-dir {d}: cannot be read ({e.strerror})") from e
+        if st is not None and not stat.S_ISDIR(st.st_mode):  # a link is refused, too
             raise UsageError(f"--out-dir {d}: not a directory")
-        if d.exists():
+        if st is not None:
             try:
                 with os.scandir(d) as entries:
                     has_entries = next(entries, None) is not None
@@ -232,9 +239,15 @@ def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = N
                     hint="give an empty or new folder",
                 )
         elif create_missing:
-            missing = [d, *missing_parents(d)]
             try:
-                d.mkdir(parents=True)
+                d.mkdir()  # its parent is there but for the first of many
+                missing = [d]
+            except FileNotFoundError:
+                missing = [d, *missing_parents(d)]
+                try:
+                    d.mkdir(parents=True)
+                except OSError as e:
+                    raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
             except OSError as e:
                 raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
             if made is not None:
