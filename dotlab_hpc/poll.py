@@ -65,7 +65,7 @@ def explain_reason(reason: str | None) -> str:
     return f"{plain} ({reason})" if plain else reason
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunState:
     """What is known now about one run."""
 
@@ -110,7 +110,7 @@ def _seconds_between(a: str, b: str) -> int | None:
     return max(0, int((end - start).total_seconds()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BadRun:
     """A run directory that could not be read: shown as one error line among the good runs."""
 
@@ -135,7 +135,7 @@ class BadRun:
 Row = RunState | BadRun
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Local:
     """What a run directory alone says about its run (no Slurm call)."""
 
