@@ -176,5 +176,7 @@ def test_a_run_directory_that_fills_up_while_the_job_runs_never_gets_an_empty_st
         assert collected.rc in (0, 2), collected.stderr
     else:
         assert collected.rc == 2, (collected.stdout, collected.stderr)
-        assert "without writing its status file" in collected.stderr, message
+        # the file system is still full: collect says so, and what to do
+        assert "could not write its status file" in collected.stderr, message
+        assert "file system is full" in collected.stderr and "(df)" in collected.stderr, message
     assert not (run_dir / "record.json").exists() or collected.rc == 0
