@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import platform
-from tests.support.claims import Kit
+from tests.support.claims import Kit, run_dirs
 
 pytestmark = pytest.mark.host_cluster
 
@@ -117,7 +117,7 @@ def test_a_file_system_full_right_after_sbatch_keeps_the_job_findable(
     runs_root = small_fs / "runs"
     res = kit.cli("submit", *submit_args(kit, ["after-a", "after-b"], runs_root,
                                           kit.root / "out"), "--hold", env=env)  # fmt: skip
-    dirs = sorted(p for p in runs_root.iterdir() if not p.name.startswith("."))
+    dirs = run_dirs(runs_root)
     names = {json.loads((d / "run.json").read_text())["job_name"] for d in dirs}
     assert len(names) == 1
     (name,) = names
