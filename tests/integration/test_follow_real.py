@@ -238,7 +238,8 @@ def test_submit_wait_ends_only_when_every_held_task_is_final(kit: Kit) -> None:
     try:
         deadline = time.monotonic() + 60
         while not (
-            runs_root.is_dir() and len(dirs := run_dirs(runs_root)) == 3
+            runs_root.is_dir()
+            and len(dirs := run_dirs(runs_root)) == 3
             and all((d / "submission.json").exists() for d in dirs)
         ):
             assert time.monotonic() < deadline, "submit did not submit"

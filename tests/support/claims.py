@@ -194,6 +194,7 @@ else:
     sys.exit("unknown mode " + mode)
 """
 
+
 def run_dirs(runs_root: Path) -> list[Path]:
     """The run directories under a runs root (not the hidden end-marker folder, .ends)."""
     return sorted(p for p in runs_root.iterdir() if not p.name.startswith("."))
