@@ -102,8 +102,16 @@ def container_started(run_dir: Path) -> bool:
 
 
 def wait_idle(nodes: Nodes, timeout: float = 60) -> None:
-    wait_for(lambda: all(s == "idle" for s in nodes.states().values()), timeout,
-             "every node idle")  # fmt: skip
+    seen: list[dict[str, str]] = []
+
+    def idle() -> bool:
+        seen[:] = [nodes.states()]
+        return all(s == "idle" for s in seen[0].values())
+
+    try:
+        wait_for(idle, timeout, "every node idle")
+    except AssertionError as e:
+        raise AssertionError(f"{e} (last seen: {seen})") from None
 
 
 # --------------------------------------------------------------------------- spread, image
@@ -314,13 +322,14 @@ def controller(nodes: Nodes) -> Iterator[Nodes]:
 def test_slurmctld_down_at_submission_is_retried_and_submits_once(
     kit: Kit, controller: Nodes
 ) -> None:
-    # killed before the job exists: sbatch fails ("Unable to contact slurm controller"), submit
-    # retries with backoff, the controller is back 4 s later, and exactly one job runs.
+    # killed before the job exists: sbatch waits for it (about 9 s here) and then fails
+    # ("Unable to contact slurm controller"), submit retries with backoff, the controller is
+    # back 11 s after it went, and exactly one job runs.
     controller.local_cluster("kill", "slurmctld")
     t0 = time.monotonic()
     proc, run_dir = run_in_background(kit, kit.manifest("ctld-before"))
     try:
-        time.sleep(4)
+        time.sleep(11)
         controller.local_cluster("start", "slurmctld")
         out, err = proc.communicate(timeout=240)
     finally:
