@@ -9,6 +9,7 @@ apptainer. Each submits real jobs with the real CLI, as a separate process.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import subprocess
@@ -83,7 +84,7 @@ def slurm_nodes(array_id: str, env: dict[str, str]) -> dict[str, str]:
         ["squeue", "-h", "-j", array_id, "-t", "R", "-o", "%i|%N"],
         capture_output=True, text=True, env=env, check=True,
     ).stdout  # fmt: skip
-    where.update(line.split("|") for line in queue.splitlines() if line)
+    where.update(dict(line.split("|", 1) for line in queue.splitlines() if line))
     return where
 
 
@@ -149,7 +150,7 @@ def test_an_image_changed_after_submission_is_caught_on_every_node(kit: Kit, nod
     swapped = sha256_file(kit.image)
     subprocess.run(["scontrol", "release", array_id], env=nodes.env, check=True)
     for d in dirs:  # (collect right after the release may call a task lost: see the README)
-        wait_for(lambda d=d: (d / "status.json").exists(), 60, f"{d.name} ended")
+        wait_for((d / "status.json").exists, 60, f"{d.name} ended")
     results = [collect_when_done(kit, d) for d in dirs]
     statuses = [read(d / "status.json") for d in dirs]
     assert sorted(s["node"] for s in statuses) == sorted(nodes.addrs), statuses
@@ -254,7 +255,7 @@ def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) ->
     assert sub.rc == 0, (sub.stdout, sub.stderr)
     dirs = sorted(runs.iterdir())
     for d in dirs:
-        wait_for(lambda d=d: container_started(d), 60, f"the container of {d.name} started")
+        wait_for(functools.partial(container_started, d), 60, f"the container of {d.name} started")
     array_id = read(dirs[0] / "submission.json")["array_job_id"]
     where = slurm_nodes(array_id, nodes.env)
     job_of = {d: read(d / "submission.json")["job_id"] for d in dirs}
@@ -429,7 +430,7 @@ def test_concurrent_submit_status_and_collect_from_several_processes(
             assert s.rc == 0, (s.stdout, s.stderr)
         dirs = [d for r in roots for d in sorted(r.iterdir())]
         for d in dirs:
-            wait_for(lambda d=d: (d / "status.json").exists(), 120, f"{d.name} ended")
+            wait_for((d / "status.json").exists, 120, f"{d.name} ended")
         stop = time.monotonic()
         watcher.result()
         collects = list(pool.map(lambda _: kit.cli("collect", *map(str, dirs)), range(3)))
