@@ -24,7 +24,7 @@ import pytest
 
 from dotlab_hpc.hashing import sha256_file
 from tests.support import platform
-from tests.support.claims import Kit, Result
+from tests.support.claims import Kit, Result, run_dirs
 from tests.support.sif import make_sif
 
 from .conftest import Nodes
@@ -35,7 +35,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.host_cluster]
 @pytest.fixture
 def kit(tmp_path: Path, nodes: Nodes) -> Kit:
     platform.require()
-    return Kit(tmp_path, dict(nodes.env))
+    # the follower asks Slurm every 10 s, not 600: a node that fails leaves no status file
+    return Kit(tmp_path, {**nodes.env, "DOTLAB_FOLLOW_SLURM_S": "10"})
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "") -> None:
@@ -122,7 +123,7 @@ def test_six_claims_are_one_array_spread_over_all_three_nodes(kit: Kit, nodes: N
     manifests = [kit.manifest(f"spread{i}", mode="sleep 3") for i in range(6)]
     res = many(kit, "run", manifests, runs)
     assert res.rc == 0, (res.stdout, res.stderr)
-    dirs = sorted(runs.iterdir())
+    dirs = run_dirs(runs)
     assert len(dirs) == 6
     subs = [read(d / "submission.json") for d in dirs]
     (array_id,) = {s["array_job_id"] for s in subs}  # one sbatch call
@@ -134,6 +135,8 @@ def test_six_claims_are_one_array_spread_over_all_three_nodes(kit: Kit, nodes: N
         assert status["phase"] == "finished" and status["exit_code"] == 0
         # the task's own host name (its UTS namespace) is the node Slurm says it ran on
         assert status["node"] == by_slurm[sub["job_id"]] == rec["slurm"]["node"], (status, rec)
+        # each node hashed the image itself before running: the digest it measured is the pin
+        assert "sha256:" + status["image_digest_on_node"] == rec["inputs"]["image_digest"]
     assert sorted(s["node"] for s in statuses) == sorted(2 * list(nodes.addrs))
 
 
@@ -144,7 +147,7 @@ def test_an_image_changed_after_submission_is_caught_on_every_node(kit: Kit, nod
     runs = kit.root / "held"
     sub = many(kit, "submit", [kit.manifest(f"img{i}") for i in range(3)], runs, "--hold")
     assert sub.rc == 0, (sub.stdout, sub.stderr)
-    dirs = sorted(runs.iterdir())
+    dirs = run_dirs(runs)
     array_id = read(dirs[0] / "submission.json")["array_job_id"]
     make_sif(kit.image, deffile="Bootstrap: docker\nFrom: swapped@sha256:" + "3" * 64 + "\n")
     swapped = sha256_file(kit.image)
@@ -253,7 +256,7 @@ def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) ->
     runs = kit.root / "nf"
     sub = many(kit, "submit", [kit.manifest(f"nf{i}", mode="sleep 20") for i in range(3)], runs)
     assert sub.rc == 0, (sub.stdout, sub.stderr)
-    dirs = sorted(runs.iterdir())
+    dirs = run_dirs(runs)
     for d in dirs:
         wait_for(functools.partial(container_started, d), 60, f"the container of {d.name} started")
     array_id = read(dirs[0] / "submission.json")["array_job_id"]
@@ -418,7 +421,7 @@ def test_concurrent_submit_status_and_collect_from_several_processes(
 
     def status_loop() -> None:  # a third kind of process, asking while the others submit
         while time.monotonic() < stop and len(watch) < 20:
-            dirs = [str(d) for r in roots if r.exists() for d in r.iterdir()]
+            dirs = [str(d) for r in roots if r.exists() for d in run_dirs(r)]
             if dirs:
                 watch.append(kit.cli("status", "--json", *dirs))
             time.sleep(0.3)
@@ -428,7 +431,7 @@ def test_concurrent_submit_status_and_collect_from_several_processes(
         subs = list(pool.map(lambda i: many(kit, "submit", groups[i], roots[i]), range(3)))
         for s in subs:
             assert s.rc == 0, (s.stdout, s.stderr)
-        dirs = [d for r in roots for d in sorted(r.iterdir())]
+        dirs = [d for r in roots for d in run_dirs(r)]
         for d in dirs:
             wait_for((d / "status.json").exists, 120, f"{d.name} ended")
         stop = time.monotonic()
