@@ -206,8 +206,7 @@ class SlurmClient:
         return self._query_without_accounting(ids, since)
 
     def _squeue(self, ids: Sequence[str]) -> dict[str, JobInfo]:
-        """What the controller lists for ``ids`` (chunked only where one argument would be
-        too long); a gone id is absent."""
+        """What the controller lists for ``ids``; a gone id is absent."""
         out: dict[str, JobInfo] = {}
         for chunk in _chunks(ids, self._chunk):
             done = self._run(squeue_argv(chunk))
