@@ -39,6 +39,9 @@ class JobFacts:
     slurm_state: JobState | None
     oom_in_log: bool
     time_limit_in_log: bool
+    # the job said it could not write its status file, or the run directory's file system is
+    # full now (then even slurm.out may have lost that line)
+    status_unwritable: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,12 @@ def _without_status(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult,
         return Verdict(Outcome.SPEC_ISSUE, _oom_reason(spec), none)
     if job.container_started and (state is JobState.TIMEOUT or job.time_limit_in_log):
         return Verdict(Outcome.SPEC_ISSUE, _time_reason(spec), none)
+    if job.status_unwritable:
+        raise _operator(
+            f"the job ended ({state.value}) but could not write its status file: the run"
+            " directory's file system is full or refused the write; nothing can be concluded",
+            "free space where the run directory is (df), then submit the claim again",
+        )
     raise _operator(
         f"the job ended ({state.value}) without writing its status file",
         "read slurm.out in the run directory; the job script could not run on the node",

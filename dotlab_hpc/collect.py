@@ -227,7 +227,23 @@ def job_facts(facts: RunFacts, info: JobInfo | None) -> JobFacts:
         slurm_state=info.state if info else None,
         oom_in_log=log_says_oom(facts.slurm_log),
         time_limit_in_log=log_says_time_limit(facts.slurm_log),
+        status_unwritable=st is None
+        and (STATUS_WRITE_FAILED in facts.slurm_log or _nearly_full(facts.run.paths.run_dir)),
     )
+
+
+# What the job script prints when it cannot write status.json (templates/job.sbatch.j2).
+STATUS_WRITE_FAILED = "/status.json (disk full?)"
+NEARLY_FULL_BYTES = 64 * 1024
+
+
+def _nearly_full(folder: str) -> bool:
+    """Whether the file system holding ``folder`` has (almost) no space left for its user."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES or (st.f_files > 0 and st.f_favail == 0)
 
 
 def collect_one(facts: RunFacts, info: JobInfo | None, job_id: str | None = None) -> ClaimRecord:

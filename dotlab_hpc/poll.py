@@ -267,6 +267,11 @@ def _without_slurm(local: Local, reason: str, *, pending: bool = False) -> RunSt
 
 def from_slurm(local: Local, info: JobInfo | None, now: datetime) -> RunState:
     """The run's state from what Slurm said about its job (None: Slurm said nothing)."""
+    just_submitted = local.since is not None and now - local.since < NOT_YET_KNOWN_GRACE
+    if info is not None and not info.is_named(local.job_name) and just_submitted:
+        # accounting may still hold an older job of this id (ids are reused after the
+        # controller lost its state) while the new one has not reached it yet
+        info = None
     if info is not None and not info.is_named(local.job_name):
         # the id now names another job (ids are reused after the controller lost its state)
         return _without_slurm(
@@ -275,7 +280,7 @@ def from_slurm(local: Local, info: JobInfo | None, now: datetime) -> RunState:
             " gone and left no status file",
         )
     if info is None:
-        if local.since is not None and now - local.since < NOT_YET_KNOWN_GRACE:
+        if just_submitted:
             return _without_slurm(local, "just submitted; not in Slurm's records yet", pending=True)
         return _without_slurm(local, "Slurm no longer knows this job and it left no status file")
     terminal = is_terminal(info.state)

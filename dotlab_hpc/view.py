@@ -77,7 +77,12 @@ def dry_run_text(res: SubmitResult) -> str:
     out = [f"# {r.claim}: input_mismatch: {r.mismatch.reason}\n" for r in res.runs if r.mismatch]
     if res.script is None:
         return "".join(out) + "# nothing would be submitted\n"
-    out.append(f"# sbatch command:\n{shlex.join(res.sbatch_argv or ())}\n")
+    argvs = res.sbatch_argvs or ((res.sbatch_argv,) if res.sbatch_argv else ())
+    if len(argvs) > 1:
+        out.append(f"# {len(argvs)} sbatch commands (MaxArraySize splits the submission):\n")
+        out.extend(f"{shlex.join(a)}\n" for a in argvs)
+    else:
+        out.append(f"# sbatch command:\n{shlex.join(argvs[0] if argvs else ())}\n")
     out.append("# the job script:\n" + res.script)
     for i, argv in enumerate(res.apptainer_argvs):
         out.append(f"# apptainer command of task {i}:\n{shlex.join(argv)}\n")

@@ -205,7 +205,8 @@ class SlurmClient:
                 return out
         return self._query_without_accounting(ids, since)
 
-    def _query_without_accounting(self, ids: list[str], since: datetime) -> dict[str, JobInfo]:
+    def _squeue(self, ids: Sequence[str]) -> dict[str, JobInfo]:
+        """What the controller lists for ``ids``; a gone id is absent."""
         out: dict[str, JobInfo] = {}
         for chunk in _chunks(ids, self._chunk):
             done = self._run(squeue_argv(chunk))
@@ -214,6 +215,10 @@ class SlurmClient:
                     continue  # squeue fails like this only when asked for a single gone id
                 raise classify_query_failure("squeue", done.returncode, done.stderr)
             out.update(parse_squeue(done.stdout))
+        return out
+
+    def _query_without_accounting(self, ids: list[str], since: datetime) -> dict[str, JobInfo]:
+        out = self._squeue(ids)
         # squeue shows no exit code and forgets finished jobs after MinJobAge: ask the jobcomp
         # file about every job that is finished or gone
         settled = {i for i in ids if any(_wanted(k, {i}) for k, v in out.items() if not v.terminal)}
@@ -280,16 +285,7 @@ class SlurmClient:
         while slurmdbd may still show it PENDING). Unknown ids are absent from the answer.
         """
         ids = list(dict.fromkeys(check_job_ids(job_ids)))
-        bases = list(dict.fromkeys(i.split("_", 1)[0] for i in ids))
-        out: dict[str, JobInfo] = {}
-        for chunk in _chunks(bases, self._chunk):
-            done = self._run(squeue_argv(chunk))
-            if done.returncode != 0:
-                if INVALID_JOB_ID in done.stderr:
-                    continue  # squeue fails like this only when asked for a single gone id
-                raise classify_query_failure("squeue", done.returncode, done.stderr)
-            out.update(parse_squeue(done.stdout))
-        return out
+        return self._squeue(list(dict.fromkeys(i.split("_", 1)[0] for i in ids)))
 
     def find_by_names(self, names: Sequence[str], *, since: datetime) -> dict[str, list[JobInfo]]:
         """Every job (array tasks expanded) named one of ``names``, by name.

@@ -1,5 +1,9 @@
 """Integration fixtures: the REAL local Slurm cluster started by ``slurm/local-cluster up``.
 
+The multi-node cluster (``DOTLAB_SLURM_NODES=3 slurm/local-cluster up``, three slurmds each in a
+network namespace of its own) is found the same way through ``$DOTLAB_SLURM_NODES_DIR/env.sh``
+(default /tmp/dotlab-slurm-nodes): see the ``nodes`` fixture; missing, it fails under CI too.
+
 The cluster is found through ``SLURM_CONF`` in the environment, else through
 ``$DOTLAB_SLURM_DIR/env.sh`` (default /tmp/dotlab-slurm). When it does not answer, a test that
 needs it is skipped on a developer's machine and FAILS when ``CI`` is set: in CI a missing
@@ -14,6 +18,7 @@ import re
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NoReturn, Protocol
@@ -28,6 +33,7 @@ from tests.support import platform
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = REPO / "slurm" / "local-cluster"
 DEFAULT_DIR = Path("/tmp/dotlab-slurm")
+NODES_DIR = Path("/tmp/dotlab-slurm-nodes")
 
 
 class WaitFor(Protocol):
@@ -153,3 +159,63 @@ def wait_for_jobs(slurm_client: SlurmClient, slurm_since: datetime) -> WaitFor:
         raise AssertionError(f"jobs {list(job_ids)} not finished after {timeout_s} s: {jobs}")
 
     return wait
+
+
+# --------------------------------------------------------------------------- the multi-node cluster
+@dataclass(frozen=True)
+class Nodes:
+    """The multi-node cluster: its state folder, client environment, and the nodes' facts."""
+
+    dir: Path
+    env: dict[str, str]  # this process's environment, SLURM_CONF pointing at this cluster
+    addrs: dict[str, str]  # node name -> its address on the test network (NodeAddr)
+
+    def netns(self, node: str) -> str:
+        """The name of ``node``'s network namespace (``ip netns``), as ``up`` recorded it."""
+        for line in (self.dir / "run" / "net").read_text().splitlines():
+            kind, _, name = line.partition(" ")
+            if kind == "netns" and name.endswith(f"-{node}"):
+                return name
+        raise AssertionError(f"no network namespace of {node} in {self.dir / 'run' / 'net'}")
+
+    def local_cluster(self, *args: str, timeout: float = 120) -> str:
+        """Run ``slurm/local-cluster ARGS`` on this cluster (as root); its stdout (exit 0)."""
+        env = {**os.environ, "DOTLAB_SLURM_DIR": str(self.dir),
+               "DOTLAB_SLURM_NODES": str(len(self.addrs))}  # fmt: skip
+        done = SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), *args), timeout=timeout, env=env)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def states(self) -> dict[str, str]:
+        """Node name -> its state as sinfo says (``idle``, ``down*``, ...)."""
+        done = SubprocessRunner().run(("sinfo", "-h", "-N", "-o", "%N %T"), timeout=30,
+                                      env=self.env)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return dict(line.split() for line in done.stdout.splitlines())
+
+
+@pytest.fixture(scope="session")
+def nodes() -> Nodes:
+    """The multi-node cluster (at least three nodes, each with its own address), or fail/skip."""
+    base = Path(os.environ.get("DOTLAB_SLURM_NODES_DIR") or NODES_DIR)
+    hint = "DOTLAB_SLURM_NODES=3 slurm/local-cluster up"
+    try:
+        text = (base / "env.sh").read_text()
+    except OSError:
+        _unavailable(f"{base / 'env.sh'} is missing (start it with `{hint}`)")
+    match = re.search(r"^export SLURM_CONF=(\S+)\s*$", text, re.MULTILINE)
+    if match is None:
+        _unavailable(f"{base / 'env.sh'} names no SLURM_CONF")
+    env = {**os.environ, "SLURM_CONF": match.group(1)}
+    try:
+        done = SubprocessRunner().run(("sinfo", "-h", "-N", "-o", "%N %o"), timeout=15, env=env)
+    except DotlabError as e:
+        _unavailable(f"sinfo could not run ({e.message})")
+    if done.returncode != 0:
+        _unavailable(f"sinfo of {base} failed (exit {done.returncode}): {done.stderr.strip()}")
+    addrs = dict(line.split() for line in done.stdout.splitlines())
+    if len(addrs) < 3 or len(set(addrs.values())) != len(addrs):
+        _unavailable(
+            f"{base} has nodes {addrs}, not three or more with distinct addresses ({hint})"
+        )
+    return Nodes(dir=base, env=env, addrs=addrs)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import platform
-from tests.support.claims import Kit
+from tests.support.claims import Kit, run_dirs
 
 QUERIES = ("squeue", "sacct", "scontrol")
 
@@ -53,7 +53,7 @@ def submit_held(kit: Kit, names: list[str], runs_root: Path) -> list[Path]:
                   str(kit.root / "outs"), "--runs-root", str(runs_root), "--apptainer",
                   str(platform.apptainer()), "--hold")  # fmt: skip
     assert res.rc == 0, (res.stdout, res.stderr)
-    return sorted(runs_root.iterdir())
+    return run_dirs(runs_root)
 
 
 def cli_proc(kit: Kit, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -238,14 +238,15 @@ def test_submit_wait_ends_only_when_every_held_task_is_final(kit: Kit) -> None:
     try:
         deadline = time.monotonic() + 60
         while not (
-            len(dirs := list(runs_root.glob("*"))) == 3
+            runs_root.is_dir()
+            and len(dirs := run_dirs(runs_root)) == 3
             and all((d / "submission.json").exists() for d in dirs)
         ):
             assert time.monotonic() < deadline, "submit did not submit"
             time.sleep(0.5)
         time.sleep(8)
         assert proc.poll() is None, proc.communicate()  # held tasks: still waiting
-        dirs = sorted(runs_root.glob("*"))
+        dirs = run_dirs(runs_root)
         subprocess.run(["scontrol", "release", job_of(dirs[0]).split("_")[0]], check=True,
                        env=kit.env)  # fmt: skip
         _, err = proc.communicate(timeout=180)

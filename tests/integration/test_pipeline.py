@@ -26,7 +26,7 @@ import pytest
 
 from dotlab_hpc.render import parse_task_facts
 from tests.support import platform
-from tests.support.claims import Kit, Result
+from tests.support.claims import Kit, Result, run_dirs
 from tests.support.sif import make_sif
 from tests.support.standin import gpu_wrapper
 
@@ -37,11 +37,6 @@ def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
     # a job that ends without its status file is seen at the follower's next Slurm call: 10 s
     # here instead of 600 (test_follow_real.py keeps the default and counts its calls)
     return Kit(tmp_path, {**slurm_env, "DOTLAB_FOLLOW_SLURM_S": "10"})
-
-
-def run_dirs(runs_root: Path) -> list[Path]:
-    """The run directories under a runs root (not the hidden end-marker folder, .ends)."""
-    return sorted(p for p in runs_root.iterdir() if not p.name.startswith("."))
 
 
 def scratch_of(run_dir: Path) -> Path:

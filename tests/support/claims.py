@@ -194,6 +194,12 @@ else:
     sys.exit("unknown mode " + mode)
 """
 
+
+def run_dirs(runs_root: Path) -> list[Path]:
+    """The run directories under a runs root (not the hidden end-marker folder, .ends)."""
+    return sorted(p for p in runs_root.iterdir() if not p.name.startswith("."))
+
+
 TARGETS = {"acc": {"value": 0.9, "abs_tol": 0.01}, "loss": {"value": 0.1, "abs_tol": 0.01}}
 
 

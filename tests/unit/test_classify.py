@@ -161,6 +161,8 @@ def test_image_missing_on_the_node() -> None:
         (replace(OK_JOB, phase=None, slurm_state=None), "no longer knows"),
         (replace(OK_JOB, phase=None, slurm_state=JobState.UNKNOWN), "no longer knows"),
         (replace(OK_JOB, phase=None, slurm_state=JobState.COMPLETED), "without writing its status"),
+        (replace(OK_JOB, phase=None, slurm_state=JobState.COMPLETED, status_unwritable=True),
+         "file system is full"),
         (replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=None),
          "does not say why"),
     ],

@@ -14,7 +14,7 @@ from dotlab_hpc.collect import collect_runs, container_facts, parse_results, rea
 from dotlab_hpc.errors import OperatorError
 from dotlab_hpc.fsio import read_window
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import JobStatus
+from dotlab_hpc.rundir import JobStatus, RunDir
 from dotlab_hpc.slurm import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import JOB_NAME, complete_run_dir, job_status
@@ -294,3 +294,35 @@ def test_a_run_the_follower_found_lost_is_an_operator_error_without_a_slurm_call
     (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, lost={rd.path: "gone"})
     assert isinstance(c.error, OperatorError) and c.error.message == "the job was lost: gone"
     assert runner.calls == [] and not rd.record_path.exists()
+
+
+# --------------------------------------------------------------------------- full disks
+def _ended_without_status(tmp_path: Path) -> tuple[Path, SlurmClient]:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.status_path.unlink()
+
+    def sacct(argv: tuple[str, ...]) -> Completed:
+        line = f"1000|1000|{JOB_NAME}|COMPLETED|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        return Completed(argv, 0, line + "\n", "")
+
+    return rd.path, SlurmClient(ScriptedRunner[tuple[str, ...]](sacct))
+
+
+def test_a_job_that_said_its_status_file_could_not_be_written_names_the_full_disk(
+    tmp_path: Path,
+) -> None:
+    path, client = _ended_without_status(tmp_path)
+    (path / "slurm.out").write_text(
+        f"dotlab-hpc: job 1000 on n1 for {path}\n"
+        f"dotlab-hpc: could not write {path}/status.json (disk full?)\n"
+    )
+    (c,) = collect_runs([RunDir(path)], client, now=NOW)
+    assert c.record is None and isinstance(c.error, OperatorError)
+    assert "file system is full" in c.error.message and "df" in (c.error.hint or "")
+
+
+def test_without_that_line_and_with_room_the_cause_is_not_guessed(tmp_path: Path) -> None:
+    path, client = _ended_without_status(tmp_path)
+    (c,) = collect_runs([RunDir(path)], client, now=NOW)
+    assert isinstance(c.error, OperatorError)
+    assert "without writing its status file" in c.error.message

@@ -122,3 +122,13 @@ def test_a_reused_job_id_is_not_the_runs_job(tmp_path: Path) -> None:
     (state,) = poll_once([rd], SlurmClient(fake), now=NOW)
     assert (state.state, state.finished) == ("UNKNOWN", True)
     assert "is now another job (somebody-elses-job)" in state.reason
+
+
+def test_an_older_job_of_a_reused_id_is_not_taken_for_a_job_just_submitted(tmp_path: Path) -> None:
+    # after a controller restart accounting may still show the lost job of this id, stuck at
+    # RUNNING, while the run's new job has not reached slurmdbd yet: wait, never conclude
+    (rd,) = make_runs(tmp_path, 1, finished=set())
+    fake = FakeSacct({"1000": "RUNNING"})
+    fake.name = "somebody-elses-job"
+    (state,) = poll_once([rd], SlurmClient(fake), now=datetime(2026, 11, 29, 7, 0, 30, tzinfo=UTC))
+    assert (state.state, state.finished) == ("PENDING", False)
