@@ -384,7 +384,8 @@ def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datet
         else:
             info = infos.get(lo.job_id)
             state = from_slurm(lo, info, now)
-            if not lo.status_read and (info is None or state.finished or state.state == UNKNOWN):
+            alive = info is not None and info.is_named(lo.job_name) and not state.finished
+            if not lo.status_read and not (alive and state.state != UNKNOWN):
                 # Slurm does not say it is alive: its job may have ended without its marker
                 try:
                     state = _status_late(lo) or state
