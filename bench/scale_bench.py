@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import statistics
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.support import claims, platform  # noqa: E402  (the same claim kit as the tests)
 
+# the reference jobs' names: this run's own, so that cleaning up touches no other job
+REF_PREFIX = f"benchref-{secrets.token_hex(4)}-"
 SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "sstat")
 VALIDATE_TARGET = 1.25
 SUBMIT_TARGET = 4.0
@@ -186,19 +189,30 @@ class Claims:
         ]
 
 
-def _cancel_named(prefix: str, env: dict[str, str]) -> None:
+def _cancel(mine: Callable[[str], bool], env: dict[str, str]) -> None:
+    """scancel this bench's own jobs (by name): never another user's or test's on the cluster."""
     out = subprocess.run(
         ["squeue", "-h", "-o", "%i %j", "--me"], env=env, capture_output=True, text=True
     ).stdout
-    ids = sorted(
-        {
-            line.split()[0].split("_")[0]
-            for line in out.splitlines()
-            if len(line.split()) == 2 and line.split()[1].startswith(prefix)
-        }
-    )
+    rows = [line.split() for line in out.splitlines()]
+    ids = sorted({r[0].split("_")[0] for r in rows if len(r) == 2 and mine(r[1])})
     for i in range(0, len(ids), 500):
         subprocess.run(["scancel", *ids[i : i + 500]], env=env, capture_output=True)
+
+
+def _job_names(runs_root: Path) -> set[str]:
+    """The Slurm job names of the runs under ``runs_root`` (what submit put in run.json)."""
+    names = set()
+    for d in _run_dirs(runs_root) if runs_root.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            names.add(str(json.loads((d / "run.json").read_text())["job_name"]))
+    return names
+
+
+def _cancel_runs(roots: Sequence[Path], env: dict[str, str]) -> None:
+    names = set().union(*(_job_names(r) for r in roots)) if roots else set()
+    if names:
+        _cancel(names.__contains__, env)
 
 
 def _run_dirs(runs_root: Path) -> list[Path]:
@@ -269,7 +283,7 @@ def bench_submit(
         ours.append(time.perf_counter() - t)
         if done.returncode != 0:
             raise SystemExit(f"bench/scale: submit of {n} claims failed: {done.stderr.strip()}")
-        _cancel_named("dotlab-", env)
+        _cancel_runs([work / f"runs-submit-{r}"], env)
         t = time.perf_counter()
         for i in range(n):
             subprocess.run(
@@ -278,7 +292,7 @@ def bench_submit(
                     "--parsable",
                     "--hold",
                     "-J",
-                    f"benchref-{r}-{i}",
+                    f"{REF_PREFIX}{r}-{i}",
                     "-o",
                     "/dev/null",
                     str(script),
@@ -288,7 +302,7 @@ def bench_submit(
                 check=True,
             )
         ref.append(time.perf_counter() - t)
-        _cancel_named("benchref-", env)
+        _cancel(lambda name: name.startswith(REF_PREFIX), env)
         shutil.rmtree(work / f"runs-submit-{r}", ignore_errors=True)
     o, b = statistics.median(ours), statistics.median(ref)
     targets.append(
@@ -470,8 +484,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_status(dirs, env, counted, args.repeat, targets)
             bench_watch(dirs, env, counted, args.watch_s, work, targets)
     finally:
-        _cancel_named("dotlab-", env)
-        _cancel_named("benchref-", env)
+        _cancel_runs(sorted(work.glob("runs-*")), env)
+        _cancel(lambda name: name.startswith(REF_PREFIX), env)
     width = max(len(row.name) for row in targets)
     print()
     for row in targets:
