@@ -380,23 +380,43 @@ def _watch(
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
+    # Steady state begins once start-up is over: every run read, its first state event written.
+    # A loaded machine may take longer than the window for that, so wait (up to 4 windows)
+    # until half a window of steady state has been traced.
+    deadline = time.monotonic() + 4 * seconds
     time.sleep(seconds)
+    while True:
+        stamps, started = _trace_stamps(trace)
+        if (stamps and stamps[-1] - started >= seconds / 2) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=30)
     calls = len(counted.calls())
-    stamps = []
-    for line in trace.read_text(errors="replace").splitlines():
-        parts = line.split(None, 2)
-        if len(parts) >= 2:
-            with contextlib.suppress(ValueError):
-                stamps.append(float(parts[1]))
+    stamps, started = _trace_stamps(trace)
     if not stamps:
         return calls, float("nan")
-    # steady state: the last half of the window (start-up and the first query are behind)
-    start = stamps[0] + seconds / 2
+    start = started + 0.5
     end = stamps[-1]
     steady = [s for s in stamps if start <= s <= end]
     return calls, len(steady) / max(1e-9, end - start)
+
+
+def _trace_stamps(trace: Path) -> tuple[list[float], float]:
+    """Every traced call's time, and when start-up ended (the last run.json or event write)."""
+    stamps: list[float] = []
+    started = 0.0
+    text = trace.read_text(errors="replace") if trace.exists() else ""
+    for line in text.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) < 3:
+            continue
+        with contextlib.suppress(ValueError):
+            t = float(parts[1])
+            stamps.append(t)
+            if "run.json" in parts[2] or "events.jsonl" in parts[2]:
+                started = t
+    return stamps, max(started, stamps[0] if stamps else 0.0)
 
 
 def bench_watch(
