@@ -124,19 +124,13 @@ def sacct_argv(job_ids: Sequence[str], *, since: datetime) -> tuple[str, ...]:
     ``-S`` is needed because sacct's default window without it is "since midnight" once
     other filters are given. ``--noconvert`` is not needed: no memory columns are asked for.
     """
-    ids = check_job_ids(job_ids)
-    return (
-        "sacct",
-        "-X",
-        "-P",
-        "-n",
-        "-S",
-        slurm_time(since),
-        "-j",
-        ",".join(ids),
-        "-o",
-        ",".join(SACCT_FIELDS),
-    )
+    return _sacct(since, "-j", ",".join(check_job_ids(job_ids)))
+
+
+def _sacct(since: datetime, *select: str) -> tuple[str, ...]:
+    """sacct of allocations only, ``|``-separated, no header, since ``since``, for ``select``."""
+    return ("sacct", "-X", "-P", "-n", "-S", slurm_time(since), *select,
+            "-o", ",".join(SACCT_FIELDS))  # fmt: skip
 
 
 def sacct_by_name_argv(name: str, *, since: datetime) -> tuple[str, ...]:
@@ -203,14 +197,4 @@ def squeue_by_names_argv(names: Sequence[str]) -> tuple[str, ...]:
 
 def sacct_by_names_argv(names: Sequence[str], *, since: datetime) -> tuple[str, ...]:
     """One ``sacct`` for every job named any of ``names`` since ``since``."""
-    return (
-        "sacct",
-        "-X",
-        "-P",
-        "-n",
-        "-S",
-        slurm_time(since),
-        f"--name={_names(names)}",
-        "-o",
-        ",".join(SACCT_FIELDS),
-    )
+    return _sacct(since, f"--name={_names(names)}")

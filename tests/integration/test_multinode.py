@@ -9,6 +9,7 @@ apptainer. Each submits real jobs with the real CLI, as a separate process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import secrets
@@ -286,13 +287,20 @@ def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) ->
         wait_idle(nodes, 90)
 
 
-def run_in_background(kit: Kit, manifest: Path) -> tuple[subprocess.Popen[str], Path]:
+@contextlib.contextmanager
+def run_in_background(kit: Kit, manifest: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """``dotlab-hpc run`` in the background; killed on the way out if it still runs."""
     args = kit.inputs(manifest)
     proc = subprocess.Popen(
         [sys.executable, "-m", "dotlab_hpc", "run", *args], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=kit.env, cwd=kit.root,
     )  # fmt: skip
-    return proc, Path(args[args.index("--run-dir") + 1])
+    try:
+        yield proc, Path(args[args.index("--run-dir") + 1])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def running_jobs(env: dict[str, str]) -> list[str]:
@@ -331,15 +339,10 @@ def test_slurmctld_down_at_submission_is_retried_and_submits_once(
     # back 11 s after it went, and exactly one job runs.
     controller.local_cluster("kill", "slurmctld")
     t0 = time.monotonic()
-    proc, run_dir = run_in_background(kit, kit.manifest("ctld-before"))
-    try:
+    with run_in_background(kit, kit.manifest("ctld-before")) as (proc, run_dir):
         time.sleep(11)
         controller.local_cluster("start", "slurmctld")
         out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     print(f"before: run exit {proc.returncode} after {time.monotonic() - t0:.1f} s\n{out}{err}")
     assert proc.returncode == 0, (out, err)
     assert "retrying" in err
@@ -359,8 +362,7 @@ def test_slurmctld_killed_around_a_jobs_start_ends_the_run_truthfully(
     # once the container runs) and started again 3 s later from the same state folder: `run`
     # must end, reproduced if the job's own status file says so, else an operator error.
     t0 = time.monotonic()
-    proc, run_dir = run_in_background(kit, kit.manifest(f"ctld-{moment}", mode="sleep 6"))
-    try:
+    with run_in_background(kit, kit.manifest(f"ctld-{moment}", mode="sleep 6")) as (proc, run_dir):
         if moment == "at_start":
             wait_for(lambda: running_jobs(controller.env), 60, "the job RUNNING")
         else:
@@ -369,10 +371,6 @@ def test_slurmctld_killed_around_a_jobs_start_ends_the_run_truthfully(
         time.sleep(3)
         controller.local_cluster("start", "slurmctld")
         out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     status = run_dir / "status.json"
     took = time.monotonic() - t0
     print(f"{moment}: run exit {proc.returncode} after {took:.1f} s\n{out}{err}")  # for -rP
@@ -391,8 +389,7 @@ def test_slurmctld_killed_after_the_start_while_the_job_ends_alone(
     # controller is down (its status file is on the shared disk), the controller comes back
     # later: the run is reproduced, from the job's own evidence.
     t0 = time.monotonic()
-    proc, run_dir = run_in_background(kit, kit.manifest("ctld-after", mode="sleep 10"))
-    try:
+    with run_in_background(kit, kit.manifest("ctld-after", mode="sleep 10")) as (proc, run_dir):
         wait_for(lambda: container_started(run_dir), 60, "the container started")
         time.sleep(6)
         controller.local_cluster("kill", "slurmctld")
@@ -400,10 +397,6 @@ def test_slurmctld_killed_after_the_start_while_the_job_ends_alone(
         time.sleep(2)
         controller.local_cluster("start", "slurmctld")
         out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     print(f"after: run exit {proc.returncode} after {time.monotonic() - t0:.1f} s\n{out}{err}")
     assert proc.returncode == 0, (out, err)
     assert read(run_dir / "record.json")["outcome"] == "reproduced"
