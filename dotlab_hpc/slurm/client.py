@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -187,23 +187,28 @@ class SlurmClient:
         """
         ids = list(dict.fromkeys(check_job_ids(job_ids)))
         if self._accounting is not False:
-            out: dict[str, JobInfo] = {}
             # Array tasks are asked for through their array job: while they wait, slurmdbd keeps
             # them as one record of the pending remainder (`J_[5-99]`), which `-j J_5` does not
             # find and `-j J` does (the parser expands it, one PENDING JobInfo per task).
             arrays = list(dict.fromkeys(i.split("_", 1)[0] for i in ids))
-            for chunk in _chunks(arrays, self._chunk):
-                done = self._run(sacct_argv(chunk, since=since))
-                if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
-                    self._accounting = False
-                    break
-                if done.returncode != 0:
-                    raise classify_query_failure("sacct", done.returncode, done.stderr)
-                self._accounting = True
-                out.update(parse_sacct(done.stdout))
-            else:
-                return out
+            found = self._sacct(sacct_argv(c, since=since) for c in _chunks(arrays, self._chunk))
+            if found is not None:
+                return found
         return self._query_without_accounting(ids, since)
+
+    def _sacct(self, argvs: Iterable[tuple[str, ...]]) -> dict[str, JobInfo] | None:
+        """Run each sacct argv and merge the answers; None when accounting is off here."""
+        out: dict[str, JobInfo] = {}
+        for argv in argvs:
+            done = self._run(argv)
+            if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
+                self._accounting = False
+                return None
+            if done.returncode != 0:
+                raise classify_query_failure("sacct", done.returncode, done.stderr)
+            self._accounting = True
+            out.update(parse_sacct(done.stdout))
+        return out
 
     def _squeue(self, ids: Sequence[str]) -> dict[str, JobInfo]:
         """What the controller lists for ``ids``; a gone id is absent."""
@@ -309,15 +314,11 @@ class SlurmClient:
             add(parse_squeue(done.stdout))
         rest = [n for n in wanted if n not in found]
         if rest and self._accounting is not False:
-            for chunk in _chunks(rest, self._chunk):
-                done = self._run(sacct_by_names_argv(chunk, since=since))
-                if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
-                    self._accounting = False
-                    break
-                if done.returncode != 0:
-                    raise classify_query_failure("sacct", done.returncode, done.stderr)
-                self._accounting = True
-                add(parse_sacct(done.stdout))
+            by_name = self._sacct(
+                sacct_by_names_argv(c, since=since) for c in _chunks(rest, self._chunk)
+            )
+            if by_name is not None:
+                add(by_name)
         if rest and self._accounting is False:
             add(self._from_jobcomp(lambda info: info.name in rest, since))
         for infos in found.values():
