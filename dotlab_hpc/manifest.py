@@ -176,6 +176,15 @@ def _slurm_word(v: str) -> str:
     return v
 
 
+_GPU_TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _gpu_type(v: str) -> str:
+    if not _GPU_TYPE_RE.fullmatch(v):
+        raise ValueError("must be a GRES type such as a100: letters, digits and _ . - (no ':')")
+    return v
+
+
 def _section_text(v: str) -> str:
     problem = text_problem(v)
     if problem:
@@ -336,6 +345,8 @@ class ResourcesSpec(_Frozen):
     cpus: Annotated[StrictInt, Field(ge=1, le=4096)] = 1
     memory: Annotated[StrictStr, AfterValidator(_memory)] = "4G"
     gpus: Annotated[StrictInt, Field(ge=0, le=64)] = 0
+    # the GPU model the claim needs, Slurm's GRES type: sent as --gres=gpu:TYPE:N
+    gpu_type: Annotated[StrictStr, AfterValidator(_gpu_type)] | None = None
     partition: SlurmWord | None = None
     account: SlurmWord | None = None
     qos: SlurmWord | None = None
@@ -392,6 +403,12 @@ class ManifestSpec(_Frozen):
             if d.name in seen:
                 raise LocatedError(("data", i, "name"), f"duplicate dataset name {d.name!r}")
             seen.add(d.name)
+        return self
+
+    @model_validator(mode="after")
+    def _gpu_type_needs_gpus(self) -> ManifestSpec:
+        if self.resources.gpu_type is not None and self.resources.gpus == 0:
+            raise LocatedError(("resources", "gpu_type"), "needs resources.gpus > 0 (a GPU claim)")
         return self
 
     @property

@@ -29,6 +29,7 @@ from .container.deffile import (
     text_problem,
 )
 from .errors import UsageError, one_line
+from .isolation import MIN_TMPFS_MIB
 from .manifest import Manifest, ManifestSpec
 from .rundir import (
     CONTAINER_ERR,
@@ -227,7 +228,10 @@ def wrapper_script() -> str:
 @cache
 def probe_script() -> str:
     """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
-    return (_template_dir() / "probe.sh").read_text(encoding="utf-8")
+    text = (_template_dir() / "probe.sh").read_text(encoding="utf-8")
+    # it travels in every task's facts and argv: its comment lines stay in the template
+    kept = (ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
+    return "\n".join(kept) + "\n"
 
 
 # --------------------------------------------------------------------------- the job
@@ -280,13 +284,19 @@ def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpe
     )
 
 
-def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec | None:
+def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec:
     """The probe's apptainer exec: the task's own sandbox, the probe script instead of the
-    wrapper; None when the claim needs no probe (GPU claims have one: ``nvidia-smi -L``)."""
-    if not task.manifest.spec.is_gpu:
-        return None
+    wrapper. Every claim has one: it measures the sandbox from inside before the analysis runs
+    (and, for GPU claims, lists the GPUs); the job script appends what it measured outside."""
+    spec = task.manifest.spec
+    args = (
+        "1" if spec.is_gpu else "0",
+        "1" if spec.sandbox.writable_tmpfs else "0",
+        str(MIN_TMPFS_MIB),
+        spec.resources.gpu_type or "",
+    )
     return replace(
-        task_exec_spec(task, apptainer, scratch_root), wrapper=probe_script(), wrapper_args=("1",)
+        task_exec_spec(task, apptainer, scratch_root), wrapper=probe_script(), wrapper_args=args
     )
 
 
@@ -312,7 +322,7 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
     ]
     gpus = max(s.resources.gpus for s in specs)
     if gpus:
-        lines.append(sbatch_directive("gres", f"gpu:{gpus}"))
+        lines.append(sbatch_directive("gres", gres_value(specs, gpus)))
     scratch = max((s.sandbox.scratch_mib or 0) for s in specs)
     if scratch:
         lines.append(sbatch_directive("tmp", f"{scratch}M"))
@@ -327,6 +337,19 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
         sbatch_directive("export", job.export),
     ]
     return tuple(lines)
+
+
+def gres_value(specs: Sequence[ManifestSpec], gpus: int) -> str:
+    """``gpu:N``, or ``gpu:TYPE:N`` when the claims name the GPU model (resources.gpu_type)."""
+    types = {s.resources.gpu_type for s in specs if s.is_gpu}
+    if len(types) > 1:
+        raise UsageError(
+            f"resources.gpu_type differs between the manifests ({sorted(map(str, types))});"
+            " one job array asks for one kind of GPU",
+            hint="submit those claims separately",
+        )
+    gpu_type = types.pop() if types else None
+    return f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"
 
 
 def _check_tasks(job: JobSpec) -> None:
@@ -388,7 +411,7 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
 
     NUL-separated fields, read by the script with ``mapfile -d ''`` and never run or expanded:
     the magic, image, its digest, the output folder, the scratch folder ('' for none) and its
-    MiB, then the apptainer argv and the probe's (none for CPU claims), each after its length,
+    MiB, then the apptainer argv and the probe's, each after its length,
     and ``end`` (a cut-off file is refused). ``argv``: the task's apptainer argv, when it was
     built already (``apptainer_argvs``).
     """
@@ -396,7 +419,7 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
     probe = probe_exec_spec(task, job.apptainer, job.scratch_root)
     if argv is None:
         argv = exec_argv(exec_spec)
-    probe_argv = exec_argv(probe) if probe is not None else ()
+    probe_argv = exec_argv(probe)
     scratch = exec_spec.scratch_dir
     fields = (
         FACTS_MAGIC,

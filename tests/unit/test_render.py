@@ -246,7 +246,11 @@ def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
             "dotlab-task-facts-1", "/img/claim.sif", SHA, str(t.out_dir), "", "0", str(len(argv))
         )  # fmt: skip
         assert fields[7 : 7 + len(argv)] == argv
-        assert fields[7 + len(argv) :] == ("0", "end")  # no probe for a CPU claim
+        probe = fields[8 + len(argv) : -1]
+        assert int(fields[7 + len(argv)]) == len(probe) and fields[-1] == "end"
+        # every claim has its probe: the same sandbox, the probe script and its expectations
+        assert probe[: probe.index(str(t.image))] == argv[: argv.index(str(t.image))]
+        assert probe[-4:] == ("0", "1", "64", "")  # CPU claim, writable tmpfs, 64 MiB, no type
         assert f"DOTLAB_CLAIM={t.manifest.spec.claim}" in argv
 
 
@@ -258,6 +262,7 @@ def test_facts_of_a_gpu_claim_carry_the_probe_and_the_scratch() -> None:
     probe = fields[8 + n : -1]
     assert fields[4].startswith("/tmp/dotlab-scratch-") and fields[5] == "2048"
     assert int(fields[7 + n]) == len(probe) and "--nv" in probe
+    assert probe[-4:] == ("1", "1", "64", "")
 
 
 @pytest.mark.parametrize("nasty", ["a b", "a'; echo pwned", "$(id)", "a\nb", "ü/ß", "-x", "*"])
