@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.errors import UsageError
+from dotlab_hpc.errors import ManifestError, UsageError
 from dotlab_hpc.render import ArrayLayout, JobSpec, job_directives, parse_task_facts, task_facts
 from tests.unit.test_render import manifest, task
 
@@ -53,6 +53,6 @@ def test_one_array_asks_for_one_kind_of_gpu() -> None:
     ],
 )
 def test_bad_gpu_types_are_refused(resources: dict[str, object], fragment: str) -> None:
-    with pytest.raises(manifest_mod.ManifestError) as e:
+    with pytest.raises(ManifestError) as e:
         manifest(resources=resources)
     assert fragment in str(e.value)
