@@ -294,6 +294,7 @@ def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSp
         "1" if spec.sandbox.writable_tmpfs else "0",
         str(MIN_TMPFS_MIB),
         spec.resources.gpu_type or "",
+        "1" if spec.sandbox.scratch is not None else "0",
     )
     return replace(
         task_exec_spec(task, apptainer, scratch_root), wrapper=probe_script(), wrapper_args=args

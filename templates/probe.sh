@@ -1,5 +1,5 @@
 # dotlab-hpc probe: runs INSIDE a container started with the analysis's own flags, before the
-# analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE MIN_TMP_MIB GPU_TYPE`,
+# analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE MIN_TMP_MIB GPU_TYPE SCRATCH`,
 # followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE.
 # Nothing of the analysis runs yet, and this output is kept outside, in the run directory: the
 # analysis can neither see nor alter it. It measures each property of SPEC section 4 from inside
@@ -8,10 +8,10 @@
 # WHAT-WAS-MEASURED` and `@@gpu LINE` (nvidia-smi -L). Exit 4: a property did not hold (the
 # analysis must not run); exit 3: a GPU claim found no usable GPU. Only sh builtins, /proc and
 # the most common tools (df, readlink, sed, sort); a tool missing from the image gives `unknown`.
-gpu=$1 writable=$2 min_tmp_mib=$3 gpu_type=$4
-out_pid_ns=$5 out_ipc_ns=$6 out_uid=$7 out_gid=$8 runtime=$9
+gpu=$1 writable=$2 min_tmp_mib=$3 gpu_type=$4 scratch=$5
+out_pid_ns=$6 out_ipc_ns=$7 out_uid=$8 out_gid=$9
 shift 9
-out_cuda=${1-}
+runtime=$1 out_cuda=${2-}
 failed=0
 gpu_failed=0
 
@@ -165,6 +165,8 @@ while read -r _id _parent _dev _root mp rest; do
     /.singularity.d | /.singularity.d/*) continue ;;
   esac
   [ "$fstype" = tmpfs ] && continue
+  # with sandbox.scratch (--workdir), Apptainer makes $HOME in the claim's own scratch folder
+  [ "$scratch" = 1 ] && [ "$mp" = "${HOME-}" ] && continue
   if [ "$gpu" = 1 ]; then
     case "$mp" in
       /usr/bin/nvidia-* | /usr/bin/nv-* | /run/nvidia-persistenced/* | /var/run/nvidia-persistenced/*) continue ;;

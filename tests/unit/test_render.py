@@ -250,7 +250,8 @@ def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
         assert int(fields[7 + len(argv)]) == len(probe) and fields[-1] == "end"
         # every claim has its probe: the same sandbox, the probe script and its expectations
         assert probe[: probe.index(str(t.image))] == argv[: argv.index(str(t.image))]
-        assert probe[-4:] == ("0", "1", "64", "")  # CPU claim, writable tmpfs, 64 MiB, no type
+        # a CPU claim, writable tmpfs, 64 MiB at least, no GPU type, no scratch
+        assert probe[-5:] == ("0", "1", "64", "", "0")
         assert f"DOTLAB_CLAIM={t.manifest.spec.claim}" in argv
 
 
@@ -262,7 +263,7 @@ def test_facts_of_a_gpu_claim_carry_the_probe_and_the_scratch() -> None:
     probe = fields[8 + n : -1]
     assert fields[4].startswith("/tmp/dotlab-scratch-") and fields[5] == "2048"
     assert int(fields[7 + n]) == len(probe) and "--nv" in probe
-    assert probe[-4:] == ("1", "1", "64", "")
+    assert probe[-5:] == ("1", "1", "64", "", "1")
 
 
 @pytest.mark.parametrize("nasty", ["a b", "a'; echo pwned", "$(id)", "a\nb", "ü/ß", "-x", "*"])
