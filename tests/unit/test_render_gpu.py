@@ -33,7 +33,7 @@ def test_the_probe_is_told_the_gpu_type() -> None:
     t = task(m)
     j = JobSpec(tasks=(t,), job_name="dotlab-r", apptainer="/usr/bin/apptainer")
     fields = parse_task_facts(task_facts(t, j))
-    assert fields[-6:-1] == ("1", "1", "64", "h100_80gb", "0")
+    assert fields[-6:-1] == ("1", "1", "64", "h100_80gb", "0")  # the probe's arguments
 
 
 def test_one_array_asks_for_one_kind_of_gpu() -> None:

@@ -101,9 +101,7 @@ def test_the_run_directories_hold_no_other_claim(tmp_path: Path) -> None:
         rd = RunDir(run.run_dir)
         facts = rd.file(FACTS_FILE).read_bytes()
         assert b"DOTLAB_CLAIM=c%d\0" % i in facts
-        # the claim's own name, once in the analysis's argv and once in its probe's
-        named = [f for f in facts.split(b"\0") if f.startswith(b"DOTLAB_CLAIM=")]
-        assert named == [b"DOTLAB_CLAIM=c%d" % i] * 2
+        assert sum(b"DOTLAB_CLAIM=" in f for f in facts.split(b"\0")) == 1
         sizes.add(sum(p.stat().st_size for p in run.run_dir.iterdir()))
         # one script, linked: the same inode everywhere
         assert rd.file(SCRIPT_NAME).samefile(res.runs[0].run_dir / SCRIPT_NAME)
