@@ -20,6 +20,7 @@ import pytest
 
 from tests.support import platform
 from tests.support.apptainer_conf import conf_wrapper
+from tests.support.standin import gpu_wrapper
 
 SECTION4 = {"network", "code_read_only", "data_read_only", "out_writable", "writable_tmpfs",
             "user", "capabilities", "pid_namespace", "ipc_namespace", "clean_environment",
@@ -128,3 +129,23 @@ def test_doctor_reports_a_bind_path_entry_and_measures_it_skipped(
     rows = rows_by_name(report)
     assert rows[f"bind path = {leak}"]["state"] == "info"
     assert rows["host_mounts"]["state"] == "held" and rc == 0, rows
+
+
+@pytest.mark.standin
+def test_doctor_with_gpus_measures_them_in_the_probe_job(
+    tmp_path: Path, slurm_env: dict[str, str]
+) -> None:
+    # the host cluster's fake GRES (gpu:1) and the stand-in's fake nvidia-smi: no real GPU
+    platform.require()
+    wrapper = gpu_wrapper(tmp_path / "gpu1", 1)
+    work = tmp_path / "work"
+    work.mkdir()
+    rc, report, _ = doctor(work, slurm_env, "--apptainer", str(wrapper), "--gpus", "1")
+    rows = rows_by_name(report)
+    assert rows["gpus"]["state"] == "held" and "1 GPU" in rows["gpus"]["detail"], rows
+    assert rows["partition debug"]["state"] == "held"
+    rc2, report2, _ = doctor(work, slurm_env, "--apptainer", str(wrapper), "--gpus", "2")
+    rows2 = rows_by_name(report2)
+    assert rc2 == 1 and rows2["partition debug"]["state"] == "not held"
+    assert "no node of debug has that many GPUs" in rows2["partition debug"]["remedy"]
+    assert rc == 2  # the stand-in has no apptainer.conf to read

@@ -18,7 +18,7 @@ import pytest
 from tests.support import platform
 from tests.support.apptainer_conf import conf_wrapper
 from tests.support.claims import Kit
-from tests.support.standin import STANDIN, sh_quote
+from tests.support.standin import STANDIN, gpu_wrapper, sh_quote
 
 
 @pytest.fixture
@@ -140,3 +140,29 @@ def test_a_bind_path_entry_is_skipped_under_containall_and_measured_so(kit: Kit)
     assert res.record is not None
     iso = assert_all_held(res.record)
     assert str(leak) not in iso["facts"]["mounts"].split(",")
+
+
+@pytest.mark.standin
+def test_a_gpu_claim_records_each_gpu_seen_inside(kit: Kit) -> None:
+    # the stand-in's fake nvidia-smi (no GPU on these machines): the facts' shape, not a GPU
+    wrapper = gpu_wrapper(kit.root / "gpu2", 2)
+    res = kit.run(kit.manifest("gpu-iso", resources={"time": "1", "gpus": 1}), apptainer=wrapper)
+    assert res.rc == 0, (res.stdout, res.stderr)
+    assert res.record is not None
+    iso = assert_all_held(res.record)
+    assert iso["properties"]["gpus"]["state"] == "held"
+    assert [g["name"] for g in iso["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert all(g["uuid"].startswith("GPU-") and g["driver_version"] for g in iso["gpus"])
+    assert iso["facts"]["libnvidia_ml"] in ("yes", "no")
+    assert "cuda_visible_devices" in iso["facts"]
+    assert "cuda_visible_devices_outside" in iso["facts"]
+    assert "gpu_type" not in iso["properties"]  # the manifest named no model
+    assert len(res.record["evidence"]["gpus"]) == 2
+
+
+@pytest.mark.standin
+def test_a_failing_gpu_probe_says_what_is_missing(kit: Kit) -> None:
+    wrapper = gpu_wrapper(kit.root / "gpufail", "fail")
+    res = kit.run(kit.manifest("gpu-bad", resources={"time": "1", "gpus": 1}), apptainer=wrapper)
+    assert res.rc == 2 and res.record is None, (res.stdout, res.stderr)
+    assert "GPU probe" in res.stderr and "libnvidia-ml" in res.stderr
