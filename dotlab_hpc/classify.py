@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from .errors import NotFinished, OperatorError
-from .isolation import promise, remedy
+from .isolation import FatalCause, promise, remedy
 from .manifest import ManifestSpec, TargetSpec
 from .slurm import JobState, is_terminal
 
@@ -46,7 +46,7 @@ class JobFacts:
     # (what did not hold, what to change) when the probe measured a property as not held
     isolation_failure: tuple[str, str] | None = None
     # (property, apptainer.conf setting) when Apptainer refused the probe for a site setting
-    probe_cause: tuple[str, str] | None = None
+    probe_cause: FatalCause | None = None
 
 
 @dataclass(frozen=True)
@@ -180,13 +180,14 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
 def _probe_failure(spec: ManifestSpec, job: JobFacts) -> OperatorError:
     """Why the probe container failed: a site setting Apptainer named, no GPU, or Apptainer."""
     node = job.node or "?"
-    if job.probe_cause is not None:
-        name, setting = job.probe_cause
+    cause = job.probe_cause
+    if cause is not None:
         fatal = job.fatal_lines[-1] if job.fatal_lines else ""
         return _operator(
-            f"on node {node} Apptainer refused the claim's sandbox: {name} ({promise(name)}) is"
-            f" dropped by {setting} in apptainer.conf ({fatal}); the entrypoint was not run",
-            remedy(name),
+            f"on node {node} Apptainer refused the claim's sandbox: {cause.property}"
+            f" ({promise(cause.property)}) is dropped by {cause.setting} in apptainer.conf"
+            f" ({fatal}); the entrypoint was not run",
+            cause.remedy,
         )
     if spec.is_gpu and not job.fatal_lines:
         detail = "; ".join(job.probe_lines[-3:]) or "no output"

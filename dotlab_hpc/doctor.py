@@ -291,10 +291,9 @@ def probe_rows(text: str, stderr: str, rc: int) -> list[Row]:
     for name in PROPERTIES:
         if name in ("gpus", "gpu_type", "image_read_only"):
             continue
-        if cause is not None and cause[0] == name:
-            rows.append(
-                Row(sec, name, NOT_HELD, f"Apptainer refused it: {cause[1]} ({why})", remedy(name))
-            )
+        if cause is not None and cause.property == name:
+            said = f"Apptainer refused it: {cause.setting} ({why})"
+            rows.append(Row(sec, name, NOT_HELD, said, cause.remedy))
         else:
             rows.append(Row(sec, name, UNKNOWN, f"not measured: {why}"))
     return rows

@@ -139,10 +139,31 @@ _PROPERTIES = (
 )
 PROPERTIES: dict[str, Property] = {p.name: p for p in _PROPERTIES}
 
-# Apptainer's own refusals before the probe could run, and the property each one drops.
+
+@dataclass(frozen=True)
+class FatalCause:
+    """An Apptainer refusal the site's apptainer.conf explains: the property and the setting."""
+
+    property: str
+    setting: str
+    remedy: str
+
+
+# Apptainer 1.4.5's own refusals before the probe could run (tests/data/probe), and their cause.
 _FATAL_CAUSES = (
-    (re.compile(r"requires 'enable overlay'"), "writable_tmpfs", "`enable overlay = no`"),
-    (re.compile(r"(?i)allow user ns|user namespace"), "user", "`allow user ns = no`"),
+    (
+        re.compile(r"requires 'enable overlay', but set to 'no'"),
+        FatalCause("writable_tmpfs", "`enable overlay = no`", PROPERTIES["writable_tmpfs"].remedy),
+    ),
+    (
+        # "user namepace needed but not allowed by configuration" (sic) in 1.4.5
+        re.compile(r"user names?pace needed but not allowed by configuration"),
+        FatalCause(
+            "user",
+            "`allow user ns = no`",
+            "set `allow user ns = yes` in apptainer.conf (or install Apptainer setuid)",
+        ),
+    ),
 )
 
 
@@ -265,12 +286,12 @@ def failure_text(report: ProbeReport) -> tuple[str, str]:
     return what, remedies
 
 
-def fatal_cause(fatal_lines: tuple[str, ...]) -> tuple[str, str] | None:
-    """(property, setting) when Apptainer refused the container for a known site setting."""
+def fatal_cause(fatal_lines: tuple[str, ...]) -> FatalCause | None:
+    """What dropped the property when Apptainer refused the container for a site setting."""
     for line in fatal_lines:
-        for pattern, name, setting in _FATAL_CAUSES:
+        for pattern, cause in _FATAL_CAUSES:
             if pattern.search(line):
-                return name, setting
+                return cause
     return None
 
 

@@ -170,6 +170,7 @@ while read -r _id _parent _dev _root mp rest; do
   if [ "$gpu" = 1 ]; then
     case "$mp" in
       /usr/bin/nvidia-* | /usr/bin/nv-* | /run/nvidia-persistenced/* | /var/run/nvidia-persistenced/*) continue ;;
+      /lib/firmware/nvidia/* | /usr/lib/firmware/nvidia/*) continue ;; # --nv's GSP firmware files
     esac
   fi
   if [ "$sandbox" = stand-in ]; then

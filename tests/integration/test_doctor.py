@@ -78,6 +78,7 @@ DOCTOR_WEAKENED = [
     ("enable overlay", "no", "writable_tmpfs", "enable overlay = no"),
     ("sessiondir max size", "16", "tmp_size", "sessiondir max size = 16"),
     ("mount hostfs", "yes", "host_mounts", "mount hostfs = yes"),
+    ("allow user ns", "no", "user", "allow user ns = no"),
 ]
 
 

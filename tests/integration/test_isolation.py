@@ -103,6 +103,7 @@ WEAKENED = [
     ("allow ipc ns", "no", "ipc_namespace", "allow ipc ns = yes"),
     ("enable overlay", "no", "writable_tmpfs", "enable overlay"),
     ("sessiondir max size", "16", "tmp_size", "sessiondir max size"),
+    ("allow user ns", "no", "user", "allow user ns = no"),
     ("mount hostfs", "yes", "host_mounts", "mount hostfs = no"),
 ]
 

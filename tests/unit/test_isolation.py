@@ -116,7 +116,9 @@ def test_enable_overlay_no_is_apptainers_own_refusal_named_by_its_setting() -> N
     report = parse_probe(text)
     assert exit_status(text) == 255 and not report.measured
     assert isolation_record(report) is None
-    assert fatal_cause(report.fatal_lines) == ("writable_tmpfs", "`enable overlay = no`")
+    cause = fatal_cause(report.fatal_lines)
+    assert cause is not None and cause.property == "writable_tmpfs"
+    assert cause.setting == "`enable overlay = no`"
     job = replace(OK_JOB, phase="probe_failed", exit_code=255, container_started=False,
                   probe_failed=True, fatal_lines=report.fatal_lines,
                   probe_cause=fatal_cause(report.fatal_lines))  # fmt: skip
@@ -198,3 +200,21 @@ def test_lines_the_probe_did_not_write_are_ignored() -> None:
     report = parse_probe(text)
     assert report.checks == () and report.facts == () and not report.measured
     assert parse_gpu_query("No devices were found") is None
+
+
+def test_allow_user_ns_no_is_named_with_its_own_remedy() -> None:
+    text = probe_out("apptainer-1.4.5-allow-user-ns-no")
+    report = parse_probe(text)
+    assert exit_status(text) == 255 and not report.measured
+    cause = fatal_cause(report.fatal_lines)
+    assert cause is not None and cause.property == "user"
+    assert cause.setting == "`allow user ns = no`" and "allow user ns = yes" in cause.remedy
+    job = replace(OK_JOB, phase="probe_failed", exit_code=255, container_started=False,
+                  probe_failed=True, fatal_lines=report.fatal_lines, probe_cause=cause)  # fmt: skip
+    with pytest.raises(OperatorError) as e:
+        classify(spec(), job, None)
+    assert "`allow user ns = no`" in str(e.value) and e.value.hint == cause.remedy
+
+
+def test_an_unknown_fatal_is_not_given_a_cause() -> None:
+    assert fatal_cause(("FATAL:   container creation failed: mount error",)) is None
