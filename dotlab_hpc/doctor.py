@@ -363,6 +363,8 @@ def doctor(runner: Runner, opts: DoctorOptions, env: Mapping[str, str] | None = 
     """Every row: the login node's reads, then the probe job's measurement."""
     if opts.gpus < 0:
         raise UsageError(f"--gpus {opts.gpus}: must be 0 or more")
+    if opts.image is not None and not opts.image.is_file():
+        raise UsageError(f"--image {opts.image}: no such file", hint="give a .sif file")
     apptainer = find_apptainer(opts.apptainer)
     rows = apptainer_rows(runner, apptainer, opts.apptainer_conf)
     rows += slurm_rows(runner, env, opts.partition, opts.gpus)

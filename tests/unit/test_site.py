@@ -7,6 +7,7 @@ clusters (Slurm 22.05 and 24.11); tests/data/probe: the probe's outputs (see tes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,20 @@ def test_the_table_is_aligned_and_shows_remedies() -> None:
     assert len({ln.index("fine") if "fine" in ln else ln.index("bad") for ln in lines[1:]}) == 1
     assert lines[2].endswith("fix it") and not lines[1].endswith(" ")
     assert exit_code([Row("a", "x", INFO, "")]) == 0
+
+
+def test_doctor_refuses_bad_options_before_asking_anything(tmp_path: Path) -> None:
+    from dotlab_hpc.doctor import DoctorOptions, doctor
+    from dotlab_hpc.errors import UsageError
+
+    class NoRunner:
+        def run(self, *a: object, **k: object) -> object:
+            raise AssertionError("nothing may run")
+
+    base = DoctorOptions(None, None, 0, None, None, None, False, 60.0)
+    for opts, fragment in (
+        (replace(base, gpus=-1), "--gpus -1: must be 0 or more"),
+        (replace(base, image=tmp_path / "none.sif"), "none.sif: no such file"),
+    ):
+        with pytest.raises(UsageError, match=fragment):
+            doctor(NoRunner(), opts)  # type: ignore[arg-type]
