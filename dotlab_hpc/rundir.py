@@ -145,6 +145,9 @@ _HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "SubmissionRecord": {
         "job_id": {"type": "str", "strict": True, "pattern": r"^[0-9]+(_[0-9]+)?$"},
+        "array_job_id": {"type": "nullable",
+                         "schema": {"type": "str", "strict": True, "pattern": r"^[0-9]+$"}},
+        "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
         "submitted_at": _STR,
     },
 }  # fmt: skip
@@ -209,12 +212,26 @@ class SubmissionHead:
     """What ``status`` needs of ``submission.json``: the job id and when it was submitted."""
 
     job_id: str
+    array_job_id: str | None
+    task_index: int | None
     submitted_at: str
 
     @classmethod
     def parse(cls, data: bytes, source: str) -> SubmissionHead:
         """``submission.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
         return cls(**_head("SubmissionRecord", data, source))
+
+    def for_task(self, task_index: int | None, source: str) -> SubmissionHead:
+        """The run's own job when this names a whole array (``SubmissionRecord.for_task``)."""
+        if self.array_job_id is None or self.task_index is not None:
+            return self
+        if task_index is None:
+            raise RunDirError(
+                f"{one_line(source)}: names array {self.array_job_id} but run.json no task of it",
+                hint="was the run directory changed by hand? submit again to get a fresh one",
+            )
+        job_id = f"{self.array_job_id}_{task_index}"
+        return SubmissionHead(job_id, self.array_job_id, task_index, self.submitted_at)
 
 
 # --------------------------------------------------------------------------- the directory
@@ -310,15 +327,30 @@ class RunDir:
         return RunHead.parse(data, self._prefix + RUN_FILE)
 
     def submission(self) -> SubmissionRecord | None:
-        """``submission.json``, or None when the run was never submitted."""
+        """``submission.json`` as this run's own, or None when the run was never submitted.
+
+        An array's runs share one file naming the array; ``run.json`` gives this run's task.
+        """
         from .rundir_models import SubmissionRecord
 
-        return self._read(SUBMISSION_FILE, SubmissionRecord)
+        sub = self._read(SUBMISSION_FILE, SubmissionRecord)
+        if sub is None or not sub.whole_array:
+            return sub
+        run = self.run()
+        return sub.for_task(
+            run.task_index, self._prefix + SUBMISSION_FILE, str(self.file(SLURM_LOG).absolute())
+        )
 
-    def submission_head(self) -> SubmissionHead | None:
-        """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None."""
+    def submission_head(self, task_index: int | None) -> SubmissionHead | None:
+        """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None.
+
+        ``task_index`` is the run's (``run_head``): the job of a run whose array shares one file.
+        """
         data = self.read_bytes(SUBMISSION_FILE)
-        return None if data is None else SubmissionHead.parse(data, self._prefix + SUBMISSION_FILE)
+        if data is None:
+            return None
+        source = self._prefix + SUBMISSION_FILE
+        return SubmissionHead.parse(data, source).for_task(task_index, source)
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""

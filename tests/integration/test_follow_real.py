@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import platform
-from tests.support.claims import Kit, run_dirs
+from tests.support.claims import Kit, run_dirs, submission
 
 QUERIES = ("squeue", "sacct", "scontrol")
 
@@ -64,7 +64,7 @@ def cli_proc(kit: Kit, *args: str, env: dict[str, str]) -> subprocess.Popen[str]
 
 
 def job_of(run_dir: Path) -> str:
-    return str(json.loads((run_dir / "submission.json").read_text())["job_id"])
+    return str(submission(run_dir)["job_id"])
 
 
 def test_the_default_follower_asks_slurm_once_and_sees_the_end_by_its_files(kit: Kit) -> None:

@@ -25,7 +25,7 @@ import pytest
 
 from dotlab_hpc.hashing import sha256_file
 from tests.support import platform
-from tests.support.claims import Kit, Result, run_dirs
+from tests.support.claims import Kit, Result, run_dirs, submission
 from tests.support.sif import make_sif
 
 from .conftest import Nodes
@@ -262,7 +262,7 @@ def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) ->
         wait_for(functools.partial(container_started, d), 60, f"the container of {d.name} started")
     array_id = read(dirs[0] / "submission.json")["array_job_id"]
     where = slurm_nodes(array_id, nodes.env)
-    job_of = {d: read(d / "submission.json")["job_id"] for d in dirs}
+    job_of = {d: submission(d)["job_id"] for d in dirs}
     assert sorted(where[job_of[d]] for d in dirs) == sorted(nodes.addrs), where
     (victim,) = [d for d in dirs if where[job_of[d]] == "node2"]
     try:
@@ -430,7 +430,7 @@ def test_concurrent_submit_status_and_collect_from_several_processes(
         stop = time.monotonic()
         watcher.result()
         collects = list(pool.map(lambda _: kit.cli("collect", *map(str, dirs)), range(3)))
-    assert len({read(d / "submission.json")["job_id"] for d in dirs}) == 6
+    assert len({submission(d)["job_id"] for d in dirs}) == 6
     for c in collects:
         assert c.rc == 0, (c.stdout, c.stderr)
     assert all(read(d / "record.json")["outcome"] == "reproduced" for d in dirs)
