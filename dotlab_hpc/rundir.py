@@ -152,14 +152,19 @@ _HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
     },
 }  # fmt: skip
 _HEAD_VALIDATORS: dict[str, Any] = {}
+# the whole-array submission files read so far, by (device, inode, size, mtime): hard-linked
+# into every run directory of the array, each is parsed once however many runs are looked at
+_SHARED_HEADS: dict[tuple[int, int, int, int], SubmissionHead] = {}
 
 
 def _head(kind: str, data: bytes, source: str) -> dict[str, Any]:
     """The fields of ``_HEAD_SCHEMAS[kind]`` in ``data``; a RunDirError as ``parse_model``'s."""
-    from pydantic_core import SchemaValidator, ValidationError
+    from pydantic_core import ValidationError  # already loaded: a dict lookup per call
 
     validator = _HEAD_VALIDATORS.get(kind)
     if validator is None:
+        from pydantic_core import SchemaValidator
+
         fields = {
             k: {"type": "typed-dict-field", "schema": v, "required": v["type"] != "default"}
             for k, v in _HEAD_SCHEMAS[kind].items()
@@ -221,9 +226,14 @@ class SubmissionHead:
         """``submission.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
         return cls(**_head("SubmissionRecord", data, source))
 
+    @property
+    def whole_array(self) -> bool:
+        """Whether this names a whole array (the file its runs share)."""
+        return self.array_job_id is not None and self.task_index is None
+
     def for_task(self, task_index: int | None, source: str) -> SubmissionHead:
         """The run's own job when this names a whole array (``SubmissionRecord.for_task``)."""
-        if self.array_job_id is None or self.task_index is not None:
+        if not self.whole_array:
             return self
         if task_index is None:
             raise RunDirError(
@@ -345,12 +355,28 @@ class RunDir:
         """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None.
 
         ``task_index`` is the run's (``run_head``): the job of a run whose array shares one file.
+        That file is read once per process however many of its runs are looked at: a stat tells
+        it is the same (device, inode, size, modification time).
         """
-        data = self.read_bytes(SUBMISSION_FILE)
-        if data is None:
-            return None
         source = self._prefix + SUBMISSION_FILE
-        return SubmissionHead.parse(data, source).for_task(task_index, source)
+        try:
+            st = os.stat(source, follow_symlinks=False)  # noqa: PTH116 (no Path per run)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            st = None  # read_bytes says what is wrong
+        key = None
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        head = _SHARED_HEADS.get(key) if key is not None else None
+        if head is None:
+            data = self.read_bytes(SUBMISSION_FILE)
+            if data is None:
+                return None
+            head = SubmissionHead.parse(data, source)
+            if key is not None and head.whole_array:
+                _SHARED_HEADS[key] = head
+        return head.for_task(task_index, source)
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""

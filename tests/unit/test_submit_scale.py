@@ -346,3 +346,32 @@ def test_a_whole_array_file_with_a_run_json_naming_no_task_is_a_bad_row(tmp_path
         rd.submission()
     with pytest.raises(RunDirError, match=r"names array 500 but run\.json no task of it"):
         rd.submission_head(None)
+
+
+def test_status_reads_an_arrays_shared_submission_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc import rundir
+
+    res = submit(tmp_path, 5, ArraySlurm())
+    monkeypatch.setattr(rundir, "_SHARED_HEADS", {})
+    reads: list[str] = []
+    real = RunDir.read_bytes
+
+    def counting(self: RunDir, name: str, **kw: int) -> bytes | None:
+        reads.append(name)
+        return real(self, name, **kw)
+
+    monkeypatch.setattr(RunDir, "read_bytes", counting)
+    heads = [RunDir(r.run_dir).submission_head(t) for t, r in enumerate(res.runs)]
+    assert [h.job_id for h in heads if h is not None] == [f"500_{t}" for t in range(5)]
+    assert reads == ["submission.json"]
+    # replaced (a new inode, as every write here is): read again
+    first = res.runs[0].run_dir / "submission.json"
+    data = first.read_bytes()
+    first.unlink()
+    first.write_bytes(data.replace(b'"500"', b'"501"'))
+    os.link(first, tmp_path / "another-link")  # shared again, but another inode
+    head = RunDir(res.runs[0].run_dir).submission_head(0)
+    assert head is not None and head.job_id == "501_0"
+    assert reads == ["submission.json", "submission.json"]
