@@ -736,6 +736,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # them (~7 % of `status` over 10,000 runs, ~50 ms of a submission of 500). Reference
     # counting frees them all the same. Following runs for hours (`_follow`) turns it back on.
     gc.disable()
+    # pydantic looks for plugins (every installed distribution's entry points) before its first
+    # model: tens of milliseconds per command, and a plugin is third-party code inside every
+    # validation, which nothing dotlab-hpc decides should depend on. A value already set stays.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         return _main(argv)
     finally:

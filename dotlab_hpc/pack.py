@@ -253,8 +253,11 @@ def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
     # The manifest and the record were just read and checked; copy those exact bytes.
     _write_bytes(tree / manifest_name, manifest.raw)
     _write_bytes(tree / RECORD, record_bytes)
-    for name, dst in ((RESOLVED_FILE, RESOLVED), (DEF_NAME, DEF)):
-        _copy(rd.file(name), tree / dst)
+    if run.manifest is not None:
+        _write(tree / RESOLVED, canonical_json(run.manifest))
+    else:  # a run directory from before kept it in a file
+        _copy(rd.file(RESOLVED_FILE), tree / RESOLVED)
+    _copy(rd.file(DEF_NAME), tree / DEF)
     for name in LOG_FILES:
         _copy(rd.file(name), tree / LOGS / name)
     size = None

@@ -3,8 +3,9 @@
 Layout (all JSON written atomically; the status file is written by the job itself)::
 
     manifest.orig.EXT       the manifest's bytes as submitted (their sha256 is the manifest hash)
-    manifest.resolved.json  the validated manifest with every default filled in
-    run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs
+    run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs, and
+                            the validated manifest with every default filled in (``manifest``;
+                            run directories from before hold it as manifest.resolved.json)
     task.facts              this task's facts (image, output folder, apptainer argv), NUL-separated
     job.sbatch              the rendered script: one per submission, the same for every task
                             (each run directory of an array holds a hard link to it)
@@ -430,11 +431,6 @@ class RunDir:
         """Write ``submission.json`` atomically."""
         atomic_write_json(self.file(SUBMISSION_FILE), sub.model_dump(mode="json"))
 
-    def write_resolved(self, manifest: Manifest) -> None:
-        """The validated manifest with every default filled in."""
-        data = manifest.spec.model_dump(mode="json", by_alias=True)
-        atomic_write_json(self.file(RESOLVED_FILE), data)
-
     def log_event(self, event: dict[str, object]) -> None:
         """Append one event line to the run's events.jsonl."""
         try:
@@ -464,11 +460,7 @@ def new_run_files(
 
     ``events`` are its first lines of events.jsonl (verified, rendered).
     """
-    data = manifest.spec.model_dump(mode="json", by_alias=True)
-    files: list[FileBytes] = [
-        (rd.file(run.manifest_file), manifest.raw, 0o644),
-        (rd.file(RESOLVED_FILE), canonical_json(data).encode("utf-8"), 0o644),
-    ]
+    files: list[FileBytes] = [(rd.file(run.manifest_file), manifest.raw, 0o644)]
     if facts is not None:
         files.append((rd.file(FACTS_FILE), facts, 0o644))
     if def_text is not None:

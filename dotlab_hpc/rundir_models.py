@@ -7,7 +7,7 @@ Kept apart from ``rundir`` so that ``status`` over runs that have not ended read
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -49,6 +49,9 @@ class RunRecord(_Frozen):
     # complete, shared by every run of one submission: one listing of it per cycle tells the
     # follower which runs ended, whatever their number (``ended_in``). None: run dirs made before.
     ends_dir: str | None = None
+    # The manifest as validated, every default filled in (what a bundle's manifest.resolved.json
+    # holds). None: run directories made before kept it in a file of its own.
+    manifest: dict[str, Any] | None = None
 
 
 class SubmissionRecord(_Frozen):

@@ -151,6 +151,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         ),
         inputs=inputs_record(m),
         ends_dir=str(p.ends_dir),
+        manifest=m.spec.model_dump(mode="json", by_alias=True),
     )
 
 

@@ -372,3 +372,17 @@ def test_pack_refuses_a_fifo_log_without_blocking(
     with pytest.raises(RunDirError, match=r"container\.out: is not a regular file \(it is a FIFO"):
         pack(PackOptions(run_dir=run_dir, output=tmp_path / "b"))
     assert not (tmp_path / "b").exists()
+
+
+def test_the_resolved_manifest_comes_from_run_json_where_it_is_kept(tmp_path: Path) -> None:
+    """Run directories of this version keep the resolved manifest in run.json, not a file."""
+    from dotlab_hpc.fsio import canonical_json
+
+    rd = make_run_dir(tmp_path)
+    resolved = json.loads((rd / "manifest.resolved.json").read_text())
+    (rd / "manifest.resolved.json").unlink()
+    run = RunDir(rd).run()
+    RunDir(rd).write_run(run.model_copy(update={"manifest": resolved}))
+    pack(PackOptions(rd, tmp_path / "bundle"))
+    assert (tmp_path / "bundle" / "manifest.resolved.json").read_text() == canonical_json(resolved)
+    assert verify_bundle(tmp_path / "bundle").failed() == []

@@ -375,3 +375,12 @@ def test_status_reads_an_arrays_shared_submission_file_once(
     head = RunDir(res.runs[0].run_dir).submission_head(0)
     assert head is not None and head.job_id == "501_0"
     assert reads == ["submission.json", "submission.json"]
+
+
+def test_run_json_holds_the_resolved_manifest_and_no_file_of_its_own(tmp_path: Path) -> None:
+    res = submit(tmp_path, 2, ArraySlurm())
+    for i, run in enumerate(res.runs):
+        kept = RunDir(run.run_dir).run().manifest
+        assert kept is not None and kept["claim"] == f"c{i}"
+        assert kept["sandbox"] == {"network": "none", "scratch": None, "writable_tmpfs": True}
+        assert not (run.run_dir / "manifest.resolved.json").exists()
