@@ -126,7 +126,7 @@ def test_six_claims_are_one_array_spread_over_all_three_nodes(kit: Kit, nodes: N
     assert res.rc == 0, (res.stdout, res.stderr)
     dirs = run_dirs(runs)
     assert len(dirs) == 6
-    subs = [read(d / "submission.json") for d in dirs]
+    subs = [submission(d) for d in dirs]
     (array_id,) = {s["array_job_id"] for s in subs}  # one sbatch call
     statuses = [read(d / "status.json") for d in dirs]  # each written by its own task
     records = [read(d / "record.json") for d in dirs]
