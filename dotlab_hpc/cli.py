@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
     from . import manifest as manifest_mod
     from .collect import Collected
-    from .hashing import HashCache
     from .poll import Local, RunState
     from .slurm import SlurmClient
     from .submit import SubmitOptions, SubmitResult
@@ -272,6 +271,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 def _submit_options(args: argparse.Namespace) -> SubmitOptions:
     from .submit import SubmitOptions
+    from .submit_plan import env_knobs
 
     if args.run_dir is not None and len(args.manifest) > 1:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
@@ -286,11 +286,9 @@ def _submit_options(args: argparse.Namespace) -> SubmitOptions:
         run_dir=args.run_dir,
         runs_root=args.runs_root,
         apptainer=args.apptainer,
-        margin_s=_margin_s(),
-        scratch_root=_scratch_root(),
         hold=getattr(args, "hold", False),
         array_limit=_array_limit(args.array_limit),
-        max_array_size=_max_array_size(),
+        **env_knobs(),
     )
 
 
@@ -300,65 +298,10 @@ def _array_limit(value: int | None) -> int | None:
     return value
 
 
-def _max_array_size() -> int | None:
-    """DOTLAB_MAX_ARRAY_SIZE: at most this many tasks per job array (below MaxArraySize)."""
-    raw = os.environ.get("DOTLAB_MAX_ARRAY_SIZE")
-    if not raw:
-        return None
-    if not (raw.isascii() and raw.isdigit() and 0 < int(raw) <= 4_000_001):
-        raise UsageError(f"DOTLAB_MAX_ARRAY_SIZE={raw!r}: must be a whole number from 1")
-    return int(raw)
-
-
-def _scratch_root() -> str:
-    """Where scratch folders go on the node: DOTLAB_SCRATCH_ROOT, else /tmp."""
-    from .render import DEFAULT_SCRATCH_ROOT
-
-    return os.environ.get("DOTLAB_SCRATCH_ROOT") or DEFAULT_SCRATCH_ROOT
-
-
-def _margin_s() -> int:
-    from .render import DEFAULT_MARGIN_S
-
-    raw = os.environ.get("DOTLAB_TIME_MARGIN_S")
-    if raw is None:
-        return DEFAULT_MARGIN_S
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):  # int() takes non-ASCII digits
-        raise UsageError(f"DOTLAB_TIME_MARGIN_S={raw!r}: must be a whole number of seconds")
-    return int(raw)
-
-
 def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], list[str]]:
-    from . import verify
-    from .proc import SubprocessRunner
-    from .progress import Progress
+    from .verify import submission_verifier
 
-    runner = SubprocessRunner()
-    cache: HashCache = {}  # the claims of one submission share the image and often datasets
-    checkouts = verify.CheckoutMemo()  # and the checkout: inspected once, not once per claim
-
-    # claims that pin the same inputs get the same answer: verified once per submission
-    answers: dict[tuple[object, ...], list[str]] = {}
-
-    def check(m: manifest_mod.Manifest) -> list[str]:
-        key = verify.inputs_key(m.spec)
-        if key in answers:
-            return list(answers[key])
-        with Progress(f"verifying {m.spec.claim}") as progress:
-            report = verify.verify_inputs(
-                m.spec,
-                code_dir=args.code_dir,
-                data_dir=args.data_dir,
-                image=args.image,
-                runner=runner,
-                progress=progress,
-                cache=cache,
-                checkouts=checkouts,
-            )
-        answers[key] = report.mismatches()
-        return list(answers[key])
-
-    return check
+    return submission_verifier(args.code_dir, args.data_dir, args.image)
 
 
 def _on_retry(attempt: int, error: Exception, delay: float) -> None:
