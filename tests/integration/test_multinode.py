@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -438,3 +440,38 @@ def test_concurrent_submit_status_and_collect_from_several_processes(
     again = kit.cli("collect", *map(str, dirs))
     assert again.rc == 0 and [(d / "record.json").read_bytes() for d in dirs] == records
     assert watch and all(w.rc == 0 and "Traceback" not in w.stderr for w in watch), watch[-1:]
+
+
+def test_a_node_whose_slurmd_alone_dies_lets_its_running_job_end_truthfully(
+    kit: Kit, nodes: Nodes
+) -> None:
+    """Only node2's slurmd is killed while its task runs: the task's slurmstepd and container
+    go on, the job writes its own status, and slurmstepd tells slurmctld the job completed
+    (before SlurmdTimeout, 10 s here, marks the node down). The run is reproduced, with what
+    Slurm says; the other nodes' tasks are untouched."""
+    wait_idle(nodes)
+    runs = kit.root / "sd"
+    sub = many(kit, "submit", [kit.manifest(f"sd{i}", mode="sleep 3") for i in range(3)], runs)
+    assert sub.rc == 0, (sub.stdout, sub.stderr)
+    dirs = run_dirs(runs)
+    for d in dirs:
+        wait_for(functools.partial(container_started, d), 60, f"the container of {d.name} started")
+    array_id = read(dirs[0] / "submission.json")["array_job_id"]
+    where = slurm_nodes(array_id, nodes.env)
+    job_of = {d: submission(d)["job_id"] for d in dirs}
+    (victim,) = [d for d in dirs if where[job_of[d]] == "node2"]
+    pid = int((nodes.dir / "run" / "slurmd-node2.pid").read_text())
+    try:
+        os.kill(pid, signal.SIGKILL)  # slurmd only: its slurmstepd and the job go on
+        wait_for(lambda: (victim / "status.json").exists(), 60, "the job wrote its status")
+        status = read(victim / "status.json")
+        assert status["phase"] == "finished" and status["exit_code"] == 0, status
+        assert status["node"] == "node2"
+        for d in dirs:
+            res = collect_when_done(kit, d, timeout=180)
+            assert res.rc == 0 and res.outcome == "reproduced", (d, res.stdout, res.stderr)
+            rec = read(d / "record.json")
+            assert rec["slurm"]["state"] == "COMPLETED" == sacct_state(job_of[d], nodes.env)
+    finally:
+        nodes.local_cluster("start", "node2")
+        wait_idle(nodes, 90)
