@@ -455,6 +455,17 @@ def write_new_file(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise WriteFailed(path, e) from e
 
 
+def fsync_folders(folders: Sequence[Path]) -> bool:
+    """fsync(2) each folder (its entries durable), where syncfs is not available; True."""
+    for folder in folders:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return True
+
+
 class NewFolders:
     """Folders that appear whole or not at all: each is filled under a hidden temporary name
     beside its final one, every file system is synced once, then each is renamed into place.
@@ -509,12 +520,7 @@ class NewFolders:
                         os.fsync(fd)
                     finally:
                         os.close(fd)
-            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        return True
+        return fsync_folders([tmp for tmp, _ in self._pending])
 
     def abort(self) -> None:
         """Remove every temporary folder not yet renamed."""

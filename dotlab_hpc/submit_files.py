@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import DotlabError, OperatorError, UsageError, one_line
-from .fsio import NewFolders, WriteFailed, sync_file_systems, write_new_file
+from .fsio import NewFolders, WriteFailed, fsync_folders, sync_file_systems, write_new_file
 from .render import render_def
 from .rundir import ENDS_SUBDIR, SCRIPT_NAME, FileBytes, RunDir, new_run_files
 from .submit_plan import missing_parents
@@ -59,19 +59,9 @@ def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> No
     if len(dirs) > len(copies) + 1:  # the links' names, durable before anyone relies on them
         try:
             folders = [rd.path for rd in dirs]
-            sync_file_systems(folders) or _fsync_folders(folders)
+            sync_file_systems(folders) or fsync_folders(folders)
         except OSError as e:
             raise WriteFailed(Path(e.filename or first), e) from e
-
-
-def _fsync_folders(folders: Sequence[Path]) -> bool:
-    for folder in folders:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    return True
 
 
 # link(2) refused: the file system has no hard links, or too many to one file (ext4: 65,000)

@@ -254,10 +254,14 @@ def test_the_container_cannot_reach_another_nodes_listener(
 
 
 # --------------------------------------------------------------------------- failures
-def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) -> None:
+def three_running(
+    kit: Kit, nodes: Nodes, prefix: str, mode: str
+) -> tuple[list[Path], dict[Path, str], Path]:
+    """Three claims submitted as one array, each task running on its own node: the run
+    directories, each one's job id, and the run whose task runs on node2."""
     wait_idle(nodes)
-    runs = kit.root / "nf"
-    sub = many(kit, "submit", [kit.manifest(f"nf{i}", mode="sleep 20") for i in range(3)], runs)
+    runs = kit.root / prefix
+    sub = many(kit, "submit", [kit.manifest(f"{prefix}{i}", mode=mode) for i in range(3)], runs)
     assert sub.rc == 0, (sub.stdout, sub.stderr)
     dirs = run_dirs(runs)
     for d in dirs:
@@ -267,6 +271,11 @@ def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) ->
     job_of = {d: submission(d)["job_id"] for d in dirs}
     assert sorted(where[job_of[d]] for d in dirs) == sorted(nodes.addrs), where
     (victim,) = [d for d in dirs if where[job_of[d]] == "node2"]
+    return dirs, job_of, victim
+
+
+def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) -> None:
+    dirs, job_of, victim = three_running(kit, nodes, "nf", "sleep 20")
     try:
         nodes.local_cluster("kill", "node2")
         wait_for(lambda: sacct_state(job_of[victim], nodes.env) == "NODE_FAIL", 90,
@@ -449,17 +458,7 @@ def test_a_node_whose_slurmd_alone_dies_lets_its_running_job_end_truthfully(
     go on, the job writes its own status, and slurmstepd tells slurmctld the job completed
     (before SlurmdTimeout, 10 s here, marks the node down). The run is reproduced, with what
     Slurm says; the other nodes' tasks are untouched."""
-    wait_idle(nodes)
-    runs = kit.root / "sd"
-    sub = many(kit, "submit", [kit.manifest(f"sd{i}", mode="sleep 3") for i in range(3)], runs)
-    assert sub.rc == 0, (sub.stdout, sub.stderr)
-    dirs = run_dirs(runs)
-    for d in dirs:
-        wait_for(functools.partial(container_started, d), 60, f"the container of {d.name} started")
-    array_id = read(dirs[0] / "submission.json")["array_job_id"]
-    where = slurm_nodes(array_id, nodes.env)
-    job_of = {d: submission(d)["job_id"] for d in dirs}
-    (victim,) = [d for d in dirs if where[job_of[d]] == "node2"]
+    dirs, job_of, victim = three_running(kit, nodes, "sd", "sleep 3")
     pid = int((nodes.dir / "run" / "slurmd-node2.pid").read_text())
     try:
         os.kill(pid, signal.SIGKILL)  # slurmd only: its slurmstepd and the job go on
