@@ -168,18 +168,33 @@ def _cmd_pack(args: argparse.Namespace) -> int:
             include_image=not args.no_image,
             image=args.image,
             image_url=args.image_url,
+            sign_key=args.sign,
         )
     )
     what = "with the image" if res.image_included else "without the image"
     kind = "tar" if res.is_tar else "folder"
-    print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}")
+    signed = f", signed by key {res.key_id[:16]}" if res.key_id else ""
+    print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}{signed}")
+    return 0
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from .bundle_sign import keygen
+
+    pub, kid = keygen(args.key)
+    print(f"{args.key}: Ed25519 private key (mode 0600); {pub}: its public key; key id {kid}")
     return 0
 
 
 def _cmd_verify_bundle(args: argparse.Namespace) -> int:
     from .bundle_check import format_report, verify_bundle
 
-    report = verify_bundle(args.bundle)
+    key = None
+    if args.key is not None:
+        from .bundle_sign import load_public_key
+
+        key = load_public_key(args.key)
+    report = verify_bundle(args.bundle, public_key=key)
     if args.json:
         _print_json(report.to_json())
     else:
@@ -721,10 +736,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", type=Path, help="the run's .sif, when it is no longer where the run says"
     )
     p.add_argument("--image-url", help="where the .sif can be fetched (written into the bundle)")
+    p.add_argument(
+        "--sign",
+        type=Path,
+        metavar="KEY",
+        help="sign the in-toto statement with this Ed25519 key (`dotlab-hpc keygen KEY`)",
+    )
 
     p = verb("verify-bundle", _cmd_verify_bundle, "check a handoff bundle (folder or .tar)")
     p.add_argument("bundle", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--key",
+        type=Path,
+        metavar="KEY.pub",
+        help="require the bundle signed by this public key, and check the signature",
+    )
+
+    p = verb("keygen", _cmd_keygen, "write an Ed25519 key pair for signing bundles")
+    p.add_argument("key", type=Path, help="the private key to write (mode 0600); KEY.pub beside")
     return parser
 
 
