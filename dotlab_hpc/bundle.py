@@ -278,7 +278,11 @@ def readme_text(
         f"         --image {image_arg} --out-dir <an empty folder>",
         "",
         "It checks every input against the pinned sha256s and commit first, prints the outcome,"
-        " and exits 0 when the claim is reproduced.",
+        " and exits 0 when the claim is reproduced. Or, in one command that checks this bundle"
+        " first and prints the authors' result and the new one side by side:",
+        "",
+        "       dotlab-hpc reproduce BUNDLE --code-dir <checkout> --data-dir <data>"
+        + ("" if image.file else f" --image {image_arg}"),
         "",
         "## ACM artifact badges",
         "",
@@ -288,7 +292,7 @@ def readme_text(
         " self-checking (`verify-bundle`: every file's sha256, the RO-Crate metadata, the"
         " provenance" + (", the signature" if signed else "") + "), and documented above;"
         " it needs a reviewer to check it and to run it.",
-        "- **Results Reproduced**: supported by the rerun above: a reviewer's run that prints"
-        " `reproduced` on their own cluster, with the same pinned inputs, is what it needs.",
+        "- **Results Reproduced**: supported by `dotlab-hpc reproduce` above; it needs a"
+        " reviewer's rerun on their own cluster that ends `REPRODUCED`.",
     ]
     return "\n".join(lines) + "\n"

@@ -316,3 +316,17 @@ def test_pack_refuses_a_bad_key_before_writing(tmp_path: Path, keys: tuple[Path,
     with pytest.raises(UsageError, match="not an unencrypted PEM private key"):
         pack(PackOptions(rd, tmp_path / "b", sign_key=keys[1]))
     assert not (tmp_path / "b").exists()
+
+
+def test_readme_names_the_badges_and_what_each_needs(signed: Path, tmp_path: Path) -> None:
+    readme = (signed / "README.md").read_text()
+    badges = readme.split("## ACM artifact badges", 1)[1]
+    assert "**Artifacts Available**: needs an archival DOI" in badges
+    assert "**Artifacts Evaluated - Functional**: supported" in badges and "signature" in badges
+    assert "**Results Reproduced**: supported by `dotlab-hpc reproduce`" in badges
+    assert "dotlab-hpc reproduce BUNDLE --code-dir" in readme
+    rd = make_run_dir(tmp_path / "b")
+    pack(PackOptions(rd, tmp_path / "noimg", include_image=False))
+    readme = (tmp_path / "noimg" / "README.md").read_text()
+    assert "--data-dir <data> --image <the .sif>" in readme
+    assert "provenance.dsse.json" not in readme and "--key" not in readme
