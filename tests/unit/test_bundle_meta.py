@@ -330,3 +330,24 @@ def test_readme_names_the_badges_and_what_each_needs(signed: Path, tmp_path: Pat
     readme = (tmp_path / "noimg" / "README.md").read_text()
     assert "--data-dir <data> --image <the .sif>" in readme
     assert "provenance.dsse.json" not in readme and "--key" not in readme
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '{"@graph": 5}',
+        '{"@context": "x", "@graph": [{"@id": "./"}]}',
+        '{"@context": "x", "@graph": [{"@type": "Dataset"}]}',
+        "[" * 100_000 + "]" * 100_000,
+        '{"@context": [], "@graph": [{"@id": "ro-crate-metadata.json", "about": {"@id": "./"},'
+        ' "@type": "CreativeWork"}, {"@id": "./", "@type": "Dataset", "hasPart": 7}]}',
+    ],
+)
+def test_a_hostile_crate_is_a_failed_check_not_a_crash(signed: Path, text: str) -> None:
+    (signed / "ro-crate-metadata.json").write_text(text)
+    _resum(signed)
+    report = verify_dir(signed)
+    assert "crate" in report.failed()
+    detail = _detail(report, "crate")
+    assert "rocrate cannot read it" in detail or "not JSON" in detail or "no CreateAction" in detail
