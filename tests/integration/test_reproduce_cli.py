@@ -107,3 +107,15 @@ def test_a_bundle_that_fails_its_check_is_not_rerun(kit: Kit, bundle: Path) -> N
     assert not (kit.root / "rerun-bad").exists()
     res = reproduce(kit, bundle, kit.data, "key", "--key", str(kit.root / "none.pub"))
     assert res.rc == 2 and "no such public key" in res.stderr
+
+
+def test_another_image_or_a_tar_is_refused(kit: Kit, bundle: Path) -> None:
+    other = kit.root / "other.sif"
+    other.write_bytes((bundle / "image.sif").read_bytes() + b"\0")
+    res = reproduce(kit, bundle, kit.data, "img", "--image", str(other))
+    assert res.rc == 1 and "input_mismatch" in res.stdout, (res.stdout, res.stderr)
+    assert res.stdout.splitlines()[-1].startswith("NOT REPRODUCED HERE")
+    tar = kit.root / "bundle.tar"
+    tar.write_bytes(b"")
+    res = reproduce(kit, tar, kit.data, "tar")
+    assert res.rc == 2 and "not a bundle folder" in res.stderr and "tar -xf" in res.stderr
