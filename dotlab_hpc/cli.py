@@ -167,18 +167,33 @@ def _cmd_pack(args: argparse.Namespace) -> int:
             include_image=not args.no_image,
             image=args.image,
             image_url=args.image_url,
+            sign_key=args.sign,
         )
     )
     what = "with the image" if res.image_included else "without the image"
     kind = "tar" if res.is_tar else "folder"
-    print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}")
+    signed = f", signed by key {res.key_id[:16]}" if res.key_id else ""
+    print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}{signed}")
+    return 0
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from .bundle_sign import keygen
+
+    pub, kid = keygen(args.key)
+    print(f"{args.key}: Ed25519 private key (mode 0600); {pub}: its public key; key id {kid}")
     return 0
 
 
 def _cmd_verify_bundle(args: argparse.Namespace) -> int:
     from .bundle_check import format_report, verify_bundle
 
-    report = verify_bundle(args.bundle)
+    key = None
+    if args.key is not None:
+        from .bundle_sign import load_public_key
+
+        key = load_public_key(args.key)
+    report = verify_bundle(args.bundle, public_key=key)
     if args.json:
         _print_json(report.to_json())
     else:
@@ -434,6 +449,11 @@ def _collect(
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    return _run(args)[0]
+
+
+def _run(args: argparse.Namespace) -> tuple[int, list[Path]]:
+    """`run`: submit, follow, collect; the exit code and the run directories."""
     from .view import submission_lines
 
     res = _do_submit(args, dry_run=False)
@@ -445,7 +465,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         states = _follow(submitted, args.log_file)
         lost = {s.run_dir: s.reason for s in states if s.state == LOST}
-    return _collect([r.run_dir for r in res.runs], args.record, args.log_file, lost)
+    dirs = [r.run_dir for r in res.runs]
+    return _collect(dirs, args.record, args.log_file, lost), dirs
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    """Check the bundle, run its manifest as `run` does, print both results side by side."""
+    from .bundle_check import verify_dir
+    from .clock import SystemClock
+    from .reproduce import plan_reproduce, side_by_side
+    from .rundir import RunDir
+
+    bundle: Path = args.bundle
+    if not bundle.is_dir():
+        raise UsageError(
+            f"{bundle}: not a bundle folder",
+            hint="extract a .tar first (tar -xf X.tar): the job reads the image from the folder",
+        )
+    key = None
+    if args.key is not None:
+        from .bundle_sign import load_public_key
+
+        key = load_public_key(args.key)
+    plan = plan_reproduce(bundle, verify_dir(bundle, public_key=key), image=args.image)
+    claim = plan.original.claim
+    stamp = SystemClock().now().strftime("%Y%m%dT%H%M%SZ")
+    out_dir = args.out_dir or Path("dotlab-out") / f"{claim}-{stamp}"
+    run_args = argparse.Namespace(**vars(args))
+    run_args.manifest, run_args.image, run_args.out_dir = [plan.manifest], plan.image, out_dir
+    run_args.array_limit = None
+    code, dirs = _run(run_args)
+    for r in dirs:
+        got = RunDir(r).record_and_bytes()
+        if got is not None:
+            print()
+            print("\n".join(side_by_side(plan.original, got[0])))
+    return code
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -664,10 +719,55 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", type=Path, help="the run's .sif, when it is no longer where the run says"
     )
     p.add_argument("--image-url", help="where the .sif can be fetched (written into the bundle)")
+    p.add_argument(
+        "--sign",
+        type=Path,
+        metavar="KEY",
+        help="sign the in-toto statement with this Ed25519 key (`dotlab-hpc keygen KEY`)",
+    )
 
     p = verb("verify-bundle", _cmd_verify_bundle, "check a handoff bundle (folder or .tar)")
     p.add_argument("bundle", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--key",
+        type=Path,
+        metavar="KEY.pub",
+        help="require the bundle signed by this public key, and check the signature",
+    )
+
+    p = verb(
+        "reproduce",
+        _cmd_reproduce,
+        "a reviewer's rerun of a bundle: check it, run it, show both results side by side",
+    )
+    p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
+    p.add_argument("--code-dir", type=Path, required=True, help="git checkout of the code")
+    p.add_argument("--data-dir", type=Path, required=True, help="folder the datasets are in")
+    p.add_argument(
+        "--image", type=Path, help="the .sif (default: the bundle's; must match its digest)"
+    )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        help="where the analysis writes; must be empty (default: ./dotlab-out/<claim>-<time>)",
+    )
+    p.add_argument("--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it")
+    p.add_argument("--run-dir", type=Path, help="the run directory to create")
+    p.add_argument(
+        "--runs-root",
+        type=Path,
+        default=Path("dotlab-runs"),
+        help="where run directories are created (default: ./dotlab-runs)",
+    )
+    p.add_argument("--record", type=Path, help="also write the new record here")
+    p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
+    p.add_argument(
+        "--apptainer", help="the apptainer program the job runs (default: found on PATH)"
+    )
+
+    p = verb("keygen", _cmd_keygen, "write an Ed25519 key pair for signing bundles")
+    p.add_argument("key", type=Path, help="the private key to write (mode 0600); KEY.pub beside")
     return parser
 
 
