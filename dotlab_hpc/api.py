@@ -54,6 +54,7 @@ __all__ = [
     "SlurmError",
     "UsageError",
     "collect",
+    "keygen",
     "load_manifest",
     "open_run",
     "pack",
@@ -303,6 +304,14 @@ def run(
 
 
 # --------------------------------------------------------------------------- bundles
+def keygen(key: PathLike) -> tuple[Path, str]:
+    """``dotlab-hpc keygen``: an Ed25519 pair (``KEY`` mode 0600, ``KEY.pub``); (public key
+    path, key id). Never overwrites either file."""
+    from .bundle_sign import keygen as make
+
+    return make(Path(key))
+
+
 def pack(
     run_dir: PathLike,
     output: PathLike,
@@ -310,18 +319,24 @@ def pack(
     include_image: bool = True,
     image: PathLike | None = None,
     image_url: str | None = None,
+    sign_key: PathLike | None = None,
 ) -> PackResult:
-    """``dotlab-hpc pack``: the paper's handoff bundle of a collected run (folder or .tar)."""
+    """``dotlab-hpc pack``: the paper's handoff bundle of a collected run (folder or .tar);
+    ``sign_key`` signs its provenance statement (``pack --sign``)."""
     from .pack import PackOptions
     from .pack import pack as pack_run
 
     return pack_run(PackOptions(Path(run_dir), Path(output), include_image=include_image,
                                 image=None if image is None else Path(image),
-                                image_url=image_url))  # fmt: skip
+                                image_url=image_url,
+                                sign_key=None if sign_key is None else Path(sign_key)))  # fmt: skip
 
 
-def verify_bundle(path: PathLike) -> BundleReport:
-    """``dotlab-hpc verify-bundle``: the report of every check; ``failed()`` lists the failed."""
+def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:
+    """``dotlab-hpc verify-bundle``: the report of every check; ``failed()`` lists the failed.
+    With ``key`` (a ``KEY.pub``), the signature is required and checked."""
     from .bundle_check import verify_bundle as check
+    from .bundle_sign import load_public_key
 
-    return check(Path(path))
+    public = None if key is None else load_public_key(Path(key))
+    return check(Path(path), public_key=public)

@@ -112,3 +112,16 @@ def test_errors_are_the_clis_with_their_exit_codes(kit: Kit, tmp_path: Path) -> 
         api.open_run(tmp_path / "no-such-run")
     report = api.verify(kit.manifest("v"), code_dir=kit.code, data_dir=kit.data, image=kit.image)
     assert report.ok
+
+
+def test_a_reproduced_run_packed_signed_and_verified_through_the_api(kit: Kit) -> None:
+    (run,) = submit(kit, [kit.manifest("api-pack")], kit.root / "out", run_dir=kit.root / "run")
+    run.wait()
+    assert run.collect().outcome == "reproduced"
+    public, key_id = api.keygen(kit.root / "author.key")
+    other, _ = api.keygen(kit.root / "other.key")
+    result = api.pack(run.run_dir, kit.root / "bundle", sign_key=kit.root / "author.key")
+    assert result.outcome == "reproduced" and result.key_id == key_id
+    assert api.verify_bundle(kit.root / "bundle", key=public).failed() == []
+    failed = api.verify_bundle(kit.root / "bundle", key=other).failed()
+    assert failed and any("signature" in line for line in failed), failed
