@@ -18,6 +18,7 @@ from . import __version__
 from .bundle import CRATE, ENVELOPE, STATEMENT
 from .bundle_crate import check_crate, crate_json
 from .bundle_provenance import Dataset, RunFacts, build_statement, check_statement
+from .errors import DotlabError
 from .fsio import FileRefused, canonical_json, read_regular
 
 if TYPE_CHECKING:
@@ -191,4 +192,42 @@ def check_signature(s: _State) -> None:
     s.add("signature", [f"{ENVELOPE}: {why}"] if why else [], f"signed by key {key_id(key)[:16]}")
 
 
-META_CHECKS = (check_crate_file, check_statement_file, check_signature)
+def check_image_signature(s: _State) -> None:
+    """``image-signature``: a signed image (``build --sign-image``) is verified by Apptainer
+    against ``--key`` where Apptainer is installed; an unsigned image has no such row."""
+    import shutil
+
+    from cryptography.hazmat.primitives import serialization
+
+    from .bundle import IMAGE
+    from .image_sign import signature_count, verify_image
+    from .proc import SubprocessRunner
+
+    if IMAGE not in s.digests:
+        return
+    try:
+        count = signature_count(s.root / IMAGE)
+    except DotlabError:
+        return  # image-digest says what is wrong with the file
+    if count == 0:
+        return
+    # Not checked is not a failure here: the signed statement already covers the image's sha256.
+    if s.public_key is None:
+        s.add("image-signature", [], f"{count} Apptainer signature(s); not checked: give --key")
+        return
+    from .container.apptainer import find_apptainer
+
+    program = shutil.which(find_apptainer(None))
+    if program is None:
+        s.add("image-signature", [], "not checked: no apptainer here to run `apptainer verify`")
+        return
+    pem = s.public_key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    why = verify_image(SubprocessRunner(), program, pem, s.root / IMAGE)
+    s.add(
+        "image-signature", [f"{IMAGE}: {why}"] if why else [], "apptainer verify: signed by the key"
+    )
+
+
+META_CHECKS = (check_crate_file, check_statement_file, check_signature, check_image_signature)

@@ -136,6 +136,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         apptainer=args.apptainer,
         force=args.force,
         lock=args.lock,
+        sign_key=args.sign_image,
     )
     sys.stdout.flush()
     if not res.embedded_def_matches:
@@ -699,6 +700,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the build's facts to <manifest stem>.lock.json next to the manifest",
     )
     p.add_argument("--force", action="store_true", help="replace an existing image and .def")
+    p.add_argument(
+        "--sign-image",
+        type=Path,
+        metavar="KEY",
+        help="apptainer sign the image with KEY (dotlab-hpc keygen) before its digest is printed",
+    )
     p.add_argument(
         "--apptainer",
         help="the apptainer program (default: $DOTLAB_APPTAINER, then apptainer or singularity"
