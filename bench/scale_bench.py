@@ -215,6 +215,33 @@ def _cancel_runs(roots: Sequence[Path], env: dict[str, str]) -> None:
         _cancel(names.__contains__, env)
 
 
+SERVERS = ("slurmctld", "slurmdbd", "mariadbd", "mysqld")
+
+
+def _servers_cpu() -> float:
+    """CPU seconds used so far by the cluster's servers (the controller, slurmdbd, its database)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            if name in SERVERS:
+                fields = text[text.rindex(")") + 2 :].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _settle(limit_s: float = 30.0, window_s: float = 0.5, busy: float = 0.05) -> None:
+    """Wait until the cluster's servers are idle (cancelling 500 jobs keeps slurmctld, slurmdbd
+    and the database busy for seconds): a timed step then never pays for the one before it."""
+    deadline = time.monotonic() + limit_s
+    quiet = 0
+    while quiet < 2 and time.monotonic() < deadline:
+        before = _servers_cpu()
+        time.sleep(window_s)
+        quiet = quiet + 1 if _servers_cpu() - before < busy * window_s else 0
+
+
 def _run_dirs(runs_root: Path) -> list[Path]:
     return sorted(p for p in runs_root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
@@ -278,12 +305,14 @@ def bench_submit(
     ours, ref = [], []
     for r in range(repeat):
         argv = c.submit_argv(mans, work / f"runs-submit-{r}", work / f"out-submit-{r}")
+        _settle()
         t = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True, text=True)
         ours.append(time.perf_counter() - t)
         if done.returncode != 0:
             raise SystemExit(f"bench/scale: submit of {n} claims failed: {done.stderr.strip()}")
         _cancel_runs([work / f"runs-submit-{r}"], env)
+        _settle()
         t = time.perf_counter()
         for i in range(n):
             subprocess.run(

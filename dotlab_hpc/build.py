@@ -216,8 +216,13 @@ def build_image(
     apptainer: str | None = None,
     force: bool = False,
     lock: bool = False,
+    sign_key: Path | None = None,
 ) -> BuildResult:
-    """Render the .def, build the image with Apptainer, read its digest, maybe write the lock."""
+    """Render the .def, build the image with Apptainer, read its digest, maybe write the lock.
+
+    ``sign_key`` (a PEM private key, ``dotlab-hpc keygen``): ``apptainer sign`` the image before
+    its digest is read, so that the digest to pin is the signed image's.
+    """
     if m.spec.image.build is None:
         raise UsageError(
             f"{m.path}: image.build is not set; there is nothing to build",
@@ -242,6 +247,10 @@ def build_image(
             f"`{Path(program).name} build` failed with exit status {code}; its output is above",
             hint=f"the .def it was given is {deffile}",
         )
+    if sign_key is not None:
+        from .image_sign import sign_image
+
+        sign_image(runner, program, sign_key, output)
     image = read_sif(output)
     if image.digest is None:  # read_sif computes it unless asked not to
         raise OperatorError(f"{output}: no digest computed")

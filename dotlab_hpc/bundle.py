@@ -7,6 +7,9 @@ A bundle is a folder (or a .tar of one folder) that ``pack`` makes from a collec
     bundle.json             the index: claim, run, outcome, which manifest, image digest/file/url
     RECORD                  the record (SPEC section 7), as collect wrote it (``rundir``'s name)
     evidence.json           facts derived from the logs: container times, GPUs, the Slurm job
+    ro-crate-metadata.json  RO-Crate (Process Run Crate) metadata of the run (``bundle_crate``)
+    provenance.intoto.json  an in-toto Statement with a SLSA Provenance predicate
+    provenance.dsse.json    the statement signed by ``pack --sign KEY`` (a DSSE envelope)
     manifest.orig.<ext>     the manifest exactly as submitted (its sha256 is in the record)
     manifest.resolved.json  the manifest as dotlab-hpc read it
     claim.def               the rendered .def (when the manifest has image.build)
@@ -43,6 +46,9 @@ RESOLVED = RESOLVED_FILE
 DEF = DEF_NAME
 IMAGE = "image.sif"
 LOGS = "logs"
+CRATE = "ro-crate-metadata.json"
+STATEMENT = "provenance.intoto.json"
+ENVELOPE = "provenance.dsse.json"
 # No JSON or text file of a bundle comes near this; only the image may be larger.
 MAX_TEXT_BYTES = 16 << 20
 
@@ -162,7 +168,9 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
 
 
-def readme_text(index: BundleIndex, record: ClaimRecord, spec: ManifestSpec) -> str:
+def readme_text(
+    index: BundleIndex, record: ClaimRecord, spec: ManifestSpec, *, signed: bool = False
+) -> str:
     """The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
     lines = [f"# Reproduction bundle: {record.claim}", ""]
     if record.title:
@@ -221,13 +229,29 @@ def readme_text(index: BundleIndex, record: ClaimRecord, spec: ManifestSpec) -> 
     lines += [
         f"- {image_here}",
         f"- `{LOGS}/`: the job script, Slurm's log, the container's stdout/stderr, the step log",
+        f"- `{CRATE}`: RO-Crate metadata (Process Run Crate profile): the run as a"
+        " CreateAction, its image, code commit, datasets and record",
+        f"- `{STATEMENT}`: an in-toto Statement with a SLSA Provenance predicate: subjects the"
+        " record and the image, dependencies the commit, the datasets and the image digest",
+    ]
+    if signed:
+        lines.append(f"- `{ENVELOPE}`: that statement signed with Ed25519 (a DSSE envelope)")
+    lines += [
         f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file",
         "",
         "## Check it",
         "",
-        "    dotlab-hpc verify-bundle .",
+        "    dotlab-hpc verify-bundle ." + (" --key <the authors' KEY.pub>" if signed else ""),
         "",
         f"or, with coreutils only: `sha256sum -c {SUMS}`.",
+    ]
+    if signed:
+        lines += [
+            "With `--key` the signature must verify with the authors' public key, and the"
+            " signed statement names the sha256 of every file, so nothing can be changed"
+            f" without it showing (`{SUMS}` alone can be rewritten by anyone).",
+        ]
+    lines += [
         "",
         "## Rerun it",
         "",
@@ -254,6 +278,21 @@ def readme_text(index: BundleIndex, record: ClaimRecord, spec: ManifestSpec) -> 
         f"         --image {image_arg} --out-dir <an empty folder>",
         "",
         "It checks every input against the pinned sha256s and commit first, prints the outcome,"
-        " and exits 0 when the claim is reproduced.",
+        " and exits 0 when the claim is reproduced. Or, in one command that checks this bundle"
+        " first and prints the authors' result and the new one side by side:",
+        "",
+        "       dotlab-hpc reproduce BUNDLE --code-dir <checkout> --data-dir <data>"
+        + ("" if image.file else f" --image {image_arg}"),
+        "",
+        "## ACM artifact badges",
+        "",
+        "- **Artifacts Available**: needs an archival DOI for this bundle (for instance from"
+        " Zenodo), which the authors fill in here: DOI: _to be filled in_.",
+        "- **Artifacts Evaluated - Functional**: supported: the bundle is complete and"
+        " self-checking (`verify-bundle`: every file's sha256, the RO-Crate metadata, the"
+        " provenance" + (", the signature" if signed else "") + "), and documented above;"
+        " it needs a reviewer to check it and to run it.",
+        "- **Results Reproduced**: supported by `dotlab-hpc reproduce` above; it needs a"
+        " reviewer's rerun on their own cluster that ends `REPRODUCED`.",
     ]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -34,11 +34,15 @@ from .bundle import (
     path_key,
     walk_files,
 )
+from .bundle_meta import META_CHECKS
 from .bundle_tar import opened_bundle
 from .errors import DotlabError, one_line
 from .fsio import FileRefused, read_regular
 from .hashing import sha256_many
 from .record import ClaimRecord
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 # --------------------------------------------------------------------------- the report
 Status = Literal["ok", "failed", "skipped"]
@@ -118,6 +122,7 @@ class _State:
     manifest: manifest_mod.Manifest | None = None
     manifest_name: str | None = None
     resolved: dict[str, Any] | None = None
+    public_key: Ed25519PublicKey | None = None
 
     def add(self, name: str, problems: Sequence[str], ok_detail: str) -> None:
         status: Status = "failed" if problems else "ok"
@@ -371,10 +376,12 @@ CHECKS = (
 )
 
 
-def verify_dir(root: Path, *, shown_as: Path | None = None) -> BundleReport:
-    """Run every check on the bundle folder ``root``."""
-    s = _State(root)
-    for check in CHECKS:
+def verify_dir(
+    root: Path, *, shown_as: Path | None = None, public_key: Ed25519PublicKey | None = None
+) -> BundleReport:
+    """Run every check on the bundle folder ``root``; with a key, its signature is required."""
+    s = _State(root, public_key=public_key)
+    for check in (*CHECKS, *META_CHECKS):
         check(s)
     return BundleReport(
         bundle=shown_as or root,
@@ -384,13 +391,13 @@ def verify_dir(root: Path, *, shown_as: Path | None = None) -> BundleReport:
     )
 
 
-def verify_bundle(path: Path) -> BundleReport:
+def verify_bundle(path: Path, *, public_key: Ed25519PublicKey | None = None) -> BundleReport:
     """Check a bundle folder or .tar; a usage error only when ``path`` is neither."""
     with opened_bundle(path) as (root, problems):
         if root is None:
             check = BundleCheck("tar", "failed", "not extracted: " + "; ".join(problems))
             return BundleReport(bundle=path, checks=(check,))
-        report = verify_dir(root, shown_as=path)
+        report = verify_dir(root, shown_as=path, public_key=public_key)
         if root != path:
             tar_ok = BundleCheck("tar", "ok", "only regular files and folders, no '..' or links")
             return BundleReport(path, (tar_ok, *report.checks), report.claim, report.outcome)

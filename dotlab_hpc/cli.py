@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
     from . import manifest as manifest_mod
     from .collect import Collected
-    from .hashing import HashCache
     from .poll import Local, RunState
     from .slurm import SlurmClient
     from .submit import SubmitOptions, SubmitResult
@@ -61,13 +60,17 @@ def _print_json_rows(rows: Sequence[Any]) -> None:
 
 # --------------------------------------------------------------------------- verbs
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from . import manifest as manifest_mod
     from .errors import ManifestError
+    from .manifest_core import is_valid_file
 
     problems: list[str] = []
     for path in args.manifest:
         try:
-            manifest_mod.load(path)
+            if is_valid_file(path):  # pydantic-core alone: a good manifest builds no model
+                continue
+            from . import manifest as manifest_mod
+
+            manifest_mod.load(path)  # the models word what is wrong, one line per problem
         except ManifestError as e:
             problems += e.problems
     if problems:
@@ -133,6 +136,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         apptainer=args.apptainer,
         force=args.force,
         lock=args.lock,
+        sign_key=args.sign_image,
     )
     sys.stdout.flush()
     if not res.embedded_def_matches:
@@ -164,18 +168,33 @@ def _cmd_pack(args: argparse.Namespace) -> int:
             include_image=not args.no_image,
             image=args.image,
             image_url=args.image_url,
+            sign_key=args.sign,
         )
     )
     what = "with the image" if res.image_included else "without the image"
     kind = "tar" if res.is_tar else "folder"
-    print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}")
+    signed = f", signed by key {res.key_id[:16]}" if res.key_id else ""
+    print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}{signed}")
+    return 0
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from .bundle_sign import keygen
+
+    pub, kid = keygen(args.key)
+    print(f"{args.key}: Ed25519 private key (mode 0600); {pub}: its public key; key id {kid}")
     return 0
 
 
 def _cmd_verify_bundle(args: argparse.Namespace) -> int:
     from .bundle_check import format_report, verify_bundle
 
-    report = verify_bundle(args.bundle)
+    key = None
+    if args.key is not None:
+        from .bundle_sign import load_public_key
+
+        key = load_public_key(args.key)
+    report = verify_bundle(args.bundle, public_key=key)
     if args.json:
         _print_json(report.to_json())
     else:
@@ -268,6 +287,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 def _submit_options(args: argparse.Namespace) -> SubmitOptions:
     from .submit import SubmitOptions
+    from .submit_plan import env_knobs
 
     if args.run_dir is not None and len(args.manifest) > 1:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
@@ -282,11 +302,9 @@ def _submit_options(args: argparse.Namespace) -> SubmitOptions:
         run_dir=args.run_dir,
         runs_root=args.runs_root,
         apptainer=args.apptainer,
-        margin_s=_margin_s(),
-        scratch_root=_scratch_root(),
         hold=getattr(args, "hold", False),
         array_limit=_array_limit(args.array_limit),
-        max_array_size=_max_array_size(),
+        **env_knobs(),
     )
 
 
@@ -296,65 +314,10 @@ def _array_limit(value: int | None) -> int | None:
     return value
 
 
-def _max_array_size() -> int | None:
-    """DOTLAB_MAX_ARRAY_SIZE: at most this many tasks per job array (below MaxArraySize)."""
-    raw = os.environ.get("DOTLAB_MAX_ARRAY_SIZE")
-    if not raw:
-        return None
-    if not (raw.isascii() and raw.isdigit() and 0 < int(raw) <= 4_000_001):
-        raise UsageError(f"DOTLAB_MAX_ARRAY_SIZE={raw!r}: must be a whole number from 1")
-    return int(raw)
-
-
-def _scratch_root() -> str:
-    """Where scratch folders go on the node: DOTLAB_SCRATCH_ROOT, else /tmp."""
-    from .render import DEFAULT_SCRATCH_ROOT
-
-    return os.environ.get("DOTLAB_SCRATCH_ROOT") or DEFAULT_SCRATCH_ROOT
-
-
-def _margin_s() -> int:
-    from .render import DEFAULT_MARGIN_S
-
-    raw = os.environ.get("DOTLAB_TIME_MARGIN_S")
-    if raw is None:
-        return DEFAULT_MARGIN_S
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):  # int() takes non-ASCII digits
-        raise UsageError(f"DOTLAB_TIME_MARGIN_S={raw!r}: must be a whole number of seconds")
-    return int(raw)
-
-
 def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], list[str]]:
-    from . import verify
-    from .proc import SubprocessRunner
-    from .progress import Progress
+    from .verify import submission_verifier
 
-    runner = SubprocessRunner()
-    cache: HashCache = {}  # the claims of one submission share the image and often datasets
-    checkouts = verify.CheckoutMemo()  # and the checkout: inspected once, not once per claim
-
-    # claims that pin the same inputs get the same answer: verified once per submission
-    answers: dict[tuple[object, ...], list[str]] = {}
-
-    def check(m: manifest_mod.Manifest) -> list[str]:
-        key = verify.inputs_key(m.spec)
-        if key in answers:
-            return list(answers[key])
-        with Progress(f"verifying {m.spec.claim}") as progress:
-            report = verify.verify_inputs(
-                m.spec,
-                code_dir=args.code_dir,
-                data_dir=args.data_dir,
-                image=args.image,
-                runner=runner,
-                progress=progress,
-                cache=cache,
-                checkouts=checkouts,
-            )
-        answers[key] = report.mismatches()
-        return list(answers[key])
-
-    return check
+    return submission_verifier(args.code_dir, args.data_dir, args.image)
 
 
 def _on_retry(attempt: int, error: Exception, delay: float) -> None:
@@ -487,6 +450,11 @@ def _collect(
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    return _run(args)[0]
+
+
+def _run(args: argparse.Namespace) -> tuple[int, list[Path]]:
+    """`run`: submit, follow, collect; the exit code and the run directories."""
     from .view import submission_lines
 
     res = _do_submit(args, dry_run=False)
@@ -498,7 +466,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         states = _follow(submitted, args.log_file)
         lost = {s.run_dir: s.reason for s in states if s.state == LOST}
-    return _collect([r.run_dir for r in res.runs], args.record, args.log_file, lost)
+    dirs = [r.run_dir for r in res.runs]
+    return _collect(dirs, args.record, args.log_file, lost), dirs
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    """Check the bundle, run its manifest as `run` does, print both results side by side."""
+    from .bundle_check import verify_dir
+    from .clock import SystemClock
+    from .reproduce import plan_reproduce, side_by_side
+    from .rundir import RunDir
+
+    bundle: Path = args.bundle
+    if not bundle.is_dir():
+        raise UsageError(
+            f"{bundle}: not a bundle folder",
+            hint="extract a .tar first (tar -xf X.tar): the job reads the image from the folder",
+        )
+    key = None
+    if args.key is not None:
+        from .bundle_sign import load_public_key
+
+        key = load_public_key(args.key)
+    plan = plan_reproduce(bundle, verify_dir(bundle, public_key=key), image=args.image)
+    claim = plan.original.claim
+    stamp = SystemClock().now().strftime("%Y%m%dT%H%M%SZ")
+    out_dir = args.out_dir or Path("dotlab-out") / f"{claim}-{stamp}"
+    run_args = argparse.Namespace(**vars(args))
+    run_args.manifest, run_args.image, run_args.out_dir = [plan.manifest], plan.image, out_dir
+    run_args.array_limit = None
+    code, dirs = _run(run_args)
+    for r in dirs:
+        got = RunDir(r).record_and_bytes()
+        if got is not None:
+            print()
+            print("\n".join(side_by_side(plan.original, got[0])))
+    return code
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -733,6 +736,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", action="store_true", help="replace an existing image and .def")
     p.add_argument(
+        "--sign-image",
+        type=Path,
+        metavar="KEY",
+        help="apptainer sign the image with KEY (dotlab-hpc keygen) before its digest is printed",
+    )
+    p.add_argument(
         "--apptainer",
         help="the apptainer program (default: $DOTLAB_APPTAINER, then apptainer or singularity"
         " on PATH)",
@@ -752,10 +761,55 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", type=Path, help="the run's .sif, when it is no longer where the run says"
     )
     p.add_argument("--image-url", help="where the .sif can be fetched (written into the bundle)")
+    p.add_argument(
+        "--sign",
+        type=Path,
+        metavar="KEY",
+        help="sign the in-toto statement with this Ed25519 key (`dotlab-hpc keygen KEY`)",
+    )
 
     p = verb("verify-bundle", _cmd_verify_bundle, "check a handoff bundle (folder or .tar)")
     p.add_argument("bundle", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--key",
+        type=Path,
+        metavar="KEY.pub",
+        help="require the bundle signed by this public key, and check the signature",
+    )
+
+    p = verb(
+        "reproduce",
+        _cmd_reproduce,
+        "a reviewer's rerun of a bundle: check it, run it, show both results side by side",
+    )
+    p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
+    p.add_argument("--code-dir", type=Path, required=True, help="git checkout of the code")
+    p.add_argument("--data-dir", type=Path, required=True, help="folder the datasets are in")
+    p.add_argument(
+        "--image", type=Path, help="the .sif (default: the bundle's; must match its digest)"
+    )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        help="where the analysis writes; must be empty (default: ./dotlab-out/<claim>-<time>)",
+    )
+    p.add_argument("--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it")
+    p.add_argument("--run-dir", type=Path, help="the run directory to create")
+    p.add_argument(
+        "--runs-root",
+        type=Path,
+        default=Path("dotlab-runs"),
+        help="where run directories are created (default: ./dotlab-runs)",
+    )
+    p.add_argument("--record", type=Path, help="also write the new record here")
+    p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
+    p.add_argument(
+        "--apptainer", help="the apptainer program the job runs (default: found on PATH)"
+    )
+
+    p = verb("keygen", _cmd_keygen, "write an Ed25519 key pair for signing bundles")
+    p.add_argument("key", type=Path, help="the private key to write (mode 0600); KEY.pub beside")
     return parser
 
 
@@ -767,6 +821,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # them (~7 % of `status` over 10,000 runs, ~50 ms of a submission of 500). Reference
     # counting frees them all the same. Following runs for hours (`_follow`) turns it back on.
     gc.disable()
+    # pydantic looks for plugins (every installed distribution's entry points) before its first
+    # model: tens of milliseconds per command, and a plugin is third-party code inside every
+    # validation, which nothing dotlab-hpc decides should depend on. A value already set stays.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         return _main(argv)
     finally:

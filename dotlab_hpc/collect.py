@@ -29,6 +29,7 @@ from .isolation import (
     parse_probe,
 )
 from .manifest import Manifest
+from .poll import NOT_YET_KNOWN_GRACE
 from .record import (
     ClaimRecord,
     EvidenceRecord,
@@ -478,6 +479,14 @@ def collect_runs(
         try:
             if f.run_dir.path in stuck:
                 raise lost_error(stuck[f.run_dir.path])
+            since = _since(f)
+            if info is None and f.status is None and since and now - since < NOT_YET_KNOWN_GRACE:
+                # accounting hears of a job a moment after sbatch: not known yet is not lost
+                raise NotFinished(
+                    f"Slurm does not list job {job_id or f.run.job_name} yet (submitted"
+                    f" {max(0, int((now - since).total_seconds()))} s ago)",
+                    hint="try again when it has finished; `dotlab-hpc status --watch` follows it",
+                )
             rec = collect_one(f, info, job_id)
         except (OperatorError, NotFinished) as e:
             done[f.run_dir.path] = Collected(f.run_dir.path, claim, None, e, False)

@@ -139,7 +139,12 @@ class Follower:
         self.knobs = knobs
         self.rng = rng
         self.stats = FollowStats()
-        adopted, infos = adopt_orphans(runs, client, now=now)
+        try:
+            adopted, infos = adopt_orphans(runs, client, now=now)
+        except (SlurmError, ProcTimeout):
+            # Slurm unreachable for the first lookup by name: the first cycle asks again, and
+            # goes on asking with the backoff of any call that fails
+            adopted, infos = list(runs), {}
         self.runs = [_Run(lo, lo.done or _first_state(lo, infos, now)) for lo in adopted]
         self.next_slurm = now
         self.resolve: set[int] = set()  # indices of runs to ask accounting about next

@@ -348,12 +348,12 @@ def sync_file_systems(folders: Sequence[Path]) -> bool:
         return False
     seen: set[int] = set()
     for folder in folders:
+        dev = Path(folder).stat().st_dev  # a stat per folder, an open per file system
+        if dev in seen:
+            continue
+        seen.add(dev)
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            dev = os.fstat(fd).st_dev
-            if dev in seen:
-                continue
-            seen.add(dev)
             if syncfs(fd) != 0:
                 import ctypes
 
@@ -411,6 +411,23 @@ def atomic_write_all(files: Sequence[tuple[Path, bytes, int]]) -> None:
             tmp.unlink(missing_ok=True)
 
 
+_UMASK: int | None = None
+
+
+def _umask() -> int:
+    """The process's umask, read once from /proc (setting it to read it races with threads);
+    0o777 where it cannot be read, so that every mode is then set explicitly."""
+    global _UMASK
+    if _UMASK is None:
+        try:
+            with Path("/proc/self/status").open(encoding="ascii") as f:
+                line = next(x for x in f if x.startswith("Umask:"))
+            _UMASK = int(line.split()[1], 8)
+        except (OSError, StopIteration, ValueError, IndexError):
+            _UMASK = 0o777
+    return _UMASK
+
+
 def write_new_file(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Create ``path`` (it must not exist) holding ``data``; WriteFailed naming it otherwise.
 
@@ -427,7 +444,8 @@ def write_new_file(path: Path, data: bytes, mode: int = 0o644) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fchmod(fd, mode)
+        if mode & _umask():  # open(2) left bits out: set them (thousands of files skip this)
+            os.fchmod(fd, mode)
     except OSError as e:
         os.close(fd)
         raise WriteFailed(path, e) from e
@@ -435,6 +453,17 @@ def write_new_file(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
     except OSError as e:  # NFS reports a failed write-back at close
         raise WriteFailed(path, e) from e
+
+
+def fsync_folders(folders: Sequence[Path]) -> bool:
+    """fsync(2) each folder (its entries durable), where syncfs is not available; True."""
+    for folder in folders:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return True
 
 
 class NewFolders:
@@ -491,12 +520,7 @@ class NewFolders:
                         os.fsync(fd)
                     finally:
                         os.close(fd)
-            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        return True
+        return fsync_folders([tmp for tmp, _ in self._pending])
 
     def abort(self) -> None:
         """Remove every temporary folder not yet renamed."""

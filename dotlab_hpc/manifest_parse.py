@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .errors import ManifestError
+from .manifest_checks import MAX_MANIFEST_BYTES
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -201,3 +203,32 @@ def parse_document(raw: bytes, suffix: str, label: str) -> Any:
         raise ManifestError([f"{label}: invalid YAML: nested too deeply"]) from e
     except yaml.YAMLError as e:
         raise ManifestError([f"{label}: invalid YAML: {type(e).__name__}"]) from e
+
+
+def read_document(path: Path | str, limit: int = MAX_MANIFEST_BYTES) -> tuple[bytes, Any, str]:
+    """(the bytes, the parsed document, the label errors name it by) of a manifest file.
+
+    A regular file only, opened without blocking (a FIFO would hang a plain open), at most
+    ``limit`` bytes; ManifestError says what is wrong.
+    """
+    from .errors import one_line
+    from .fsio import FileRefused, read_regular
+
+    p = Path(path)
+    label = one_line(str(path))
+    suffix = p.suffix.lower()
+    if p.is_dir():
+        raise ManifestError([f"{label}: is a directory; give the manifest file inside it"])
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise ManifestError([f"{label}: unknown manifest type; name it .yaml, .yml or .json"])
+    try:
+        raw = read_regular(p, limit=limit, follow_symlinks=True)
+    except FileNotFoundError as e:
+        raise ManifestError([f"{label}: no such file"]) from e
+    except FileRefused as e:
+        if e.reason.startswith("is larger than"):
+            reason = f"larger than {limit} bytes; not a manifest"
+        else:
+            reason = e.reason
+        raise ManifestError([f"{label}: {reason}"]) from e
+    return raw, parse_document(raw, suffix, label), label

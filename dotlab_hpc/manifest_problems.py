@@ -6,59 +6,14 @@ the models from the root; the message says what is allowed instead of pydantic's
 
 from __future__ import annotations
 
-import re
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import one_line
+from .manifest_checks import LocatedError, describe, loc_text, one_line, value_problems
 
 __all__ = ["LocatedError", "describe", "one_line", "problem_lines", "value_problems"]
-
-
-class LocatedError(ValueError):
-    """A model validator's error that names its own field path (pydantic would name the model)."""
-
-    def __init__(self, loc: tuple[str | int, ...], msg: str) -> None:
-        super().__init__(msg)
-        self.loc = loc
-        self.msg = msg
-
-
-_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _loc_text(loc: tuple[str | int, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _PLAIN_KEY_RE.fullmatch(part):
-            out += ("." if out else "") + part
-        else:
-            # A key the user wrote may hold dots, spaces or newlines: quote it, so the path
-            # stays exact and on one line.
-            out += f"[{part!r}]"
-    return out or "(top level)"
-
-
-def describe(value: Any) -> str:
-    """What kind of value a person wrote: ``a whole number``, ``a mapping``, ``null``…"""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    for kind, words in (
-        (int, "a whole number"),
-        (float, "a decimal number"),
-        (str, "a string"),
-        (dict, "a mapping"),
-        (list | tuple, "a list"),
-    ):
-        if isinstance(value, kind):
-            return words
-    return type(value).__name__
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -159,53 +114,12 @@ def _problem(err: Any, root: type[BaseModel]) -> tuple[tuple[str | int, ...], st
     return loc, f"name {msg}" if about_key else msg
 
 
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def _text_problem(text: str) -> str | None:
-    if "\0" in text:
-        return "must not contain a NUL byte"
-    if m := _SURROGATE_RE.search(text):
-        return f"must be valid Unicode text, not a lone surrogate (U+{ord(m.group()):04X})"
-    return None
-
-
-def value_problems(data: Any, label: str) -> list[str]:
-    """Lines for what no field may hold: NUL, lone surrogates, numbers too long to convert.
-
-    SPEC section 1: every text value is valid Unicode. Checked on the parsed document, keys
-    included, before any model sees it, so each line names the field as the user wrote it.
-    """
-    from .manifest_parse import TooLongNumber
-
-    lines: list[str] = []
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
-    while stack:
-        loc, value = stack.pop()
-        problem = None
-        if isinstance(value, str):
-            problem = _text_problem(value)
-        elif isinstance(value, TooLongNumber):
-            problem = f"a {value.digits}-character number is too large for any field"
-        elif isinstance(value, dict):
-            for key, item in reversed(value.items()):
-                key_problem = _text_problem(key) if isinstance(key, str) else None
-                if key_problem:
-                    lines.append(one_line(f"{label}: {_loc_text((*loc, key))}: name {key_problem}"))
-                stack.append(((*loc, key), item))
-        elif isinstance(value, list | tuple):
-            stack += [((*loc, i), item) for i, item in reversed(list(enumerate(value)))]
-        if problem:
-            lines.append(one_line(f"{label}: {_loc_text(loc)}: {problem}"))
-    return lines
-
-
 def problem_lines(error: ValidationError, label: str, root: type[BaseModel]) -> list[str]:
     """One ``label: field.path: what is wrong`` line per problem, in document order, no repeats."""
     lines: list[str] = []
     for err in error.errors():
         loc, msg = _problem(err, root)
-        line = one_line(f"{label}: {_loc_text(loc)}: {msg}")
+        line = one_line(f"{label}: {loc_text(loc)}: {msg}")
         if line not in lines:
             lines.append(line)
     return lines

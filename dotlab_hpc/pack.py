@@ -18,7 +18,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import TOOL_NAME, __version__
 from .bundle import (
@@ -39,6 +39,7 @@ from .bundle import (
     walk_files,
 )
 from .bundle_check import verify_dir
+from .bundle_meta import agent_name, run_facts, write_metadata
 from .collect import ContainerFacts, read_container_facts
 from .errors import RunDirError, UsageError, one_line
 from .fsio import FileRefused, canonical_json, copy_regular
@@ -56,6 +57,9 @@ from .rundir import (
     open_existing,
 )
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 EVIDENCE_VERSION = 1
 TAR_MTIME = 0
 _TAR_ROOT_OK = re.compile(r"[A-Za-z0-9._-]+")
@@ -71,6 +75,7 @@ class PackOptions:
     include_image: bool = True
     image: Path | None = None
     image_url: str | None = None
+    sign_key: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,7 @@ class PackResult:
     outcome: str
     files: tuple[str, ...]
     image_included: bool
+    key_id: str | None = None
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -229,7 +235,9 @@ def _image_source(opts: PackOptions, run: RunRecord, digest: str) -> Path:
     return src
 
 
-def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
+def build_tree(
+    opts: PackOptions, tree: Path, sign: Ed25519PrivateKey | None = None
+) -> tuple[ClaimRecord, bool]:
     """Fill the empty folder ``tree`` with the bundle of ``opts.run_dir``."""
     rd = open_existing(opts.run_dir)
     got = rd.record_and_bytes()
@@ -255,8 +263,11 @@ def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
     # The manifest and the record were just read and checked; copy those exact bytes.
     _write_bytes(tree / manifest_name, manifest.raw)
     _write_bytes(tree / RECORD, record_bytes)
-    for name, dst in ((RESOLVED_FILE, RESOLVED), (DEF_NAME, DEF)):
-        _copy(rd.file(name), tree / dst)
+    if run.manifest is not None:
+        _write(tree / RESOLVED, canonical_json(run.manifest))
+    else:  # a run directory from before kept it in a file
+        _copy(rd.file(RESOLVED_FILE), tree / RESOLVED)
+    _copy(rd.file(DEF_NAME), tree / DEF)
     for name in LOG_FILES:
         _copy(rd.file(name), tree / LOGS / name)
     size = None
@@ -288,17 +299,27 @@ def build_tree(opts: PackOptions, tree: Path) -> tuple[ClaimRecord, bool]:
         tool=ToolRecord(name=TOOL_NAME, version=__version__),
     )
     _write(tree / INDEX, canonical_json(index.model_dump(mode="json")))
-    _write(tree / README, readme_text(index, record, manifest.spec))
+    _write(tree / README, readme_text(index, record, manifest.spec, signed=sign is not None))
     files, problems = walk_files(tree)
     if problems:  # pragma: no cover - the tree holds only what was just written
         raise RunDirError(f"bundle tree: {'; '.join(problems)}")
     digests = dict(zip(files, sha256_files([tree / f for f in files]), strict=True))
-    _write(tree / SUMS, sums_text(digests))
     if image_src is not None and f"sha256:{digests[IMAGE]}" != digest:
         raise UsageError(
             f"{image_src}: sha256:{digests[IMAGE]} is not the image the run used ({digest})",
             hint="give --image with the run's .sif, or --no-image",
         )
+    facts = run_facts(
+        record,
+        manifest.spec,
+        evidence=evidence,
+        manifest_name=manifest_name,
+        image_file=index.image.file,
+        image_url=opts.image_url,
+        agent=agent_name(rd.path),
+    )
+    digests |= write_metadata(tree, facts, digests, sign=sign)
+    _write(tree / SUMS, sums_text(digests))
     return record, image_src is not None
 
 
@@ -307,6 +328,12 @@ def pack(opts: PackOptions) -> PackResult:
     output = opts.output
     is_tar = output.name.endswith(".tar")
     _check_target(output, is_tar=is_tar)
+    sign, kid = None, None
+    if opts.sign_key is not None:
+        from .bundle_sign import key_id, load_private_key
+
+        sign = load_private_key(opts.sign_key)
+        kid = key_id(sign.public_key())
     parent = output.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -316,8 +343,8 @@ def pack(opts: PackOptions) -> PackResult:
     try:
         tree = work / "bundle"
         tree.mkdir()
-        record, with_image = build_tree(opts, tree)
-        report = verify_dir(tree)
+        record, with_image = build_tree(opts, tree, sign)
+        report = verify_dir(tree, public_key=sign.public_key() if sign else None)
         if not report.ok:
             failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.ok)
             raise RunDirError(
@@ -345,6 +372,7 @@ def pack(opts: PackOptions) -> PackResult:
         outcome=record.outcome,
         files=tuple(files),
         image_included=with_image,
+        key_id=kid,
     )
 
 

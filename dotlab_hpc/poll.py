@@ -182,7 +182,7 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
             raise RunDirError(f"{one_line(rd.path)}: no such run directory") from None
         raise
     claim = run.claim
-    sub = rd.submission_head()
+    sub = rd.submission_head(run.task_index)
     status_read = True
     ends = run.ends_dir or None
     if listings is not None and sub is not None and ends is not None:

@@ -3,8 +3,9 @@
 Layout (all JSON written atomically; the status file is written by the job itself)::
 
     manifest.orig.EXT       the manifest's bytes as submitted (their sha256 is the manifest hash)
-    manifest.resolved.json  the validated manifest with every default filled in
-    run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs
+    run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs, and
+                            the validated manifest with every default filled in (``manifest``;
+                            run directories from before hold it as manifest.resolved.json)
     task.facts              this task's facts (image, output folder, apptainer argv), NUL-separated
     job.sbatch              the rendered script: one per submission, the same for every task
                             (each run directory of an array holds a hard link to it)
@@ -145,18 +146,26 @@ _HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "SubmissionRecord": {
         "job_id": {"type": "str", "strict": True, "pattern": r"^[0-9]+(_[0-9]+)?$"},
+        "array_job_id": {"type": "nullable",
+                         "schema": {"type": "str", "strict": True, "pattern": r"^[0-9]+$"}},
+        "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
         "submitted_at": _STR,
     },
 }  # fmt: skip
 _HEAD_VALIDATORS: dict[str, Any] = {}
+# the whole-array submission files read so far, by (device, inode, size, mtime): hard-linked
+# into every run directory of the array, each is parsed once however many runs are looked at
+_SHARED_HEADS: dict[tuple[int, int, int, int], SubmissionHead] = {}
 
 
 def _head(kind: str, data: bytes, source: str) -> dict[str, Any]:
     """The fields of ``_HEAD_SCHEMAS[kind]`` in ``data``; a RunDirError as ``parse_model``'s."""
-    from pydantic_core import SchemaValidator, ValidationError
+    from pydantic_core import ValidationError  # already loaded: a dict lookup per call
 
     validator = _HEAD_VALIDATORS.get(kind)
     if validator is None:
+        from pydantic_core import SchemaValidator
+
         fields = {
             k: {"type": "typed-dict-field", "schema": v, "required": v["type"] != "default"}
             for k, v in _HEAD_SCHEMAS[kind].items()
@@ -209,12 +218,31 @@ class SubmissionHead:
     """What ``status`` needs of ``submission.json``: the job id and when it was submitted."""
 
     job_id: str
+    array_job_id: str | None
+    task_index: int | None
     submitted_at: str
 
     @classmethod
     def parse(cls, data: bytes, source: str) -> SubmissionHead:
         """``submission.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
         return cls(**_head("SubmissionRecord", data, source))
+
+    @property
+    def whole_array(self) -> bool:
+        """Whether this names a whole array (the file its runs share)."""
+        return self.array_job_id is not None and self.task_index is None
+
+    def for_task(self, task_index: int | None, source: str) -> SubmissionHead:
+        """The run's own job when this names a whole array (``SubmissionRecord.for_task``)."""
+        if not self.whole_array:
+            return self
+        if task_index is None:
+            raise RunDirError(
+                f"{one_line(source)}: names array {self.array_job_id} but run.json no task of it",
+                hint="was the run directory changed by hand? submit again to get a fresh one",
+            )
+        job_id = f"{self.array_job_id}_{task_index}"
+        return SubmissionHead(job_id, self.array_job_id, task_index, self.submitted_at)
 
 
 # --------------------------------------------------------------------------- the directory
@@ -310,15 +338,46 @@ class RunDir:
         return RunHead.parse(data, self._prefix + RUN_FILE)
 
     def submission(self) -> SubmissionRecord | None:
-        """``submission.json``, or None when the run was never submitted."""
+        """``submission.json`` as this run's own, or None when the run was never submitted.
+
+        An array's runs share one file naming the array; ``run.json`` gives this run's task.
+        """
         from .rundir_models import SubmissionRecord
 
-        return self._read(SUBMISSION_FILE, SubmissionRecord)
+        sub = self._read(SUBMISSION_FILE, SubmissionRecord)
+        if sub is None or not sub.whole_array:
+            return sub
+        run = self.run()
+        return sub.for_task(
+            run.task_index, self._prefix + SUBMISSION_FILE, str(self.file(SLURM_LOG).absolute())
+        )
 
-    def submission_head(self) -> SubmissionHead | None:
-        """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None."""
-        data = self.read_bytes(SUBMISSION_FILE)
-        return None if data is None else SubmissionHead.parse(data, self._prefix + SUBMISSION_FILE)
+    def submission_head(self, task_index: int | None) -> SubmissionHead | None:
+        """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None.
+
+        ``task_index`` is the run's (``run_head``): the job of a run whose array shares one file.
+        That file is read once per process however many of its runs are looked at: a stat tells
+        it is the same (device, inode, size, modification time).
+        """
+        source = self._prefix + SUBMISSION_FILE
+        try:
+            st = os.stat(source, follow_symlinks=False)  # noqa: PTH116 (no Path per run)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            st = None  # read_bytes says what is wrong
+        key = None
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        head = _SHARED_HEADS.get(key) if key is not None else None
+        if head is None:
+            data = self.read_bytes(SUBMISSION_FILE)
+            if data is None:
+                return None
+            head = SubmissionHead.parse(data, source)
+            if key is not None and head.whole_array:
+                _SHARED_HEADS[key] = head
+        return head.for_task(task_index, source)
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""
@@ -372,11 +431,6 @@ class RunDir:
         """Write ``submission.json`` atomically."""
         atomic_write_json(self.file(SUBMISSION_FILE), sub.model_dump(mode="json"))
 
-    def write_resolved(self, manifest: Manifest) -> None:
-        """The validated manifest with every default filled in."""
-        data = manifest.spec.model_dump(mode="json", by_alias=True)
-        atomic_write_json(self.file(RESOLVED_FILE), data)
-
     def log_event(self, event: dict[str, object]) -> None:
         """Append one event line to the run's events.jsonl."""
         try:
@@ -406,11 +460,7 @@ def new_run_files(
 
     ``events`` are its first lines of events.jsonl (verified, rendered).
     """
-    data = manifest.spec.model_dump(mode="json", by_alias=True)
-    files: list[FileBytes] = [
-        (rd.file(run.manifest_file), manifest.raw, 0o644),
-        (rd.file(RESOLVED_FILE), canonical_json(data).encode("utf-8"), 0o644),
-    ]
+    files: list[FileBytes] = [(rd.file(run.manifest_file), manifest.raw, 0o644)]
     if facts is not None:
         files.append((rd.file(FACTS_FILE), facts, 0o644))
     if def_text is not None:

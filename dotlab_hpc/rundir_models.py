@@ -7,7 +7,7 @@ Kept apart from ``rundir`` so that ``status`` over runs that have not ended read
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -49,10 +49,19 @@ class RunRecord(_Frozen):
     # complete, shared by every run of one submission: one listing of it per cycle tells the
     # follower which runs ended, whatever their number (``ended_in``). None: run dirs made before.
     ends_dir: str | None = None
+    # The manifest as validated, every default filled in (what a bundle's manifest.resolved.json
+    # holds). None: run directories made before kept it in a file of its own.
+    manifest: dict[str, Any] | None = None
 
 
 class SubmissionRecord(_Frozen):
-    """``submission.json``: the Slurm job of the run, written once sbatch answered."""
+    """``submission.json``: the Slurm job of the run, written once sbatch answered.
+
+    The runs of one array share one file, hard-linked into each run directory: it names the
+    array (``job_id`` == ``array_job_id``, ``task_index`` None, ``slurm_log`` sbatch's
+    ``--output`` pattern), and ``for_task`` makes it the run's own with the task index from its
+    ``run.json``. A plain job's file, and an array task's from before, are the run's already.
+    """
 
     job_id: str = Field(pattern=r"^[0-9]+(_[0-9]+)?$")
     array_job_id: str | None = Field(pattern=r"^[0-9]+$")
@@ -61,6 +70,29 @@ class SubmissionRecord(_Frozen):
     sbatch_argv: tuple[str, ...]
     adopted_after_retry: bool
     slurm_log: str
+
+    @property
+    def whole_array(self) -> bool:
+        """Whether this names a whole array (the file its runs share), not one run's job."""
+        return self.array_job_id is not None and self.task_index is None
+
+    def for_task(self, task_index: int | None, run_dir: str, slurm_log: str) -> SubmissionRecord:
+        """This submission as the run's own: task ``task_index`` of the array, its slurm.out."""
+        if not self.whole_array:
+            return self
+        if task_index is None:
+            raise RunDirError(
+                f"{one_line(run_dir)}: submission.json names array {self.array_job_id} but"
+                " run.json no task of it",
+                hint="was the run directory changed by hand? submit again to get a fresh one",
+            )
+        return self.model_copy(
+            update={
+                "job_id": f"{self.array_job_id}_{task_index}",
+                "task_index": task_index,
+                "slurm_log": slurm_log,
+            }
+        )
 
 
 class JobStatus(_Frozen):

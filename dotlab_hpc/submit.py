@@ -47,7 +47,7 @@ from .rundir import (
     submission_file,
 )
 from .slurm import SlurmClient, array_ranges, sbatch_argv
-from .submit_files import NewRuns, Writer, write_new_files
+from .submit_files import NewRuns, Writer, share_file, write_new_files
 from .submit_plan import (
     Plan,
     PlannedRun,
@@ -151,6 +151,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         ),
         inputs=inputs_record(m),
         ends_dir=str(p.ends_dir),
+        manifest=m.spec.model_dump(mode="json", by_alias=True),
     )
 
 
@@ -230,19 +231,21 @@ def submit_once(
 def submission_record(
     p: Plan, run: PlannedRun, *, job_id: str, argv: Sequence[str], now: datetime, adopted: bool
 ) -> SubmissionRecord:
-    """The submission file of one run: its own task of its own array.
+    """The submission file of a run: a plain job's own, or the one its array's runs share.
 
     Each array gets ``--array`` of the task ids of its runs that passed verification, so task
-    ``_<task>`` is this run's, even when an earlier claim failed verification and has no task.
+    ``_<task>`` of the array is a run's (its ``run.json`` holds the task index), even when an
+    earlier claim failed verification and has no task (``SubmissionRecord.for_task``).
     """
+    whole = p.is_array
     return SubmissionRecord(
-        job_id=f"{job_id}_{run.task}" if run.task is not None else job_id,
-        array_job_id=job_id if p.is_array else None,
-        task_index=run.task,
+        job_id=job_id,
+        array_job_id=job_id if whole else None,
+        task_index=None,
         submitted_at=utc_text(now),
         sbatch_argv=tuple(argv),
         adopted_after_retry=adopted,
-        slurm_log=str(run.run_dir / SLURM_LOG),
+        slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
     )
 
 
@@ -397,20 +400,18 @@ def execute(
                 f" {runs[0].run_dir.name} on were not submitted; the arrays before it were)",
                 hint=e.hint,
             ) from e
-        subs = [
-            submission_record(p, r, job_id=job_id, argv=argv, now=now, adopted=adopted)
-            for r in runs
-        ]
+        sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted)
         try:
-            write_all(
-                [submission_file(dirs[r.index], sub) for r, sub in zip(runs, subs, strict=True)]
-            )
-            for r, sub in zip(runs, subs, strict=True):
+            # one file for the whole array, hard-linked into each of its run directories
+            share_file([dirs[r.index] for r in runs], submission_file(dirs[runs[0].index], sub),
+                       write_all)  # fmt: skip
+            for r in runs:
                 rd = dirs[r.index]
+                own = f"{job_id}_{r.task}" if r.task is not None else job_id
                 if log is not None:
-                    log(rd, event("submitted", clock.now(), run_dir=str(rd.path), job_id=sub.job_id,
+                    log(rd, event("submitted", clock.now(), run_dir=str(rd.path), job_id=own,
                                   job_name=p.part_name(r.part), adopted=adopted))  # fmt: skip
-                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, sub.job_id, None)
+                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, own, None)
         except (OSError, DotlabError) as e:
             later = [r for rest, _ in sbatches[k + 1 :] for r in rest]
             writing.remove(unsubmitted=later)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import DotlabError, OperatorError, UsageError, one_line
-from .fsio import NewFolders, WriteFailed, write_new_file
+from .fsio import NewFolders, WriteFailed, fsync_folders, sync_file_systems, write_new_file
 from .render import render_def
 from .rundir import ENDS_SUBDIR, SCRIPT_NAME, FileBytes, RunDir, new_run_files
 from .submit_plan import missing_parents
@@ -35,6 +35,33 @@ def write_new_files(files: Sequence[FileBytes]) -> None:
     """Create each file (none exists yet) inside folders that ``NewFolders`` makes whole."""
     for path, data, mode in files:
         write_new_file(path, data, mode)
+
+
+def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> None:
+    """``file`` (in ``dirs[0]``) written atomically, then hard-linked into every other run
+    directory under its name, and those links synced: one file however many runs share it.
+
+    Where the file system refuses a link, that run directory gets an atomic copy instead.
+    """
+    first, data, mode = file
+    write_all([file])
+    copies: list[FileBytes] = []
+    for rd in dirs[1:]:
+        target = rd.file(first.name)
+        try:
+            os.link(first, target)
+        except OSError as e:
+            if e.errno not in _NO_LINK:
+                raise WriteFailed(target, e) from e
+            copies.append((target, data, mode))
+    if copies:
+        write_all(copies)
+    if len(dirs) > len(copies) + 1:  # the links' names, durable before anyone relies on them
+        try:
+            folders = [rd.path for rd in dirs]
+            sync_file_systems(folders) or fsync_folders(folders)
+        except OSError as e:
+            raise WriteFailed(Path(e.filename or first), e) from e
 
 
 # link(2) refused: the file system has no hard links, or too many to one file (ext4: 65,000)

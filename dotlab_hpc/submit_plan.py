@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
 from . import manifest as manifest_mod
 from .container.apptainer import find_apptainer
@@ -54,6 +56,32 @@ class SubmitOptions:
     # at most this many tasks per array (DOTLAB_MAX_ARRAY_SIZE): a site's own bound below
     # the controller's MaxArraySize, which is always asked for
     max_array_size: int | None = None
+
+
+class EnvKnobs(TypedDict):
+    """The site's knobs of a submission, from the environment (``env_knobs``)."""
+
+    margin_s: int
+    scratch_root: str
+    max_array_size: int | None
+
+
+def env_knobs(env: Mapping[str, str] | None = None) -> EnvKnobs:
+    """``DOTLAB_TIME_MARGIN_S``, ``DOTLAB_SCRATCH_ROOT`` and ``DOTLAB_MAX_ARRAY_SIZE``, checked
+    (UsageError naming the variable), for ``SubmitOptions``: the CLI and the API alike."""
+    env = os.environ if env is None else env
+    margin = env.get("DOTLAB_TIME_MARGIN_S")
+    # ASCII digits only: int() also takes non-ASCII ones
+    if margin is not None and not (margin.isascii() and margin.isdigit() and len(margin) <= 6):
+        raise UsageError(f"DOTLAB_TIME_MARGIN_S={margin!r}: must be a whole number of seconds")
+    size = env.get("DOTLAB_MAX_ARRAY_SIZE") or None
+    if size is not None and not (size.isascii() and size.isdigit() and 0 < int(size) <= 4_000_001):
+        raise UsageError(f"DOTLAB_MAX_ARRAY_SIZE={size!r}: must be a whole number from 1")
+    return EnvKnobs(
+        margin_s=DEFAULT_MARGIN_S if margin is None else int(margin),
+        scratch_root=env.get("DOTLAB_SCRATCH_ROOT") or DEFAULT_SCRATCH_ROOT,
+        max_array_size=None if size is None else int(size),
+    )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,9 @@ from .errors import UsageError
 from .hashing import HashCache, Refused, Tree, hash_trees, scan
 
 if TYPE_CHECKING:
-    from .manifest import ManifestSpec
+    from collections.abc import Callable
+
+    from .manifest import Manifest, ManifestSpec
     from .proc import Runner
     from .progress import Progress
 
@@ -292,3 +294,38 @@ def verify_inputs(
     if image_result is None:  # pragma: no cover - one of the two is always set
         raise RuntimeError("image was neither hashed nor refused")
     return VerifyReport((*datasets, *code, _image_check(spec.image.digest, image, image_result)))
+
+
+def submission_verifier(
+    code_dir: Path,
+    data_dir: Path,
+    image: Path,
+    *,
+    runner: Runner | None = None,
+    progress: bool = True,
+) -> Callable[[Manifest], list[str]]:
+    """The check ``submit`` runs on each claim: its inputs' mismatches (empty when all match).
+
+    The claims of one submission share the image and often datasets and the checkout: each is
+    hashed or inspected once, and claims that pin the same inputs get the first one's answer.
+    """
+    from .proc import SubprocessRunner
+    from .progress import Progress
+
+    run = runner or SubprocessRunner()
+    cache: HashCache = {}
+    checkouts = CheckoutMemo()
+    answers: dict[tuple[object, ...], list[str]] = {}
+
+    def check(m: Manifest) -> list[str]:
+        key = inputs_key(m.spec)
+        if key not in answers:
+            shown = Progress(f"verifying {m.spec.claim}", enabled=None if progress else False)
+            with shown:
+                report = verify_inputs(m.spec, code_dir=code_dir, data_dir=data_dir, image=image,
+                                       runner=run, progress=shown, cache=cache,
+                                       checkouts=checkouts)  # fmt: skip
+            answers[key] = report.mismatches()
+        return list(answers[key])
+
+    return check

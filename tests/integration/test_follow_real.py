@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import platform
-from tests.support.claims import Kit, run_dirs
+from tests.support.claims import Kit, run_dirs, submission
 
 QUERIES = ("squeue", "sacct", "scontrol")
 
@@ -28,6 +28,13 @@ QUERIES = ("squeue", "sacct", "scontrol")
 def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
     platform.require()
     return Kit(tmp_path, dict(slurm_env))
+
+
+@pytest.fixture
+def any_kit(tmp_path: Path, cluster_env: dict[str, str]) -> Kit:
+    """On the one-node cluster, and on the three-node one (conftest.ON_EVERY_CLUSTER)."""
+    platform.require()
+    return Kit(tmp_path, cluster_env)
 
 
 def counting_path(kit: Kit, log: Path) -> str:
@@ -64,7 +71,7 @@ def cli_proc(kit: Kit, *args: str, env: dict[str, str]) -> subprocess.Popen[str]
 
 
 def job_of(run_dir: Path) -> str:
-    return str(json.loads((run_dir / "submission.json").read_text())["job_id"])
+    return str(submission(run_dir)["job_id"])
 
 
 def test_the_default_follower_asks_slurm_once_and_sees_the_end_by_its_files(kit: Kit) -> None:
@@ -159,7 +166,8 @@ def _sbatch_then_die(kit: Kit) -> str:
     return f"{bindir}:{kit.env['PATH']}"
 
 
-def test_a_cli_killed_right_after_sbatch_leaves_a_job_found_by_name(kit: Kit) -> None:
+def test_a_cli_killed_right_after_sbatch_leaves_a_job_found_by_name(any_kit: Kit) -> None:
+    kit = any_kit
     # The job exists; submission.json was never written. status finds it by its name, and
     # collect records that job (never job_id null) once it ran.
     res = kit.submit(kit.manifest("orphan"), env={"PATH": _sbatch_then_die(kit)})
@@ -185,8 +193,9 @@ def test_a_cli_killed_right_after_sbatch_leaves_a_job_found_by_name(kit: Kit) ->
 
 
 def test_a_held_job_whose_submission_json_was_never_written_is_cancelled_by_name(
-    kit: Kit,
+    any_kit: Kit,
 ) -> None:
+    kit = any_kit
     res = kit.submit(kit.manifest("orphan-held"), "--hold", env={"PATH": _sbatch_then_die(kit)})
     assert res.rc == -signal.SIGKILL and res.run_dir is not None
     (state,) = json.loads(kit.cli("status", "--json", str(res.run_dir)).stdout)

@@ -26,9 +26,11 @@ pytestmark = pytest.mark.host_cluster
 
 
 @pytest.fixture
-def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
+def kit(tmp_path: Path, cluster_env: dict[str, str]) -> Kit:
+    """On the one-node cluster, and on the three-node one (the run directory on a shared file
+    system that every node's slurmd writes to)."""
     platform.require()
-    return Kit(tmp_path, dict(slurm_env))
+    return Kit(tmp_path, {**cluster_env, "DOTLAB_FOLLOW_SLURM_S": "10"})
 
 
 @pytest.fixture
@@ -111,7 +113,7 @@ def test_submit_on_a_full_file_system_writes_nothing_and_submits_nothing(
 
 
 def test_a_file_system_full_right_after_sbatch_keeps_the_job_findable(
-    kit: Kit, small_fs: Path, slurm_env: dict[str, str]
+    kit: Kit, small_fs: Path
 ) -> None:
     env, calls = counting_sbatch(kit, fill_after=small_fs)
     runs_root = small_fs / "runs"
@@ -122,7 +124,7 @@ def test_a_file_system_full_right_after_sbatch_keeps_the_job_findable(
     assert len(names) == 1
     (name,) = names
     found = subprocess.run(["squeue", "-h", "-t", "all", "-n", name, "-o", "%A"],
-                           capture_output=True, text=True, env=slurm_env, check=True)  # fmt: skip
+                           capture_output=True, text=True, env=kit.env, check=True)  # fmt: skip
     job_ids = sorted(set(found.stdout.split()))
     try:
         assert res.rc == 2, (res.stdout, res.stderr)
@@ -135,7 +137,7 @@ def test_a_file_system_full_right_after_sbatch_keeps_the_job_findable(
             assert (d / "run.json").exists() and not (d / "submission.json").exists()
     finally:
         if job_ids:
-            subprocess.run(["scancel", *job_ids], env=slurm_env, check=False)
+            subprocess.run(["scancel", *job_ids], env=kit.env, check=False)
 
 
 def test_a_run_directory_that_fills_up_while_the_job_runs_never_gets_an_empty_status(
@@ -180,3 +182,24 @@ def test_a_run_directory_that_fills_up_while_the_job_runs_never_gets_an_empty_st
         assert "could not write its status file" in collected.stderr, message
         assert "file system is full" in collected.stderr and "(df)" in collected.stderr, message
     assert not (run_dir / "record.json").exists() or collected.rc == 0
+
+
+def test_an_output_folder_on_a_full_file_system_is_a_failed_run_never_a_result(
+    kit: Kit, small_fs: Path
+) -> None:
+    """The analysis cannot write results.json (ENOSPC inside the container): the run ends, the
+    record says the analysis failed, and nothing is taken for a result."""
+    args = kit.inputs(kit.manifest("out-full"))
+    args[args.index("--out-dir") + 1] = str(small_fs / "out")
+    (small_fs / "out").mkdir()  # empty, as an output folder must be
+    fill(small_fs)
+    res = kit.cli("run", *args)
+    assert res.rc == 1, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    run_dir = Path(args[args.index("--run-dir") + 1])
+    record = json.loads((run_dir / "record.json").read_text())
+    # the analysis's own error: the results file could not be written
+    assert "No space left on device" in (run_dir / "container.err").read_text()
+    assert record["outcome"] == "spec_issue", record
+    assert "exited with status 1" in record["reason"], record
+    assert all(t["actual"] is None for t in record["targets"].values()), record

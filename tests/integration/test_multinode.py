@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -25,7 +27,7 @@ import pytest
 
 from dotlab_hpc.hashing import sha256_file
 from tests.support import platform
-from tests.support.claims import Kit, Result, run_dirs
+from tests.support.claims import Kit, Result, run_dirs, submission
 from tests.support.sif import make_sif
 
 from .conftest import Nodes
@@ -126,7 +128,7 @@ def test_six_claims_are_one_array_spread_over_all_three_nodes(kit: Kit, nodes: N
     assert res.rc == 0, (res.stdout, res.stderr)
     dirs = run_dirs(runs)
     assert len(dirs) == 6
-    subs = [read(d / "submission.json") for d in dirs]
+    subs = [submission(d) for d in dirs]
     (array_id,) = {s["array_job_id"] for s in subs}  # one sbatch call
     statuses = [read(d / "status.json") for d in dirs]  # each written by its own task
     records = [read(d / "record.json") for d in dirs]
@@ -252,19 +254,28 @@ def test_the_container_cannot_reach_another_nodes_listener(
 
 
 # --------------------------------------------------------------------------- failures
-def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) -> None:
+def three_running(
+    kit: Kit, nodes: Nodes, prefix: str, mode: str
+) -> tuple[list[Path], dict[Path, str], Path]:
+    """Three claims submitted as one array, each task running on its own node: the run
+    directories, each one's job id, and the run whose task runs on node2."""
     wait_idle(nodes)
-    runs = kit.root / "nf"
-    sub = many(kit, "submit", [kit.manifest(f"nf{i}", mode="sleep 20") for i in range(3)], runs)
+    runs = kit.root / prefix
+    sub = many(kit, "submit", [kit.manifest(f"{prefix}{i}", mode=mode) for i in range(3)], runs)
     assert sub.rc == 0, (sub.stdout, sub.stderr)
     dirs = run_dirs(runs)
     for d in dirs:
         wait_for(functools.partial(container_started, d), 60, f"the container of {d.name} started")
     array_id = read(dirs[0] / "submission.json")["array_job_id"]
     where = slurm_nodes(array_id, nodes.env)
-    job_of = {d: read(d / "submission.json")["job_id"] for d in dirs}
+    job_of = {d: submission(d)["job_id"] for d in dirs}
     assert sorted(where[job_of[d]] for d in dirs) == sorted(nodes.addrs), where
     (victim,) = [d for d in dirs if where[job_of[d]] == "node2"]
+    return dirs, job_of, victim
+
+
+def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) -> None:
+    dirs, job_of, victim = three_running(kit, nodes, "nf", "sleep 20")
     try:
         nodes.local_cluster("kill", "node2")
         wait_for(lambda: sacct_state(job_of[victim], nodes.env) == "NODE_FAIL", 90,
@@ -430,7 +441,7 @@ def test_concurrent_submit_status_and_collect_from_several_processes(
         stop = time.monotonic()
         watcher.result()
         collects = list(pool.map(lambda _: kit.cli("collect", *map(str, dirs)), range(3)))
-    assert len({read(d / "submission.json")["job_id"] for d in dirs}) == 6
+    assert len({submission(d)["job_id"] for d in dirs}) == 6
     for c in collects:
         assert c.rc == 0, (c.stdout, c.stderr)
     assert all(read(d / "record.json")["outcome"] == "reproduced" for d in dirs)
@@ -438,3 +449,28 @@ def test_concurrent_submit_status_and_collect_from_several_processes(
     again = kit.cli("collect", *map(str, dirs))
     assert again.rc == 0 and [(d / "record.json").read_bytes() for d in dirs] == records
     assert watch and all(w.rc == 0 and "Traceback" not in w.stderr for w in watch), watch[-1:]
+
+
+def test_a_node_whose_slurmd_alone_dies_lets_its_running_job_end_truthfully(
+    kit: Kit, nodes: Nodes
+) -> None:
+    """Only node2's slurmd is killed while its task runs: the task's slurmstepd and container
+    go on, the job writes its own status, and slurmstepd tells slurmctld the job completed
+    (before SlurmdTimeout, 10 s here, marks the node down). The run is reproduced, with what
+    Slurm says; the other nodes' tasks are untouched."""
+    dirs, job_of, victim = three_running(kit, nodes, "sd", "sleep 3")
+    pid = int((nodes.dir / "run" / "slurmd-node2.pid").read_text())
+    try:
+        os.kill(pid, signal.SIGKILL)  # slurmd only: its slurmstepd and the job go on
+        wait_for(lambda: (victim / "status.json").exists(), 60, "the job wrote its status")
+        status = read(victim / "status.json")
+        assert status["phase"] == "finished" and status["exit_code"] == 0, status
+        assert status["node"] == "node2"
+        for d in dirs:
+            res = collect_when_done(kit, d, timeout=180)
+            assert res.rc == 0 and res.outcome == "reproduced", (d, res.stdout, res.stderr)
+            rec = read(d / "record.json")
+            assert rec["slurm"]["state"] == "COMPLETED" == sacct_state(job_of[d], nodes.env)
+    finally:
+        nodes.local_cluster("start", "node2")
+        wait_idle(nodes, 90)

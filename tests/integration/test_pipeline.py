@@ -26,7 +26,7 @@ import pytest
 
 from dotlab_hpc.render import parse_task_facts
 from tests.support import platform
-from tests.support.claims import Kit, Result, run_dirs
+from tests.support.claims import Kit, Result, run_dirs, submission
 from tests.support.sif import make_sif
 from tests.support.standin import gpu_wrapper
 
@@ -362,7 +362,8 @@ def test_many_claims_are_one_job_array(kit: Kit) -> None:
                   "--apptainer", str(platform.apptainer()))  # fmt: skip
     assert res.rc == 1, (res.stdout, res.stderr)
     dirs = run_dirs(runs_root)
-    subs = [json.loads((d / "submission.json").read_text()) for d in dirs]
+    subs = [submission(d) for d in dirs]
+    assert (dirs[0] / "submission.json").samefile(dirs[1] / "submission.json")  # one file
     array_ids = {s["array_job_id"] for s in subs}
     assert len(array_ids) == 1  # one sbatch call
     (array_id,) = array_ids
@@ -392,7 +393,7 @@ def test_array_tasks_after_a_failed_verification_are_the_runs_own(kit: Kit) -> N
     records = [json.loads((d / "record.json").read_text()) for d in (d0, d1, d2)]
     assert [r["outcome"] for r in records] == ["input_mismatch", "reproduced", "not_reproduced"]
     for task, d, rec in ((1, d1, records[1]), (2, d2, records[2])):
-        sub = json.loads((d / "submission.json").read_text())
+        sub = submission(d)
         status = json.loads((d / "status.json").read_text())  # written by the job's own task
         assert sub["job_id"] == f"{sub['array_job_id']}_{task}" == rec["slurm"]["job_id"]
         assert status["array_task_id"] == str(task)

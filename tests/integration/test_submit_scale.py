@@ -19,7 +19,7 @@ import pytest
 
 from dotlab_hpc.render import parse_task_facts
 from tests.support import platform
-from tests.support.claims import Kit
+from tests.support.claims import Kit, submission
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_a_submission_beyond_the_array_bound_is_several_arrays_that_all_run(
     dirs = run_dirs(runs_root)
     assert len(dirs) == 7
     runs = [json.loads((d / "run.json").read_text()) for d in dirs]
-    subs = [json.loads((d / "submission.json").read_text()) for d in dirs]
+    subs = [submission(d) for d in dirs]
     batch = runs[0]["run_id"].split(".")[0]
     # arrays of 3, 3 and 1, named dotlab-<batch>.K, each task in <batch>.K-<task>
     assert [(r["job_name"], r["task_index"]) for r in runs] == [

@@ -200,6 +200,16 @@ def run_dirs(runs_root: Path) -> list[Path]:
     return sorted(p for p in runs_root.iterdir() if not p.name.startswith("."))
 
 
+def submission(run_dir: Path) -> dict[str, Any]:
+    """The run's own submission, as dotlab-hpc reads it: an array's runs share one file naming
+    the array, and ``run.json`` gives the task (``RunDir.submission``)."""
+    from dotlab_hpc.rundir import RunDir
+
+    sub = RunDir(run_dir).submission()
+    assert sub is not None, f"{run_dir}: no submission.json"
+    return sub.model_dump(mode="json")
+
+
 TARGETS = {"acc": {"value": 0.9, "abs_tol": 0.01}, "loss": {"value": 0.1, "abs_tol": 0.01}}
 
 

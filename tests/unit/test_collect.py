@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dotlab_hpc.collect import collect_runs, container_facts, parse_results, read_output
-from dotlab_hpc.errors import OperatorError
+from dotlab_hpc.errors import NotFinished, OperatorError
 from dotlab_hpc.fsio import read_window
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir import JobStatus, RunDir
@@ -326,3 +326,17 @@ def test_without_that_line_and_with_room_the_cause_is_not_guessed(tmp_path: Path
     (c,) = collect_runs([RunDir(path)], client, now=NOW)
     assert isinstance(c.error, OperatorError)
     assert "without writing its status file" in c.error.message
+
+
+def test_a_job_accounting_does_not_list_yet_is_not_finished_never_lost(tmp_path: Path) -> None:
+    # collect a second after sbatch: slurmdbd has not heard of the job yet
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.status_path.unlink()
+    just_after = datetime(2026, 11, 29, 7, 0, 20, tzinfo=UTC)  # submitted 07:00:00
+    (c,) = collect_runs([rd], SlurmClient(_slurm({})), now=just_after)
+    assert isinstance(c.error, NotFinished) and c.record is None
+    assert "Slurm does not list job 1000 yet (submitted 20 s ago)" in c.error.message
+    assert not rd.record_path.exists()
+    # past the grace, the same silence means the job is gone
+    (c,) = collect_runs([rd], SlurmClient(_slurm({})), now=NOW)
+    assert isinstance(c.error, OperatorError) and "no longer knows" in c.error.message

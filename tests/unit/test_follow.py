@@ -289,6 +289,28 @@ def test_a_run_without_submission_json_is_followed_under_its_name(tmp_path: Path
     assert any("--name=dotlab-batch-x" in c for c in cluster.calls)
 
 
+def test_slurm_unreachable_for_the_first_lookup_by_name_is_asked_again(tmp_path: Path) -> None:
+    runs = array_runs(tmp_path, 2)
+    runs[1].file("submission.json").unlink()  # the CLI was killed right after sbatch
+    cluster = Cluster(controller={"500_0": Job("RUNNING"), "500_1": Job("RUNNING")}, fail=True)
+    clock = FakeClock(NOW)
+
+    def recover_then_end(t: datetime) -> None:
+        if t >= NOW + timedelta(seconds=20):
+            cluster.fail = False  # the controller answers again
+        if t >= NOW + timedelta(seconds=60):
+            for i, rd in enumerate(runs):
+                if not rd.has_status():
+                    end(rd, f"r{i}", tmp_path / ".ends")
+
+    clock.hooks.append(recover_then_end)
+    states = follow(runs, SlurmClient(ScriptedRunner(cluster.answer)), clock, knobs=Knobs())
+    assert [s.state for s in states] == ["FINISHED", "FINISHED"]
+    assert states[1].job_id == "500_1"  # found under its name once Slurm answered
+    by_name = [c for c in cluster.calls if any(a.startswith("--name=") for a in c)]
+    assert len(by_name) >= 2  # the failed first lookup, and at least one that answered
+
+
 def test_a_marker_over_a_broken_status_file_ends_that_run_as_an_error(tmp_path: Path) -> None:
     runs = array_runs(tmp_path, 2)
     cluster = Cluster(controller=pending(2))

@@ -123,6 +123,8 @@ def test_pack_makes_a_bundle_that_verifies(run_dir: Path, tmp_path: Path) -> Non
         "logs/slurm.out",
         "logs/status.json",
         "logs/submission.json",
+        "ro-crate-metadata.json",
+        "provenance.intoto.json",
     }
     assert set(listed) == expected
     for name, digest in listed.items():
@@ -238,7 +240,7 @@ def _resum(b: Path) -> None:
 
 def test_every_single_altered_file_fails(bundle: Path, tmp_path: Path) -> None:
     names = sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file())
-    assert len(names) == 17
+    assert len(names) == 19
     for i, name in enumerate(names):
         copy = tmp_path / f"copy{i}"
         shutil.copytree(bundle, copy)
@@ -266,10 +268,13 @@ def test_cross_checks_catch_a_consistent_forgery(bundle: Path, tmp_path: Path) -
         _resum(copy)
         return _failed(copy)
 
+    # the crate and the statement name the record's sha256: a changed record shows there too
     assert forged("record.json", {"value": "other-claim"}, ["claim"]) == [
         "record",
         "claim",
         "evidence",
+        "crate",
+        "provenance",
     ]
     digest = "sha256:" + "0" * 64
     assert "image-digest" in forged("record.json", {"value": digest}, ["inputs", "image_digest"])
@@ -283,7 +288,7 @@ def test_replaced_image_with_matching_sums_fails(bundle: Path) -> None:
     (bundle / "image.sif").write_bytes(b"SIF? no")
     _resum(bundle)
     report = verify_dir(bundle)
-    assert report.failed() == ["image-digest"]
+    assert report.failed() == ["image-digest", "crate", "provenance"]
 
 
 def test_links_and_missing_files(bundle: Path, tmp_path: Path) -> None:
@@ -372,3 +377,17 @@ def test_pack_refuses_a_fifo_log_without_blocking(
     with pytest.raises(RunDirError, match=r"container\.out: is not a regular file \(it is a FIFO"):
         pack(PackOptions(run_dir=run_dir, output=tmp_path / "b"))
     assert not (tmp_path / "b").exists()
+
+
+def test_the_resolved_manifest_comes_from_run_json_where_it_is_kept(tmp_path: Path) -> None:
+    """Run directories of this version keep the resolved manifest in run.json, not a file."""
+    from dotlab_hpc.fsio import canonical_json
+
+    rd = make_run_dir(tmp_path)
+    resolved = json.loads((rd / "manifest.resolved.json").read_text())
+    (rd / "manifest.resolved.json").unlink()
+    run = RunDir(rd).run()
+    RunDir(rd).write_run(run.model_copy(update={"manifest": resolved}))
+    pack(PackOptions(rd, tmp_path / "bundle"))
+    assert (tmp_path / "bundle" / "manifest.resolved.json").read_text() == canonical_json(resolved)
+    assert verify_bundle(tmp_path / "bundle").failed() == []

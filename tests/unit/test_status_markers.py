@@ -129,7 +129,7 @@ HEAD_MUTATIONS: list[tuple[str, str, object]] = [
     (file, key, value)
     for file, keys in (
         ("run.json", ("run_id", "claim", "created_at", "task_index", "job_name", "ends_dir")),
-        ("submission.json", ("job_id", "submitted_at")),
+        ("submission.json", ("job_id", "array_job_id", "task_index", "submitted_at")),
     )
     for key in keys
     for value in VALUES

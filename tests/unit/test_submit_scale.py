@@ -276,3 +276,111 @@ def test_the_array_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) ->
     assert main(["submit", "m.yaml", "--code-dir", ".", "--data-dir", ".", "--image", "x",
                  "--out-dir", "o", "--array-limit", "0"]) == 2  # fmt: skip
     assert capsys.readouterr().err == "dotlab-hpc: --array-limit 0: must be at least 1\n"
+
+
+def test_an_array_writes_one_submission_file_linked_into_each_run(tmp_path: Path) -> None:
+    res = submit(tmp_path, 4, ArraySlurm())
+    first = res.runs[0].run_dir / "submission.json"
+    whole = json.loads(first.read_text())
+    assert (whole["job_id"], whole["array_job_id"], whole["task_index"]) == ("500", "500", None)
+    assert whole["slurm_log"].endswith("-%a/slurm.out")
+    for task, run in enumerate(res.runs):
+        rd = RunDir(run.run_dir)
+        assert rd.file("submission.json").samefile(first)
+        sub = rd.submission()
+        assert sub is not None
+        assert (sub.job_id, sub.task_index, run.job_id) == (f"500_{task}", task, f"500_{task}")
+        assert sub.slurm_log == str((run.run_dir / "slurm.out").absolute())
+        head = rd.submission_head(rd.run_head().task_index)
+        assert head is not None and head.job_id == f"500_{task}"
+    assert first.stat().st_nlink == 4
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_where_links_are_refused_each_run_gets_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_link = os.link
+
+    def no_links_for_submissions(src: str | Path, dst: str | Path, **kw: object) -> None:
+        if str(dst).endswith("submission.json"):
+            raise OSError(errno.EMLINK, "Too many links", str(dst))
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", no_links_for_submissions)
+    res = submit(tmp_path, 3, ArraySlurm())
+    for task, run in enumerate(res.runs):
+        sub = RunDir(run.run_dir).submission()
+        assert sub is not None and sub.job_id == f"500_{task}"
+        assert (run.run_dir / "submission.json").stat().st_nlink == 1
+
+
+def test_a_link_that_fails_otherwise_keeps_the_job_findable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_link = os.link
+
+    def full(src: str | Path, dst: str | Path, **kw: object) -> None:
+        if str(dst).endswith("submission.json"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", full)
+    with pytest.raises(OperatorError) as info:
+        submit(tmp_path, 3, ArraySlurm())
+    assert "submission.json: cannot write (No space left on device) after sbatch" in str(
+        info.value.message
+    )
+    assert "finds the job by its name" in str(info.value.hint)
+
+
+def test_a_whole_array_file_with_a_run_json_naming_no_task_is_a_bad_row(tmp_path: Path) -> None:
+    from dotlab_hpc.errors import RunDirError
+
+    res = submit(tmp_path, 2, ArraySlurm())
+    rd = RunDir(res.runs[1].run_dir)
+    data = json.loads(rd.file("run.json").read_text())
+    data["task_index"] = None
+    rd.file("run.json").write_text(json.dumps(data))
+    with pytest.raises(RunDirError, match=r"names array 500 but run\.json no task of it"):
+        rd.submission()
+    with pytest.raises(RunDirError, match=r"names array 500 but run\.json no task of it"):
+        rd.submission_head(None)
+
+
+def test_status_reads_an_arrays_shared_submission_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc import rundir
+
+    res = submit(tmp_path, 5, ArraySlurm())
+    monkeypatch.setattr(rundir, "_SHARED_HEADS", {})
+    reads: list[str] = []
+    real = RunDir.read_bytes
+
+    def counting(self: RunDir, name: str, **kw: int) -> bytes | None:
+        reads.append(name)
+        return real(self, name, **kw)
+
+    monkeypatch.setattr(RunDir, "read_bytes", counting)
+    heads = [RunDir(r.run_dir).submission_head(t) for t, r in enumerate(res.runs)]
+    assert [h.job_id for h in heads if h is not None] == [f"500_{t}" for t in range(5)]
+    assert reads == ["submission.json"]
+    # replaced (a new inode, as every write here is): read again
+    first = res.runs[0].run_dir / "submission.json"
+    data = first.read_bytes()
+    first.unlink()
+    first.write_bytes(data.replace(b'"500"', b'"501"'))
+    os.link(first, tmp_path / "another-link")  # shared again, but another inode
+    head = RunDir(res.runs[0].run_dir).submission_head(0)
+    assert head is not None and head.job_id == "501_0"
+    assert reads == ["submission.json", "submission.json"]
+
+
+def test_run_json_holds_the_resolved_manifest_and_no_file_of_its_own(tmp_path: Path) -> None:
+    res = submit(tmp_path, 2, ArraySlurm())
+    for i, run in enumerate(res.runs):
+        kept = RunDir(run.run_dir).run().manifest
+        assert kept is not None and kept["claim"] == f"c{i}"
+        assert kept["sandbox"] == {"network": "none", "scratch": None, "writable_tmpfs": True}
+        assert not (run.run_dir / "manifest.resolved.json").exists()
