@@ -6,6 +6,7 @@ import pytest
 
 from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.errors import ManifestError, UsageError
+from dotlab_hpc.manifest_core import is_valid_data
 from dotlab_hpc.render import ArrayLayout, JobSpec, job_directives, parse_task_facts, task_facts
 from tests.unit.test_render import manifest, task
 
@@ -56,3 +57,23 @@ def test_bad_gpu_types_are_refused(resources: dict[str, object], fragment: str) 
     with pytest.raises(ManifestError) as e:
         manifest(resources=resources)
     assert fragment in str(e.value)
+    # the light validator of `validate` (manifest_core) gives the same verdict
+    assert not is_valid_data(document(resources))
+
+
+def test_a_good_gpu_type_is_valid_for_both_validators() -> None:
+    resources = {"time": "1", "gpus": 2, "gpu_type": "h100_80gb"}
+    assert manifest(resources=resources).spec.resources.gpu_type == "h100_80gb"
+    assert is_valid_data(document(resources))
+
+
+def document(resources: dict[str, object]) -> dict[str, object]:
+    return {
+        "version": 1,
+        "claim": "c",
+        "code": {"commit": "b" * 40},
+        "image": {"digest": "sha256:" + "a" * 64},
+        "entrypoint": "true",
+        "targets": {"acc": {"value": 1.0}},
+        "resources": resources,
+    }
