@@ -350,6 +350,11 @@ def _check_evidence(s: _State) -> None:
             ("container.started_at", container.get("started_at"), r.evidence.container_started_at),
             ("container.ended_at", container.get("ended_at"), r.evidence.container_ended_at),
             ("gpus", ev.get("gpus"), r.evidence.gpus),
+            (
+                "isolation",
+                ev.get("isolation"),
+                r.isolation.model_dump(mode="json") if r.isolation else None,
+            ),
             ("slurm.job_id", slurm.get("job_id"), r.slurm.job_id),
         )
         if have != want

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from .errors import NotFinished, OperatorError
+from .isolation import FatalCause, promise, remedy
 from .manifest import ManifestSpec, TargetSpec
 from .slurm import JobState, is_terminal
 
@@ -42,6 +43,10 @@ class JobFacts:
     # the job said it could not write its status file, or the run directory's file system is
     # full now (then even slurm.out may have lost that line)
     status_unwritable: bool = False
+    # (what did not hold, what to change) when the probe measured a property as not held
+    isolation_failure: tuple[str, str] | None = None
+    # (property, apptainer.conf setting) when Apptainer refused the probe for a site setting
+    probe_cause: FatalCause | None = None
 
 
 @dataclass(frozen=True)
@@ -151,13 +156,15 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
             "free the node's local disk, or set DOTLAB_SCRATCH_ROOT to a local file system with"
             " room (the job's log says how much was free), and submit again",
         )
-    if job.probe_failed:
-        detail = "; ".join(job.probe_lines[-3:]) or "no output"
+    if job.phase == "isolation_failed":
+        what, fix = job.isolation_failure or ("a property was not held", "see the run's probe.out")
         raise _operator(
-            f"the GPU probe (nvidia-smi -L) failed on node {job.node or '?'}: {detail}",
-            "the job landed on a node without a usable GPU; tell the cluster admins, or add a"
-            " resources.constraint that selects working GPU nodes",
+            f"the sandbox on node {job.node or '?'} does not hold what SPEC section 4 promises,"
+            f" so the entrypoint was not run: {what}",
+            fix,
         )
+    if job.probe_failed:
+        raise _probe_failure(spec, job)
     if job.slurm_state in _OPERATOR_STATES and not (
         job.slurm_state is JobState.CANCELLED and job.phase == "finished"
     ):
@@ -168,6 +175,33 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
     if not job.container_started:
         return _never_started(spec, job, none)
     return _started(spec, job, output, none)
+
+
+def _probe_failure(spec: ManifestSpec, job: JobFacts) -> OperatorError:
+    """Why the probe container failed: a site setting Apptainer named, no GPU, or Apptainer."""
+    node = job.node or "?"
+    cause = job.probe_cause
+    if cause is not None:
+        fatal = job.fatal_lines[-1] if job.fatal_lines else ""
+        return _operator(
+            f"on node {node} Apptainer refused the claim's sandbox: {cause.property}"
+            f" ({promise(cause.property)}) is dropped by {cause.setting} in apptainer.conf"
+            f" ({fatal}); the entrypoint was not run",
+            cause.remedy,
+        )
+    if spec.is_gpu and not job.fatal_lines:
+        detail = "; ".join(job.probe_lines[-3:]) or "no output"
+        return _operator(
+            f"the GPU probe (nvidia-smi -L) failed on node {node}: {detail}",
+            remedy("gpus"),
+        )
+    detail = "; ".join(job.fatal_lines[-2:]) or "no FATAL line"
+    return _operator(
+        f"apptainer failed to start the container on node {node} (the probe's, before the"
+        f" analysis's; exit {job.exit_code}): {detail}; the entrypoint was not run",
+        "read probe.out in the run directory, and run `dotlab-hpc doctor --image IMAGE` to see"
+        " what this site's Apptainer gives; not a finding about the claim",
+    )
 
 
 def _without_status(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult, ...]) -> Verdict:

@@ -566,6 +566,28 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parser
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+    from .proc import SubprocessRunner
+
+    opts = doctor.DoctorOptions(
+        image=args.image,
+        partition=args.partition,
+        gpus=args.gpus,
+        apptainer=args.apptainer,
+        apptainer_conf=args.apptainer_conf,
+        work_dir=args.work_dir,
+        keep=args.keep,
+        timeout_s=args.timeout,
+    )
+    rows = doctor.doctor(SubprocessRunner(), opts)
+    if args.json:
+        _print_json(doctor.report_json(rows))
+    else:
+        sys.stdout.write(doctor.table(rows))
+    return doctor.exit_code(rows)
+
+
 def _add_inputs(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--code-dir", type=Path, required=required, help="git checkout of the code")
     p.add_argument("--data-dir", type=Path, required=required, help="folder the datasets are in")
@@ -670,6 +692,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("run", _cmd_run, "submit --wait, then collect")
     _add_submit_options(p)
+
+    p = verb("doctor", _cmd_doctor, "what this site's Apptainer and Slurm give: exit 0/1/2")
+    p.add_argument("--image", type=Path, help="a .sif for the probe job (any image with /bin/sh)")
+    p.add_argument("--partition", help="the partition to check and to run the probe job in")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs the probe job asks for")
+    p.add_argument("--apptainer", help="the apptainer program jobs run")
+    p.add_argument(
+        "--apptainer-conf", type=Path, help="the apptainer.conf to read (default: buildcfg's)"
+    )
+    p.add_argument("--work-dir", type=Path, help="an empty folder for the probe claim (kept)")
+    p.add_argument("--keep", action="store_true", help="keep the probe claim's folder")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds the probe job may take")
+    p.add_argument("--json", action="store_true")
 
     p = verb("status", _cmd_status, "state of one or many runs (one Slurm query for all)")
     p.add_argument("run_dirs", nargs="+")  # strings: a Path each costs at 10,000 runs

@@ -20,6 +20,14 @@ from typing import Any
 from .classify import JobFacts, OutputFacts, Verdict, classify
 from .errors import DotlabError, NotFinished, OperatorError, ProcTimeout, SlurmError
 from .fsio import FileRefused, locked, read_regular, read_window
+from .isolation import (
+    NO_PROBE,
+    ProbeReport,
+    failure_text,
+    fatal_cause,
+    isolation_record,
+    parse_probe,
+)
 from .manifest import Manifest
 from .poll import NOT_YET_KNOWN_GRACE
 from .record import (
@@ -72,6 +80,9 @@ class ContainerFacts:
     gpu_lines: tuple[str, ...]
     probe_failed: bool
     fatal_lines: tuple[str, ...]
+    # the probe's measurement of the sandbox (templates/probe.sh), before the analysis ran
+    probe: ProbeReport = NO_PROBE
+    isolation_failed: bool = False
 
 
 def _seconds(text: str) -> float:
@@ -88,6 +99,7 @@ def container_facts(
     ended = status.ended_at or None if status is not None else None
     rc = status.exit_code if status is not None else None
     probe_failed = status is not None and status.phase == "probe_failed"
+    isolation_failed = status is not None and status.phase == "isolation_failed"
     timed_out = False
     if rc in TIMEOUT_CODES and started and ended and _UTC_TIME.fullmatch(ended):
         timed_out = _seconds(ended) - _seconds(started) >= limit_s
@@ -96,8 +108,18 @@ def container_facts(
         sources = (probe, stderr) if probe_failed else (stderr,)
         fatal = [" ".join(ln.split()) for src in sources for ln in src.splitlines()
                  if ln.startswith("FATAL:")]  # fmt: skip
-    gpus = tuple(ln for ln in probe.splitlines() if ln.strip())
-    return ContainerFacts(started, ended, rc, timed_out, gpus, probe_failed, tuple(fatal))
+    report = parse_probe(probe)
+    return ContainerFacts(
+        started,
+        ended,
+        rc,
+        timed_out,
+        report.gpu_lines,
+        probe_failed,
+        tuple(fatal),
+        report,
+        isolation_failed,
+    )
 
 
 def read_container_facts(rd: RunDir, status: JobStatus | None, limit_s: int) -> ContainerFacts:
@@ -221,8 +243,10 @@ def job_facts(facts: RunFacts, info: JobInfo | None) -> JobFacts:
         container_started=(st is not None and st.container_started) or m.started_at is not None,
         timed_out=m.timed_out,
         probe_failed=m.probe_failed,
-        probe_lines=m.gpu_lines,
+        probe_lines=m.gpu_lines or tuple(c.measured for n, c in m.probe.checks if n == "gpus"),
         fatal_lines=m.fatal_lines,
+        isolation_failure=failure_text(m.probe) if m.isolation_failed else None,
+        probe_cause=fatal_cause(m.fatal_lines) if m.probe_failed else None,
         image_digest_on_node=(st.image_digest_on_node or None) if st is not None else None,
         node=(st.node if st is not None else None) or (info.node if info else None),
         slurm_state=info.state if info else None,
@@ -277,6 +301,7 @@ def collect_one(facts: RunFacts, info: JobInfo | None, job_id: str | None = None
             container_ended_at=facts.container.ended_at,
             gpus=list(facts.container.gpu_lines) if spec.is_gpu else [],
         ),
+        isolation=isolation_record(facts.container.probe),
     )
 
 

@@ -41,6 +41,7 @@ from .manifest_checks import (
     SLURM_WORD_RE,
     TIME_RE,
     TOOL_LABEL_PREFIX,
+    check_gpu_type_needs_gpus,
     check_unique_datasets,
     describe,
     one_line,
@@ -49,6 +50,7 @@ from .manifest_checks import (
     valid_commit,
     valid_entrypoint,
     valid_finite,
+    valid_gpu_type,
     valid_image_digest,
     valid_label_key,
     valid_memory,
@@ -174,6 +176,8 @@ class ResourcesSpec(_Frozen):
     cpus: Annotated[StrictInt, Field(ge=1, le=4096)] = 1
     memory: Annotated[StrictStr, AfterValidator(valid_memory)] = "4G"
     gpus: Annotated[StrictInt, Field(ge=0, le=64)] = 0
+    # the GPU model the claim needs, Slurm's GRES type: sent as --gres=gpu:TYPE:N
+    gpu_type: Annotated[StrictStr, AfterValidator(valid_gpu_type)] | None = None
     partition: SlurmWord | None = None
     account: SlurmWord | None = None
     qos: SlurmWord | None = None
@@ -225,7 +229,9 @@ class ManifestSpec(_Frozen):
 
     @model_validator(mode="after")
     def _unique_datasets(self) -> ManifestSpec:
+        # the manifest's rules across fields (manifest_checks.unique_datasets applies the same)
         check_unique_datasets(d.name for d in self.data)
+        check_gpu_type_needs_gpus(self.resources.gpu_type, self.resources.gpus)
         return self
 
     @property

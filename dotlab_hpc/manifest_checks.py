@@ -19,6 +19,7 @@ from .errors import one_line
 
 __all__ = [
     "COMMIT_RE",
+    "GPU_TYPE_RE",
     "HEX64_RE",
     "IMAGE_DIGEST_RE",
     "LABEL_KEY_RE",
@@ -32,6 +33,7 @@ __all__ = [
     "TIME_RE",
     "TOOL_LABEL_PREFIX",
     "LocatedError",
+    "check_gpu_type_needs_gpus",
     "check_unique_datasets",
     "describe",
     "loc_text",
@@ -42,6 +44,7 @@ __all__ = [
     "valid_commit",
     "valid_entrypoint",
     "valid_finite",
+    "valid_gpu_type",
     "valid_image_digest",
     "valid_label_key",
     "valid_memory",
@@ -161,6 +164,21 @@ def valid_slurm_word(v: str) -> str:
             "must be a Slurm name or constraint: letters, digits and _ . , : & | ! * [ ] ( ) + -"
         )
     return v
+
+
+GPU_TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def valid_gpu_type(v: str) -> str:
+    if not GPU_TYPE_RE.fullmatch(v):
+        raise ValueError("must be a GRES type such as a100: letters, digits and _ . - (no ':')")
+    return v
+
+
+def check_gpu_type_needs_gpus(gpu_type: str | None, gpus: int | None) -> None:
+    """LocatedError when ``resources.gpu_type`` names a model for a claim without GPUs."""
+    if gpu_type is not None and not gpus:
+        raise LocatedError(("resources", "gpu_type"), "needs resources.gpus > 0 (a GPU claim)")
 
 
 def valid_section_text(v: str) -> str:
@@ -348,6 +366,10 @@ def unique_datasets(fields: tuple[dict[str, Any], Any, Any]) -> tuple[dict[str, 
     no two datasets share a name (the model applies the same rule to itself). Each dataset is
     itself such a triple: (its fields, extras, the fields set)."""
     check_unique_datasets(d[0]["name"] for d in fields[0].get("data") or ())
+    # and resources.gpu_type only with resources.gpus > 0 (a default is None here: gpus 0)
+    resources = fields[0].get("resources")
+    if resources is not None:
+        check_gpu_type_needs_gpus(resources[0].get("gpu_type"), resources[0].get("gpus"))
     return fields
 
 

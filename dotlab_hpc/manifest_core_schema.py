@@ -597,6 +597,27 @@ SCHEMA: dict[str, Any] = {
                                 "default": None,
                             },
                         },
+                        "gpu_type": {
+                            "type": "model-field",
+                            "schema": {
+                                "type": "default",
+                                "schema": {
+                                    "type": "nullable",
+                                    "schema": {
+                                        "type": "function-after",
+                                        "function": {
+                                            "type": "no-info",
+                                            "function": C.valid_gpu_type,
+                                        },
+                                        "schema": {
+                                            "type": "str",
+                                            "strict": True,
+                                        },
+                                    },
+                                },
+                                "default": None,
+                            },
+                        },
                         "partition": {
                             "type": "model-field",
                             "schema": {

@@ -124,6 +124,8 @@ def derive_evidence(
         },
         "gpus": list(container.gpu_lines) if gpu_claim else [],
         "gpu_probe_failed": container.probe_failed,
+        # what the probe measured inside, before the analysis ran (logs/probe.out), as recorded
+        "isolation": record.isolation.model_dump(mode="json") if record.isolation else None,
         "slurm": {
             "job_id": record.slurm.job_id,
             "array_job_id": _text_or_none(

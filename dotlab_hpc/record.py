@@ -13,6 +13,7 @@ from . import TOOL_NAME, __version__
 from .clock import utc_text
 from .errors import UsageError
 from .fsio import append_line, atomic_write_json, json_line
+from .isolation import IsolationRecord
 
 if TYPE_CHECKING:
     # annotations only: reading a run's record (`status`) must not build the manifest's model
@@ -83,6 +84,9 @@ class ClaimRecord(_Frozen):
     inputs: InputsRecord
     evidence: EvidenceRecord
     tool: ToolRecord
+    # each property of SPEC section 4 as measured inside the container before the analysis ran
+    # (None: a run submitted before dotlab-hpc measured it)
+    isolation: IsolationRecord | None = None
 
 
 def targets_record(targets: tuple[TargetResult, ...]) -> dict[str, TargetRecord]:
@@ -109,6 +113,7 @@ def build_record(
     slurm: SlurmRecord,
     inputs: InputsRecord,
     evidence: EvidenceRecord,
+    isolation: IsolationRecord | None = None,
 ) -> ClaimRecord:
     """Assemble the record; nothing in it depends on when it was collected."""
     return ClaimRecord(
@@ -124,6 +129,7 @@ def build_record(
         inputs=inputs,
         evidence=evidence,
         tool=ToolRecord(name=TOOL_NAME, version=__version__),
+        isolation=isolation,
     )
 
 

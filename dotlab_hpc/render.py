@@ -18,7 +18,14 @@ from pathlib import Path, PurePosixPath
 import jinja2
 
 from . import TOOL_NAME, __version__
-from .container.apptainer import CODE_MOUNT, DATA_MOUNT, OUT_MOUNT, ExecSpec, exec_argv
+from .container.apptainer import (
+    CODE_MOUNT,
+    DATA_MOUNT,
+    OUT_MOUNT,
+    ExecSpec,
+    check_argv_fits,
+    exec_argv,
+)
 from .container.deffile import GO_SPACE as _GO_SPACE
 from .container.deffile import (
     HEADER_PATH_RE,
@@ -29,6 +36,7 @@ from .container.deffile import (
     text_problem,
 )
 from .errors import UsageError, one_line
+from .isolation import MIN_TMPFS_MIB
 from .manifest import Manifest, ManifestSpec
 from .rundir import (
     CONTAINER_ERR,
@@ -183,6 +191,9 @@ class ScriptView:
     container_out: str
     container_err: str
     probe_out: str
+    # the probe script (quoted) and the name it runs as ($0): the same for every task
+    probe_script: str
+    probe_name: str
 
 
 @dataclass(frozen=True)
@@ -227,7 +238,10 @@ def wrapper_script() -> str:
 @cache
 def probe_script() -> str:
     """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
-    return (_template_dir() / "probe.sh").read_text(encoding="utf-8")
+    text = (_template_dir() / "probe.sh").read_text(encoding="utf-8")
+    # it travels in every task's facts and argv: its comment lines stay in the template
+    kept = (ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
+    return "\n".join(kept) + "\n"
 
 
 # --------------------------------------------------------------------------- the job
@@ -280,13 +294,41 @@ def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpe
     )
 
 
-def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec | None:
+PROBE_NAME = "dotlab-probe"  # the probe's $0 inside the container
+
+
+def probe_args(spec: ManifestSpec) -> tuple[str, ...]:
+    """The probe's arguments from the manifest: GPU, WRITABLE, MIN_TMP_MIB, GPU_TYPE, SCRATCH."""
+    return (
+        "1" if spec.is_gpu else "0",
+        "1" if spec.sandbox.writable_tmpfs else "0",
+        str(MIN_TMPFS_MIB),
+        spec.resources.gpu_type or "",
+        "1" if spec.sandbox.scratch is not None else "0",
+    )
+
+
+def shared_prefix(argv: Sequence[str], wrapper_args: int) -> int:
+    """How many leading words of the analysis's argv the probe's shares (up to the image)."""
+    k = len(argv) - 4 - wrapper_args
+    if k < 1 or tuple(argv[k : k + 2]) != ("/bin/sh", "-c"):
+        raise ValueError("not an apptainer argv of exec_argv's shape")
+    return k
+
+
+def probe_argv(argv: Sequence[str], k: int, args: Sequence[str]) -> tuple[str, ...]:
+    """The probe's argv as the job script builds it from the analysis's (read_facts)."""
+    return (*argv[:k], "/bin/sh", "-c", probe_script(), PROBE_NAME, *args)
+
+
+def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec:
     """The probe's apptainer exec: the task's own sandbox, the probe script instead of the
-    wrapper; None when the claim needs no probe (GPU claims have one: ``nvidia-smi -L``)."""
-    if not task.manifest.spec.is_gpu:
-        return None
+    wrapper. Every claim has one: it measures the sandbox from inside before the analysis runs
+    (and, for GPU claims, lists the GPUs); the job script appends what it measured outside."""
     return replace(
-        task_exec_spec(task, apptainer, scratch_root), wrapper=probe_script(), wrapper_args=("1",)
+        task_exec_spec(task, apptainer, scratch_root),
+        wrapper=probe_script(),
+        wrapper_args=probe_args(task.manifest.spec),
     )
 
 
@@ -312,7 +354,7 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
     ]
     gpus = max(s.resources.gpus for s in specs)
     if gpus:
-        lines.append(sbatch_directive("gres", f"gpu:{gpus}"))
+        lines.append(sbatch_directive("gres", gres_value(specs, gpus)))
     scratch = max((s.sandbox.scratch_mib or 0) for s in specs)
     if scratch:
         lines.append(sbatch_directive("tmp", f"{scratch}M"))
@@ -327,6 +369,19 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
         sbatch_directive("export", job.export),
     ]
     return tuple(lines)
+
+
+def gres_value(specs: Sequence[ManifestSpec], gpus: int) -> str:
+    """``gpu:N``, or ``gpu:TYPE:N`` when the claims name the GPU model (resources.gpu_type)."""
+    types = {s.resources.gpu_type for s in specs if s.is_gpu}
+    if len(types) > 1:
+        raise UsageError(
+            f"resources.gpu_type differs between the manifests ({sorted(map(str, types))});"
+            " one job array asks for one kind of GPU",
+            hint="submit those claims separately",
+        )
+    gpu_type = types.pop() if types else None
+    return f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"
 
 
 def _check_tasks(job: JobSpec) -> None:
@@ -368,6 +423,8 @@ def script_view(job: JobSpec) -> ScriptView:
         container_out=sh_quote(CONTAINER_OUT),
         container_err=sh_quote(CONTAINER_ERR),
         probe_out=sh_quote(PROBE_OUT),
+        probe_script=sh_quote(probe_script()),
+        probe_name=sh_quote(PROBE_NAME),
     )
 
 
@@ -388,15 +445,17 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
 
     NUL-separated fields, read by the script with ``mapfile -d ''`` and never run or expanded:
     the magic, image, its digest, the output folder, the scratch folder ('' for none) and its
-    MiB, then the apptainer argv and the probe's (none for CPU claims), each after its length,
-    and ``end`` (a cut-off file is refused). ``argv``: the task's apptainer argv, when it was
-    built already (``apptainer_argvs``).
+    MiB, then the apptainer argv after its length, how many of its first words the probe's argv
+    shares (``k``) and the probe's arguments after their count, and ``end`` (a cut-off file is
+    refused). ``argv``: the task's apptainer argv, when it was built already
+    (``apptainer_argvs``).
     """
     exec_spec = task_exec_spec(task, job.apptainer, job.scratch_root)
-    probe = probe_exec_spec(task, job.apptainer, job.scratch_root)
     if argv is None:
         argv = exec_argv(exec_spec)
-    probe_argv = exec_argv(probe) if probe is not None else ()
+    k = shared_prefix(argv, len(exec_spec.wrapper_args))
+    probe = probe_args(task.manifest.spec)
+    check_argv_fits(probe_argv(argv, k, probe))
     scratch = exec_spec.scratch_dir
     fields = (
         FACTS_MAGIC,
@@ -407,8 +466,9 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
         str(task.manifest.spec.sandbox.scratch_mib or 0),
         str(len(argv)),
         *argv,
-        str(len(probe_argv)),
-        *probe_argv,
+        str(k),
+        str(len(probe)),
+        *probe,
         FACTS_END,
     )
     return b"".join(_fact(f) for f in fields)

@@ -1,13 +1,258 @@
 # dotlab-hpc probe: runs INSIDE a container started with the analysis's own flags, before the
-# analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU`. Nothing of the analysis runs yet,
-# so its output (kept outside, in the run directory) is evidence the analysis cannot alter.
-# GPU claims: `nvidia-smi -L` must list the GPUs; a failure is an operator problem.
-if [ "$1" = 1 ]; then
-  nvidia-smi -L 2>&1
-  rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "nvidia-smi -L exited with status $rc"
-    exit 3
+# analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE MIN_TMP_MIB GPU_TYPE SCRATCH`,
+# followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE.
+# Nothing of the analysis runs yet, and this output is kept outside, in the run directory: the
+# analysis can neither see nor alter it. It measures each property of SPEC section 4 from inside
+# (the one measuring code: the record's `isolation` and `dotlab-hpc doctor` both read it) and
+# judges it; lines are `@@iso fact NAME VALUE`, `@@iso check PROPERTY held|not_held|unknown
+# WHAT-WAS-MEASURED` and `@@gpu LINE` (nvidia-smi -L). Exit 4: a property did not hold (the
+# analysis must not run); exit 3: a GPU claim found no usable GPU. Only sh builtins, /proc and
+# the most common tools (df, readlink, sed, sort); a tool missing from the image gives `unknown`.
+gpu=$1 writable=$2 min_tmp_mib=$3 gpu_type=$4 scratch=$5
+out_pid_ns=$6 out_ipc_ns=$7 out_uid=$8 out_gid=$9
+shift 9
+runtime=$1 out_cuda=${2-}
+failed=0
+gpu_failed=0
+
+fact() { printf '@@iso fact %s %s\n' "$1" "$2"; }
+check() {
+  printf '@@iso check %s %s %s\n' "$1" "$2" "$3"
+  if [ "$2" = not_held ]; then
+    case "$1" in
+      gpus) gpu_failed=1 ;;
+      gpu_type) ;; # recorded: the record says whether the GPUs are of the model named
+      *) failed=1 ;;
+    esac
+  fi
+}
+# try_write DIR: whether a new file can be made in DIR (it is removed again at once)
+try_write() {
+  _f="$1/.dotlab-probe-$$"
+  if (: >"$_f") 2>/dev/null; then
+    rm -f -- "$_f" 2>/dev/null
+    echo accepted
+  else
+    echo refused
+  fi
+}
+# size_kib DIR: the size of the file system holding DIR, in KiB (df -P's second field)
+size_kib() {
+  df -Pk -- "$1" 2>/dev/null | while read -r _fs _size _rest; do
+    case "$_size" in '' | *[!0-9]*) ;; *) echo "$_size" ;; esac
+  done
+}
+
+# what runs the container: the stand-in says so in its version (tests/bin/apptainer)
+case "$runtime" in
+  *dotlab-standin*) sandbox=stand-in ;;
+  *) sandbox=apptainer ;;
+esac
+fact sandbox "$sandbox"
+fact runtime "$runtime"
+
+# network: the interfaces of this network namespace (/proc/net/dev; /sys may be the host's)
+ifaces=
+n=0
+while IFS=': ' read -r name _rest; do
+  n=$((n + 1))
+  [ "$n" -gt 2 ] && ifaces="$ifaces${ifaces:+,}$name"
+done </proc/net/dev
+fact interfaces "${ifaces:-none}"
+case "$ifaces" in
+  lo | '') check network held "interfaces: ${ifaces:-none}" ;;
+  *) check network not_held "interfaces: $ifaces" ;;
+esac
+
+# read-only binds, the only writable one, and the image's root: by trying
+code_w=$(try_write /work/code)
+data_w=$(try_write /work/data)
+out_w=$(try_write /work/out)
+root_w=$(try_write /)
+fact code_write "$code_w"
+fact data_write "$data_w"
+fact out_write "$out_w"
+fact root_write "$root_w"
+[ "$code_w" = refused ] && check code_read_only held "write to /work/code: refused" ||
+  check code_read_only not_held "write to /work/code: accepted"
+[ "$data_w" = refused ] && check data_read_only held "write to /work/data: refused" ||
+  check data_read_only not_held "write to /work/data: accepted"
+[ "$out_w" = accepted ] && check out_writable held "write to /work/out: accepted" ||
+  check out_writable not_held "write to /work/out: refused"
+if [ "$writable" = 1 ]; then
+  [ "$root_w" = accepted ] && check writable_tmpfs held "write to /: accepted (discarded at exit)" ||
+    check writable_tmpfs not_held "write to /: refused although --writable-tmpfs was given"
+else
+  [ "$root_w" = refused ] && check image_read_only held "write to /: refused" ||
+    check image_read_only not_held "write to /: accepted"
+fi
+
+# who the analysis is: uid, gid, effective capabilities, no_new_privs
+uid='' gid='' cap_eff='' nnp=''
+while read -r key v1 v2 _rest; do
+  case "$key" in
+    Uid:) uid=$v2 ;;
+    Gid:) gid=$v2 ;;
+    CapEff:) cap_eff=$v1 ;;
+    NoNewPrivs:) nnp=$v1 ;;
+  esac
+done </proc/self/status
+fact uid "$uid"
+fact gid "$gid"
+fact cap_eff "$cap_eff"
+fact no_new_privs "${nnp:-unknown}"
+if [ "$uid" = "$out_uid" ] && [ "$gid" = "$out_gid" ]; then
+  check user held "uid $uid gid $gid, as outside"
+else
+  check user not_held "uid $uid gid $gid inside, $out_uid $out_gid outside"
+fi
+case "$cap_eff" in
+  *[!0]* | '') check capabilities not_held "CapEff $cap_eff, NoNewPrivs ${nnp:-?}" ;;
+  *)
+    if [ "$nnp" = 1 ]; then
+      check capabilities held "CapEff $cap_eff, NoNewPrivs 1"
+    else
+      check capabilities not_held "CapEff $cap_eff, NoNewPrivs ${nnp:-?}"
+    fi
+    ;;
+esac
+
+# PID and IPC namespaces: their own, not the job's (the job script read its own outside)
+pid1=
+read -r pid1 </proc/1/comm 2>/dev/null
+fact pid1 "${pid1:-unknown}"
+for ns in pid ipc; do
+  inside=$(readlink /proc/self/ns/$ns 2>/dev/null)
+  if [ "$ns" = pid ]; then outside=$out_pid_ns; else outside=$out_ipc_ns; fi
+  fact ${ns}_ns "${inside:-unknown}"
+  if [ -z "$inside" ] || [ -z "$outside" ]; then
+    check ${ns}_namespace unknown "namespace inside ${inside:-?}, outside ${outside:-?}"
+  elif [ "$inside" != "$outside" ]; then
+    check ${ns}_namespace held "$inside inside, $outside outside (PID 1: ${pid1:-?})"
+  else
+    check ${ns}_namespace not_held "the job's own $inside (PID 1: ${pid1:-?})"
+  fi
+done
+
+# the environment: names only, never values; nothing of the job's (Slurm's) may be there
+names=$(export -p | sed -n -e 's/^export \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' \
+  -e 's/^declare -x \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' 2>/dev/null | sort -u | sed -e :a -e '$!N;s/\n/,/;ta')
+fact env_names "${names:-unknown}"
+leaked=
+for name in $(echo "$names" | sed 's/,/ /g'); do
+  case "$name" in SLURM_* | SLURMD_*) leaked="$leaked${leaked:+,}$name" ;; esac
+done
+if [ -z "$names" ]; then
+  check clean_environment unknown "the environment's names could not be read"
+elif [ -n "$leaked" ]; then
+  check clean_environment not_held "from the job: $leaked"
+else
+  check clean_environment held "no variable of the job's"
+fi
+
+# mounts: the host's file systems reach the container only as /work/code, /work/data, /work/out
+# (and the few files Apptainer provides); tmpfs mounts are Apptainer's own, empty or generated
+mounts=
+unexpected=
+while read -r _id _parent _dev _root mp rest; do
+  fstype=${rest#* - }
+  fstype=${fstype%% *}
+  mounts="$mounts${mounts:+,}$mp"
+  case "$mp" in
+    / | /proc | /proc/* | /sys | /sys/* | /dev | /dev/* | /tmp | /var/tmp) continue ;;
+    /work/code | /work/code/* | /work/data | /work/data/* | /work/out | /work/out/*) continue ;;
+    /etc/hosts | /etc/localtime | /etc/resolv.conf | /etc/passwd | /etc/group | /etc/hostname) continue ;;
+    /.singularity.d | /.singularity.d/*) continue ;;
+  esac
+  [ "$fstype" = tmpfs ] && continue
+  # with sandbox.scratch (--workdir), Apptainer makes $HOME in the claim's own scratch folder
+  [ "$scratch" = 1 ] && [ "$mp" = "${HOME-}" ] && continue
+  if [ "$gpu" = 1 ]; then
+    case "$mp" in
+      /usr/bin/nvidia-* | /usr/bin/nv-* | /run/nvidia-persistenced/* | /var/run/nvidia-persistenced/*) continue ;;
+      /lib/firmware/nvidia/* | /usr/lib/firmware/nvidia/*) continue ;; # --nv's GSP firmware files
+    esac
+  fi
+  if [ "$sandbox" = stand-in ]; then
+    # the stand-in's image root is the host's read-only /usr, /etc, /bin, /sbin, /lib*, /opt
+    case "$mp" in
+      /usr | /usr/* | /etc | /etc/* | /bin | /sbin | /lib | /lib32 | /lib64 | /libx32 | /opt) continue ;;
+    esac
+  fi
+  unexpected="$unexpected${unexpected:+,}$mp"
+done </proc/self/mountinfo
+fact mounts "${mounts:-none}"
+if [ -z "$mounts" ]; then
+  check host_mounts unknown "/proc/self/mountinfo could not be read"
+elif [ -n "$unexpected" ]; then
+  check host_mounts not_held "host file systems at $unexpected"
+else
+  check host_mounts held "only /work/code, /work/data and /work/out from the host"
+fi
+
+# sizes: /tmp, and the writable overlay (Apptainer's session tmpfs, `sessiondir max size`)
+tmp_kib=$(size_kib /tmp)
+fact tmp_kib "${tmp_kib:-unknown}"
+if [ -z "$tmp_kib" ]; then
+  check tmp_size unknown "df could not measure /tmp"
+elif [ "$tmp_kib" -ge $((min_tmp_mib * 1024)) ]; then
+  check tmp_size held "/tmp $((tmp_kib / 1024)) MiB"
+else
+  check tmp_size not_held "/tmp $((tmp_kib / 1024)) MiB, less than $min_tmp_mib MiB"
+fi
+if [ "$writable" = 1 ]; then
+  overlay_kib=$(size_kib /)
+  fact overlay_kib "${overlay_kib:-unknown}"
+  if [ -z "$overlay_kib" ]; then
+    check overlay_size unknown "df could not measure /"
+  elif [ "$overlay_kib" -ge $((min_tmp_mib * 1024)) ]; then
+    check overlay_size held "writable overlay $((overlay_kib / 1024)) MiB"
+  else
+    check overlay_size not_held "writable overlay $((overlay_kib / 1024)) MiB, less than $min_tmp_mib MiB"
   fi
 fi
+
+# GPU claims: what Slurm gave (outside), what is visible inside, and each GPU's model
+if [ "$gpu" = 1 ]; then
+  fact cuda_visible_devices_outside "${out_cuda:-unset}"
+  fact cuda_visible_devices "${CUDA_VISIBLE_DEVICES-unset}"
+  nvml=no
+  for dir in $(echo "${LD_LIBRARY_PATH-}" | sed 's/:/ /g') /.singularity.d/libs /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
+    for lib in "$dir"/libnvidia-ml.so*; do
+      [ -e "$lib" ] && nvml=yes
+    done
+  done
+  fact libnvidia_ml "$nvml"
+  listed=$(nvidia-smi -L 2>&1)
+  rc=$?
+  echo "$listed" | while IFS= read -r line; do
+    [ -n "$line" ] && printf '@@gpu %s\n' "$line"
+  done
+  if [ "$rc" -ne 0 ]; then
+    check gpus not_held "nvidia-smi -L exited with status $rc; libnvidia-ml visible: $nvml"
+  else
+    check gpus held "nvidia-smi -L listed $(echo "$listed" | grep -c '^GPU ') GPU(s)"
+    query=$(nvidia-smi --query-gpu=uuid,name,driver_version --format=csv,noheader 2>/dev/null)
+    qrc=$?
+    if [ "$qrc" -ne 0 ] || [ -z "$query" ]; then
+      fact gpu_query "failed (status $qrc)"
+    else
+      echo "$query" | while IFS= read -r line; do
+        [ -n "$line" ] && fact gpu "$line"
+      done
+    fi
+    if [ -n "$gpu_type" ]; then
+      if [ "$qrc" -ne 0 ] || [ -z "$query" ]; then
+        check gpu_type unknown "nvidia-smi --query-gpu failed (status $qrc)"
+      elif echo "$query" | cut -d, -f2 | grep -qivF -- "$gpu_type"; then
+        check gpu_type not_held "not every GPU is of type $gpu_type"
+      else
+        check gpu_type held "every GPU is of type $gpu_type"
+      fi
+    fi
+  fi
+fi
+
+[ "$failed" = 1 ] && exit 4
+[ "$gpu_failed" = 1 ] && exit 3
 exit 0

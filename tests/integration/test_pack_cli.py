@@ -138,6 +138,11 @@ def test_bundle_accepted_by_sha256sum_and_verify_bundle(bundle: Path, run_dir: P
     assert evidence["container"]["started_at"] is not None
     assert evidence["slurm"]["job_id"] == record["slurm"]["job_id"]
     assert evidence["slurm"]["state"] == "COMPLETED" and evidence["slurm"]["node"]
+    # the bundle carries the isolation measured inside, in the record and its evidence
+    bundled = json.loads((bundle / "record.json").read_text())
+    assert bundled["isolation"]["held"] is True and bundled["isolation"] == record["isolation"]
+    assert evidence["isolation"] == record["isolation"]
+    assert (bundle / "logs" / "probe.out").read_text().count("@@iso check ") >= 10
     readme = (bundle / "README.md").read_text()
     assert "**reproduced**" in readme and "dotlab-hpc verify-bundle ." in readme
     assert f"--code-dir <checkout of commit {record['inputs']['commit']}>" in readme

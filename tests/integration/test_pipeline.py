@@ -283,11 +283,15 @@ def test_real_apptainer_failing_on_a_vanished_bind_source_gives_exit_2(
     shutil.rmtree(kit.data)
     subprocess.run(["scontrol", "release", job], check=True, env=slurm_env)
     wait_for(lambda: (run_dir / "status.json").exists(), timeout=120)
-    err = (run_dir / "container.err").read_text()
-    assert "FATAL" in err and "@@dotlab start" not in err, err
+    # the probe's container is the first to start: Apptainer's FATAL is in its output, and the
+    # analysis's container never started
+    err = (run_dir / "probe.out").read_text()
+    assert "FATAL" in err and "@@iso" not in err, err
+    assert not (run_dir / "container.err").exists()
     res = kit.cli("collect", str(run_dir))
     assert res.rc == 2, (res.stdout, res.stderr)
     assert "apptainer failed to start the container" in res.stderr
+    assert "mount source" in res.stderr and "entrypoint was not run" in res.stderr
     assert not (run_dir / "record.json").exists()
 
 

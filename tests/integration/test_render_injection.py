@@ -20,12 +20,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dotlab_hpc import manifest as manifest_mod
+from dotlab_hpc.container.apptainer import exec_argv
 from dotlab_hpc.errors import ManifestError
 from dotlab_hpc.render import (
     ArrayLayout,
     JobSpec,
     TaskSpec,
     apptainer_argvs,
+    probe_exec_spec,
     render_script,
     task_facts,
 )
@@ -69,6 +71,13 @@ working_dir = component.filter(lambda s: "\r" not in s and "\x85" not in s)
 
 FAKE_APPTAINER = """#!/usr/bin/python3
 import json, os, sys
+if sys.argv[1:] == ["--version"]:
+    print("apptainer version 0.0-fake")
+    sys.exit(0)
+if "dotlab-probe" in sys.argv:  # the probe's container, before the analysis's: kept apart
+    with open(os.environ["DOTLAB_ARGV_DUMP"] + ".probe", "w") as f:
+        json.dump(sys.argv, f)
+    sys.exit(0)
 with open(os.environ["DOTLAB_ARGV_DUMP"], "w") as f:
     json.dump(sys.argv, f)
 print("@@dotlab start 2026-01-01T00:00:00Z")  # the wrapper's first line on stdout
@@ -177,6 +186,17 @@ def test_hostile_values_never_run(
     assert list(work.iterdir()) == [], "an injected command ran in the working directory"
     (expected,) = apptainer_argvs(job)
     assert json.loads(dump.read_text()) == list(expected)
+    # the probe's argv, built by the script from the facts: the analysis's sandbox up to the
+    # image, the probe script, its arguments, then what the script measured outside (6 words)
+    probe = json.loads(Path(f"{dump}.probe").read_text())
+    want = probe_exec_spec(job.tasks[0], job.apptainer, job.scratch_root)
+    want_argv = exec_argv(want)
+    k = want_argv.index("/bin/sh")
+    assert probe[: k + 3] == list(want_argv[: k + 3]) and probe[k + 3] == "dotlab-probe"
+    assert probe[k + 4 : -6] == list(want.wrapper_args) and len(probe) == len(want_argv) + 6
+    assert probe[-6].startswith("pid:[") and probe[-5].startswith("ipc:[")
+    assert probe[-4:-2] == [str(os.getuid()), str(os.getgid())]
+    assert probe[-2:] == ["apptainer version 0.0-fake", ""]
     status = json.loads((run / "status.json").read_text())
     assert status["phase"] == "finished" and status["exit_code"] == 0
     assert status["container_started"] is True
@@ -196,6 +216,14 @@ def test_hostile_values_never_run(
         lambda fields: [*fields[:6], f"a[$(touch {CANARY})]", *fields[7:]],
         lambda fields: [*fields[:5], f"x[$(touch {CANARY})]", *fields[6:]],
         lambda fields: [*fields[:6], "99", *fields[7:]],  # more than there are
+        # the probe's share of the analysis's argv: none, or more words than it has
+        lambda fields: [*fields[: 7 + int(fields[6])], "0", *fields[8 + int(fields[6]) :]],
+        lambda fields: [*fields[: 7 + int(fields[6])], "999", *fields[8 + int(fields[6]) :]],
+        lambda fields: [
+            *fields[: 7 + int(fields[6])],
+            f"k[$(touch {CANARY})]",
+            *fields[8 + int(fields[6]) :],
+        ],
     ],
 )
 def test_a_damaged_facts_file_stops_the_job_before_anything_runs(

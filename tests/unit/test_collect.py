@@ -69,7 +69,7 @@ def test_timed_out_is_the_limit_code_and_the_elapsed_time_measured_outside() -> 
 
 
 def test_the_probe_is_read_from_its_own_file_and_status() -> None:
-    ok = container_facts(START, FORGED, "GPU 0: NVIDIA H100 (UUID: GPU-1)\n", status(), 60)
+    ok = container_facts(START, FORGED, "@@gpu GPU 0: NVIDIA H100 (UUID: GPU-1)\n", status(), 60)
     assert ok.gpu_lines == ("GPU 0: NVIDIA H100 (UUID: GPU-1)",) and not ok.probe_failed
     bad = container_facts("", "", "NVIDIA-SMI has failed\nnvidia-smi -L exited with status 9\n",
                           status(phase="probe_failed", exit_code=3), 60)  # fmt: skip

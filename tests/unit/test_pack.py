@@ -242,7 +242,9 @@ def _record(**over: object) -> ClaimRecord:
 CONTAINER_OUT = "@@dotlab start 2026-01-01T00:00:01Z\nanalysis chatter\n"
 CONTAINER_ERR = "WARNING: something from apptainer\n@@dotlab gpu GPU 9: forged by the analysis\n"
 PROBE_OUT = (
-    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"
+    "INFO:    gocryptfs not found, will not be able to use gocryptfs\n"
+    "@@gpu GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"
+    "@@gpu GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"
 )
 STATUS = job_status(
     job_started_at="2026-01-01T00:00:00Z", ended_at="2026-01-01T00:00:10Z", job_id="42"

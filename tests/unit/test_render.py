@@ -18,6 +18,9 @@ from dotlab_hpc.render import (
     apptainer_argvs,
     job_directives,
     parse_task_facts,
+    probe_argv,
+    probe_exec_spec,
+    probe_script,
     render_def,
     render_script,
     sbatch_directive,
@@ -231,11 +234,13 @@ def array_job(n: int, **over: object) -> JobSpec:
 def test_the_array_script_does_not_grow_with_the_claims() -> None:
     one, many = render_script(array_job(1)), render_script(array_job(1000))
     assert one == many
-    assert len(many) < 10_000
+    assert len(many) < 20_000  # the probe script (about 8 KB) is in it once, for every task
     assert 'RUN_DIR=/runs/"$RUN_ID"\n' in many
     assert "RUN_ID=batch-x${PART:+.$PART}-$TASK_ID\n" in many
     assert "ENDS_DIR=/runs/.ends/batch-x\n" in many
     assert "c999" not in many and "/src/out999" not in many
+    assert "{{" not in many and "{%" not in many  # nothing left unrendered (e.g. inside raw)
+    assert f"PROBE_SCRIPT={sh_quote(probe_script())}\n" in many
 
 
 def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
@@ -246,7 +251,19 @@ def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
             "dotlab-task-facts-1", "/img/claim.sif", SHA, str(t.out_dir), "", "0", str(len(argv))
         )  # fmt: skip
         assert fields[7 : 7 + len(argv)] == argv
-        assert fields[7 + len(argv) :] == ("0", "end")  # no probe for a CPU claim
+        n = len(argv)
+        k, m = int(fields[7 + n]), int(fields[8 + n])
+        args = fields[9 + n : -1]
+        assert m == len(args) and fields[-1] == "end"
+        # a CPU claim, writable tmpfs, 64 MiB at least, no GPU type, no scratch
+        assert args == ("0", "1", "64", "", "0")
+        # every claim has its probe: the analysis's sandbox up to the image, then the probe;
+        # what the job script builds from the facts is exactly that container's argv
+        assert argv[k - 1] == str(t.image)
+        built = probe_argv(argv, k, args)
+        expected = exec_argv(probe_exec_spec(t, j.apptainer, j.scratch_root))
+        assert built == (*expected[: k + 3], "dotlab-probe", *expected[k + 4 :])  # its own $0
+        assert built[k + 2] == probe_script() and built[k + 3] == "dotlab-probe"
         assert f"DOTLAB_CLAIM={t.manifest.spec.claim}" in argv
 
 
@@ -255,9 +272,11 @@ def test_facts_of_a_gpu_claim_carry_the_probe_and_the_scratch() -> None:
     j = job(task(m))
     fields = parse_task_facts(task_facts(j.tasks[0], j))
     n = int(fields[6])
-    probe = fields[8 + n : -1]
+    argv, k, args = fields[7 : 7 + n], int(fields[7 + n]), fields[9 + n : -1]
     assert fields[4].startswith("/tmp/dotlab-scratch-") and fields[5] == "2048"
-    assert int(fields[7 + n]) == len(probe) and "--nv" in probe
+    probe = probe_argv(argv, k, args)
+    assert "--nv" in probe and "--workdir" in probe  # the analysis's own sandbox
+    assert args == ("1", "1", "64", "", "1")
 
 
 @pytest.mark.parametrize("nasty", ["a b", "a'; echo pwned", "$(id)", "a\nb", "ü/ß", "-x", "*"])

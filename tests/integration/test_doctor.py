@@ -1,0 +1,152 @@
+"""``dotlab-hpc doctor`` on the REAL local Slurm cluster: the login node's reads and one probe job.
+
+On the rooted cluster with the real Apptainer 1.4.5, the shipped configuration holds every
+property (exit 0, well under a minute); each weakened copy of apptainer.conf
+(tests/support/apptainer_conf.py, never the shared file) is named with its setting, exit 1. On the
+host cluster the stand-in says it is the stand-in, and its missing apptainer.conf is "could not
+check" (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import platform
+from tests.support.apptainer_conf import conf_wrapper
+from tests.support.standin import gpu_wrapper
+
+SECTION4 = {"network", "code_read_only", "data_read_only", "out_writable", "writable_tmpfs",
+            "user", "capabilities", "pid_namespace", "ipc_namespace", "clean_environment",
+            "host_mounts", "tmp_size", "overlay_size"}  # fmt: skip
+
+
+def doctor(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], float]:
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", "doctor", "--image", str(platform.image()),
+         "--json", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
+    )  # fmt: skip
+    assert done.stderr == "" or "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout), time.monotonic() - t0
+
+
+def rows_by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {r["name"]: r for r in report["rows"]}
+
+
+def test_doctor_measures_every_property_on_a_compute_node(
+    tmp_path: Path, slurm_env: dict[str, str]
+) -> None:
+    platform.require()
+    args = ["--apptainer", str(platform.apptainer())]
+    rc, report, took = doctor(tmp_path, slurm_env, *args)
+    rows = rows_by_name(report)
+    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
+    assert rows["probe job"]["state"] == "held"
+    assert rows["slurm"]["state"] == "held" and rows["MaxArraySize"]["detail"].isdigit()
+    assert rows["partition debug"]["detail"].startswith("MaxTime ")
+    assert list(tmp_path.iterdir()) == []  # the probe claim's folder is gone
+    if platform.real_apptainer():
+        assert rc == 0, rows
+        assert rows["sandbox"]["detail"] == "apptainer: apptainer version 1.4.5"
+        assert rows["mode"]["detail"] == "user namespace"
+        assert took < 60
+    else:
+        assert rows["sandbox"]["detail"].startswith("stand-in: ")
+        assert rows["apptainer.conf"]["state"] == "could not check" and rc == 2
+
+
+def test_doctor_without_an_image_could_not_check(tmp_path: Path, slurm_env: dict[str, str]) -> None:
+    platform.require()
+    done = subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", "doctor", "--apptainer", str(platform.apptainer())],
+        capture_output=True, text=True, env=slurm_env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "no --image given" in done.stdout and "PROPERTY" in done.stdout.splitlines()[0]
+
+
+DOCTOR_WEAKENED = [
+    ("allow pid ns", "no", "pid_namespace", "allow pid ns = no"),
+    ("enable overlay", "no", "writable_tmpfs", "enable overlay = no"),
+    ("sessiondir max size", "16", "tmp_size", "sessiondir max size = 16"),
+    ("mount hostfs", "yes", "host_mounts", "mount hostfs = yes"),
+    ("allow user ns", "no", "user", "allow user ns = no"),
+]
+
+
+@pytest.mark.real_apptainer
+@pytest.mark.parametrize(("setting", "value", "prop", "row"), DOCTOR_WEAKENED)
+def test_doctor_names_each_weakened_setting(
+    tmp_path: Path, slurm_env: dict[str, str], setting: str, value: str, prop: str, row: str
+) -> None:
+    platform.require()
+    real = platform.real_apptainer()
+    assert real is not None
+    wrapper = conf_wrapper(tmp_path / "conf", real, setting, value)
+    work = tmp_path / "work"
+    work.mkdir()
+    rc, report, _ = doctor(
+        work,
+        slurm_env,
+        "--apptainer",
+        str(wrapper),
+        "--apptainer-conf",
+        str(tmp_path / "conf" / "apptainer.conf"),
+    )
+    rows = rows_by_name(report)
+    assert rc == 1, rows
+    assert rows[row]["state"] == "not held" and rows[row]["remedy"].startswith("set `")
+    assert rows[prop]["state"] == "not held" and rows[prop]["remedy"], rows[prop]
+
+
+@pytest.mark.real_apptainer
+def test_doctor_reports_a_bind_path_entry_and_measures_it_skipped(
+    tmp_path: Path, slurm_env: dict[str, str]
+) -> None:
+    platform.require()
+    real = platform.real_apptainer()
+    assert real is not None
+    leak = tmp_path / "host-secret"
+    leak.mkdir()
+    wrapper = conf_wrapper(tmp_path / "conf", real, "bind path", str(leak), add=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    rc, report, _ = doctor(
+        work,
+        slurm_env,
+        "--apptainer",
+        str(wrapper),
+        "--apptainer-conf",
+        str(tmp_path / "conf" / "apptainer.conf"),
+    )
+    rows = rows_by_name(report)
+    assert rows[f"bind path = {leak}"]["state"] == "info"
+    assert rows["host_mounts"]["state"] == "held" and rc == 0, rows
+
+
+@pytest.mark.standin
+def test_doctor_with_gpus_measures_them_in_the_probe_job(
+    tmp_path: Path, slurm_env: dict[str, str]
+) -> None:
+    # the host cluster's fake GRES (gpu:1) and the stand-in's fake nvidia-smi: no real GPU
+    platform.require()
+    wrapper = gpu_wrapper(tmp_path / "gpu1", 1)
+    work = tmp_path / "work"
+    work.mkdir()
+    rc, report, _ = doctor(work, slurm_env, "--apptainer", str(wrapper), "--gpus", "1")
+    rows = rows_by_name(report)
+    assert rows["gpus"]["state"] == "held" and "1 GPU" in rows["gpus"]["detail"], rows
+    assert rows["partition debug"]["state"] == "held"
+    rc2, report2, _ = doctor(work, slurm_env, "--apptainer", str(wrapper), "--gpus", "2")
+    rows2 = rows_by_name(report2)
+    assert rc2 == 1 and rows2["partition debug"]["state"] == "not held"
+    assert "no node of debug has that many GPUs" in rows2["partition debug"]["remedy"]
+    assert rc == 2  # the stand-in has no apptainer.conf to read
