@@ -36,7 +36,6 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -271,8 +270,9 @@ class RunDir:
         """Where the job writes its status file (the job script is given this path)."""
         return self.path / STATUS_FILE
 
-    @cached_property
+    @property
     def _prefix(self) -> str:
+        # pathlib keeps str(path) once made: cheaper than 3.11's locked cached_property
         return f"{self.path}/"
 
     def read_bytes(self, name: str, *, limit: int = MAX_JSON_BYTES) -> bytes | None:
