@@ -4,10 +4,8 @@ Ed25519 key `keygen` writes), the signed image's digest pinned and run, and `ver
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -15,19 +13,10 @@ from dotlab_hpc.image_sign import signature_count
 from tests.support import platform
 from tests.support.claims import Kit
 
+from .test_build_real import POST, kit, sha256
+
 pytestmark = pytest.mark.real_apptainer
-
-POST = "mkdir -p /opt/dotlab\necho built-by-post > /opt/dotlab/built\n"
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.fixture
-def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
-    platform.require()
-    return Kit(tmp_path, dict(slurm_env))
+__all__ = ["kit"]  # the fixture of test_build_real: a kit whose image is the test image
 
 
 def test_a_signed_image_is_built_pinned_run_packed_and_verified_by_apptainer(kit: Kit) -> None:
