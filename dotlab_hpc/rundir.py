@@ -212,6 +212,14 @@ class RunHead:
         return cls(**_head("RunRecord", data, source))
 
 
+def array_without_task(source: str, array_job_id: str | None) -> RunDirError:
+    """An array's shared submission.json beside a run.json that names no task of it."""
+    return RunDirError(
+        f"{one_line(source)}: names array {array_job_id} but run.json no task of it",
+        hint="was the run directory changed by hand? submit again to get a fresh one",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SubmissionHead:
     """What ``status`` needs of ``submission.json``: the job id and when it was submitted."""
@@ -236,10 +244,7 @@ class SubmissionHead:
         if not self.whole_array:
             return self
         if task_index is None:
-            raise RunDirError(
-                f"{one_line(source)}: names array {self.array_job_id} but run.json no task of it",
-                hint="was the run directory changed by hand? submit again to get a fresh one",
-            )
+            raise array_without_task(source, self.array_job_id)
         job_id = f"{self.array_job_id}_{task_index}"
         return SubmissionHead(job_id, self.array_job_id, task_index, self.submitted_at)
 

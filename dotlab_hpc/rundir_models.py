@@ -76,16 +76,14 @@ class SubmissionRecord(_Frozen):
         """Whether this names a whole array (the file its runs share), not one run's job."""
         return self.array_job_id is not None and self.task_index is None
 
-    def for_task(self, task_index: int | None, run_dir: str, slurm_log: str) -> SubmissionRecord:
+    def for_task(self, task_index: int | None, source: str, slurm_log: str) -> SubmissionRecord:
         """This submission as the run's own: task ``task_index`` of the array, its slurm.out."""
         if not self.whole_array:
             return self
         if task_index is None:
-            raise RunDirError(
-                f"{one_line(run_dir)}: submission.json names array {self.array_job_id} but"
-                " run.json no task of it",
-                hint="was the run directory changed by hand? submit again to get a fresh one",
-            )
+            from .rundir import array_without_task
+
+            raise array_without_task(source, self.array_job_id)
         return self.model_copy(
             update={
                 "job_id": f"{self.array_job_id}_{task_index}",
