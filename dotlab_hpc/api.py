@@ -154,7 +154,7 @@ def open_run(run_dir: PathLike) -> Run:
 
     rd = open_existing(Path(run_dir))
     run = rd.run()
-    sub = rd.submission()
+    sub = rd.submission(run)
     if sub is not None:
         return Run(rd.path, run.claim, sub.job_id)
     return Run(rd.path, run.claim, None, rd.record())  # never submitted: input_mismatch

@@ -226,7 +226,7 @@ def read_facts(rd: RunDir) -> RunFacts:
         run_dir=rd,
         manifest=manifest,
         run=run,
-        submission=rd.submission(),
+        submission=rd.submission(run),
         status=status,
         container=read_container_facts(rd, status, manifest.spec.resources.time_s),
         slurm_log=read_window(rd.file(SLURM_LOG), 64 * 1024),

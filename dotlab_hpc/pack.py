@@ -279,7 +279,7 @@ def build_tree(
         record,
         container=read_container_facts(rd, status, manifest.spec.resources.time_s),
         status=status,
-        submission=rd.submission(),
+        submission=rd.submission(run),
         gpu_claim=manifest.spec.is_gpu,
     )
     _write(tree / EVIDENCE, canonical_json(evidence))

@@ -342,17 +342,18 @@ class RunDir:
             raise self._no_run()
         return RunHead.parse(data, self._prefix + RUN_FILE)
 
-    def submission(self) -> SubmissionRecord | None:
+    def submission(self, run: RunRecord | None = None) -> SubmissionRecord | None:
         """``submission.json`` as this run's own, or None when the run was never submitted.
 
-        An array's runs share one file naming the array; ``run.json`` gives this run's task.
+        An array's runs share one file naming the array; ``run.json`` (``run``, when the caller
+        has read it already) gives this run's task.
         """
         from .rundir_models import SubmissionRecord
 
         sub = self._read(SUBMISSION_FILE, SubmissionRecord)
         if sub is None or not sub.whole_array:
             return sub
-        run = self.run()
+        run = run or self.run()
         return sub.for_task(
             run.task_index, self._prefix + SUBMISSION_FILE, str(self.file(SLURM_LOG).absolute())
         )
