@@ -694,7 +694,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_submit_options(p)
 
     p = verb("doctor", _cmd_doctor, "what this site's Apptainer and Slurm give: exit 0/1/2")
-    p.add_argument("--image", type=Path, help="a .sif for the probe job (any image with /bin/sh)")
+    p.add_argument(
+        "--image",
+        type=Path,
+        help="a .sif for the probe job (any image with /bin/sh; default: a tiny one made"
+        " here from this node's shell and tools)",
+    )
     p.add_argument("--partition", help="the partition to check and to run the probe job in")
     p.add_argument("--gpus", type=int, default=0, help="GPUs the probe job asks for")
     p.add_argument("--apptainer", help="the apptainer program jobs run")

@@ -25,6 +25,7 @@ from .errors import DotlabError, UsageError
 from .fsio import read_window
 from .hashing import sha256_file
 from .isolation import PROPERTIES, State, fatal_cause, parse_probe, remedy
+from .probe_image import ProbeImageError, RootPlan, make_probe_image
 from .proc import Runner
 from .rundir import PROBE_OUT
 from .site import (
@@ -299,21 +300,22 @@ def probe_rows(text: str, stderr: str, rc: int) -> list[Row]:
     return rows
 
 
+_GIVE_IMAGE = "give --image F.sif (any image with /bin/sh)"
+
+
+def _made_from(plan: RootPlan) -> str:
+    tools = ", ".join(sorted(Path(d).name for d in plan.files if d.startswith("bin/")))
+    said = f"made here (apptainer build) from this node's {tools}"
+    return said + (f"; not found: {', '.join(plan.missing)}" if plan.missing else "")
+
+
 def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str) -> list[Row]:
-    """Submit the probe claim with ``dotlab-hpc run`` and read what its probe measured."""
-    if opts.image is None:
-        return [
-            Row(
-                "sandbox",
-                "probe job",
-                UNKNOWN,
-                "no --image given: nothing was measured",
-                "give --image F.sif (any image with /bin/sh)",
-            )
-        ]
-    image = opts.image.absolute()
-    if not image.is_file():
-        raise UsageError(f"--image {image}: no such file")
+    """Submit the probe claim with ``dotlab-hpc run`` and read what its probe measured.
+
+    Without ``--image`` the probe runs in a tiny image made here (``probe_image``).
+    """
+    if opts.image is not None and not opts.image.is_file():
+        raise UsageError(f"--image {opts.image.absolute()}: no such file")
     made = opts.work_dir is None
     work = (
         Path(tempfile.mkdtemp(prefix=".dotlab-doctor-", dir=Path.cwd())) if made else opts.work_dir
@@ -323,6 +325,15 @@ def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str) -> list[Row]:
         work.mkdir(parents=True, exist_ok=True)
         if any(work.iterdir()) and not made:
             raise UsageError(f"--work-dir {work}: must be empty", hint="give a new folder")
+        pre: list[Row] = []
+        if opts.image is not None:
+            image = opts.image.absolute()
+        else:
+            try:
+                image, plan = make_probe_image(runner, apptainer, work.absolute())
+            except ProbeImageError as e:
+                return [Row("sandbox", "probe image", UNKNOWN, e.message, _GIVE_IMAGE)]
+            pre.append(Row("sandbox", "probe image", INFO, _made_from(plan)))
         commit = _git_checkout(runner, work / "code")
         (work / "data").mkdir()
         manifest = work / "probe.json"
@@ -349,7 +360,7 @@ def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str) -> list[Row]:
             apptainer,
         )
         rc, _, err = _run(runner, argv, timeout=opts.timeout_s)
-        rows = probe_rows(read_window(run_dir / PROBE_OUT), err, rc)
+        rows = pre + probe_rows(read_window(run_dir / PROBE_OUT), err, rc)
         state = HELD if rc == 0 else INFO if rc in (1, 2) else UNKNOWN
         said = f"`dotlab-hpc run` exited {rc}" + (f": {_first_line(err)[:160]}" if rc else "")
         rows.append(Row("sandbox", "probe job", state, said))

@@ -4,7 +4,8 @@ On the rooted cluster with the real Apptainer 1.4.5, the shipped configuration h
 property (exit 0, well under a minute); each weakened copy of apptainer.conf
 (tests/support/apptainer_conf.py, never the shared file) is named with its setting, exit 1. On the
 host cluster the stand-in says it is the stand-in, and its missing apptainer.conf is "could not
-check" (exit 2).
+check" (exit 2). Without ``--image`` the doctor builds a tiny image of the node's own shell and
+tools (``apptainer build`` from a folder) and measures with it.
 """
 
 from __future__ import annotations
@@ -63,14 +64,26 @@ def test_doctor_measures_every_property_on_a_compute_node(
         assert rows["apptainer.conf"]["state"] == "could not check" and rc == 2
 
 
-def test_doctor_without_an_image_could_not_check(tmp_path: Path, slurm_env: dict[str, str]) -> None:
+def test_doctor_without_an_image_makes_a_tiny_one_and_measures_with_it(
+    tmp_path: Path, slurm_env: dict[str, str]
+) -> None:
     platform.require()
     done = subprocess.run(
-        [sys.executable, "-m", "dotlab_hpc", "doctor", "--apptainer", str(platform.apptainer())],
-        capture_output=True, text=True, env=slurm_env, cwd=tmp_path, timeout=120,
+        [sys.executable, "-m", "dotlab_hpc", "doctor", "--apptainer", str(platform.apptainer()),
+         "--json"], capture_output=True, text=True, env=slurm_env, cwd=tmp_path, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    assert "no --image given" in done.stdout and "PROPERTY" in done.stdout.splitlines()[0]
+    assert "Traceback" not in done.stderr, done.stderr
+    rows = rows_by_name(json.loads(done.stdout))
+    made = rows["probe image"]
+    assert made["state"] == "info" and made["detail"].startswith("made here (apptainer build)")
+    assert "not found" not in made["detail"], made  # every probe tool was on this node
+    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
+    assert rows["probe job"]["state"] == "held"
+    assert list(tmp_path.iterdir()) == []  # the image went with the probe claim's folder
+    if platform.real_apptainer():
+        assert done.returncode == 0, rows
+    else:  # the stand-in has no apptainer.conf to read
+        assert rows["apptainer.conf"]["state"] == "could not check" and done.returncode == 2
 
 
 DOCTOR_WEAKENED = [
