@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support import platform
-from tests.support.apptainer_conf import conf_wrapper
+from tests.support.apptainer_conf import FAKE_GPU_MODEL, conf_wrapper, nv_wrapper
 from tests.support.claims import Kit
 from tests.support.standin import STANDIN, gpu_wrapper, sh_quote
 
@@ -159,6 +159,24 @@ def test_a_gpu_claim_records_each_gpu_seen_inside(kit: Kit) -> None:
     assert "cuda_visible_devices_outside" in iso["facts"]
     assert "gpu_type" not in iso["properties"]  # the manifest named no model
     assert len(res.record["evidence"]["gpus"]) == 2
+
+
+@pytest.mark.real_apptainer
+def test_the_real_apptainers_nv_binds_the_nodes_nvidia_smi_and_each_gpu_is_recorded(
+    kit: Kit,
+) -> None:
+    # no GPU here: the node's nvidia-smi is a fake (nv_wrapper); Apptainer's --nv binding it
+    # into the --containall container, and the probe reading it there, are real
+    wrapper = nv_wrapper(kit.root / "nv", platform.apptainer(), 2)
+    res = kit.run(kit.manifest("gpu-nv", resources={"time": "1", "gpus": 1}), apptainer=wrapper)
+    assert res.rc == 0, (res.stdout, res.stderr)
+    assert res.record is not None
+    iso = assert_all_held(res.record)
+    assert iso["properties"]["gpus"]["state"] == "held"
+    assert [g["name"] for g in iso["gpus"]] == [FAKE_GPU_MODEL] * 2
+    assert [g["driver_version"] for g in iso["gpus"]] == ["999.1"] * 2
+    assert iso["facts"]["libnvidia_ml"] == "no"  # no driver library on these machines
+    assert iso["sandbox"] == "apptainer"
 
 
 @pytest.mark.standin

@@ -44,3 +44,39 @@ def conf_wrapper(directory: Path, apptainer: Path, setting: str, value: str, *,
     )
     script.chmod(0o755)
     return script
+
+
+FAKE_GPU_MODEL = "NVIDIA FAKE GPU (tests/support/apptainer_conf.py)"
+
+
+def nv_wrapper(directory: Path, apptainer: Path, gpus: int) -> Path:
+    """``directory/apptainer``: the real apptainer with a fake ``nvidia-smi`` first on PATH.
+
+    These machines have no GPU. What is real here is Apptainer's ``--nv``: it looks up
+    ``nvidia-smi`` on the caller's PATH and binds it into the container (1.4.5, measured), under
+    ``--containall`` like every claim. The program it binds is a POSIX sh script answering the
+    probe's two questions (``-L`` and ``--query-gpu=uuid,name,driver_version``) for ``gpus`` GPUs.
+    """
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    uuids = [f"GPU-fa4e0000-0000-0000-0000-{i:012x}" for i in range(gpus)]
+    listed = "".join(f"echo {sh_quote(f'GPU {i}: {FAKE_GPU_MODEL} (UUID: {u})')}\n"
+                     for i, u in enumerate(uuids))  # fmt: skip
+    queried = "".join(f"echo {sh_quote(f'{u}, {FAKE_GPU_MODEL}, 999.1')}\n" for u in uuids)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        f"  -L) {listed or ':'}\n ;;\n"
+        f"  --query-gpu=uuid,name,driver_version*) {queried or ':'}\n ;;\n"
+        '  *) echo "fake nvidia-smi: $*" >&2; exit 2 ;;\n'
+        "esac\n"
+    )
+    smi.chmod(0o755)
+    script = directory / "apptainer"
+    script.write_text(
+        f"#!/bin/sh\nPATH={sh_quote(str(bin_dir))}:$PATH\nexport PATH\n"
+        f'exec {sh_quote(str(apptainer))} "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
