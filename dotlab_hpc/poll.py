@@ -176,13 +176,12 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
     ``poll_rows`` reads its status file whenever Slurm does not say it is still alive.
     """
     try:
-        run = rd.run_head()
+        run, sub = rd.heads()
     except RunDirError:
         if not rd.path.is_dir():  # looked at only when run.json could not be read
             raise RunDirError(f"{one_line(rd.path)}: no such run directory") from None
         raise
     claim = run.claim
-    sub = rd.submission_head(run.task_index)
     status_read = True
     ends = run.ends_dir or None
     if listings is not None and sub is not None and ends is not None:

@@ -149,6 +149,18 @@ _HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                          "schema": {"type": "str", "strict": True, "pattern": r"^[0-9]+$"}},
         "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
         "submitted_at": _STR,
+        "index": {"type": "default", "default": None, "schema": {"type": "nullable", "schema": {
+            "type": "typed-dict", "strict": True, "extra_behavior": "forbid", "fields": {
+                "job_name": {"type": "typed-dict-field", "schema": _NAME},
+                "created_at": {"type": "typed-dict-field", "schema": _STR},
+                "ends_dir": {"type": "typed-dict-field",
+                             "schema": {"type": "nullable", "schema": _STR}},
+                "runs": {"type": "typed-dict-field", "schema": {
+                    "type": "dict", "strict": True, "keys_schema": _STR, "values_schema": {
+                        "type": "tuple", "strict": True, "items_schema": [
+                            {"type": "int", "strict": True}, _STR, _STR,
+                            *[{"type": "int", "strict": True}] * 3]}}},
+            }}}},
     },
 }  # fmt: skip
 _HEAD_VALIDATORS: dict[str, Any] = {}
@@ -228,6 +240,8 @@ class SubmissionHead:
     array_job_id: str | None
     task_index: int | None
     submitted_at: str
+    # an array's shared file: its runs' heads, as ``RunIndex`` (``RunDir.heads``)
+    index: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, data: bytes, source: str) -> SubmissionHead:
@@ -362,10 +376,51 @@ class RunDir:
         """What ``status`` needs of ``submission.json`` (``SubmissionHead``), or None.
 
         ``task_index`` is the run's (``run_head``): the job of a run whose array shares one file.
-        That file is read once per process however many of its runs are looked at: a stat tells
-        it is the same (device, inode, size, modification time).
         """
         source = self._prefix + SUBMISSION_FILE
+        head = self._file_submission_head(source)
+        return None if head is None else head.for_task(task_index, source)
+
+    def heads(self) -> tuple[RunHead, SubmissionHead | None]:
+        """``run_head`` and ``submission_head`` together, for ``status``.
+
+        A run of an array whose shared ``submission.json`` has an index (``RunIndex``) gets its
+        run head from there when one lstat shows its ``run.json`` still has the inode, size and
+        modification time it had when ``submit`` wrote it: run.json is not opened. Otherwise
+        both files are read, run.json first (its error is the one shown when both are bad).
+        """
+        prefix = self._prefix
+        source = prefix + SUBMISSION_FILE
+        sub_error: RunDirError | None = None
+        try:
+            sub = self._file_submission_head(source)
+        except RunDirError as e:
+            sub, sub_error = None, e
+        index = sub.index if sub is not None else None
+        if index is not None:
+            entry = index["runs"].get(self.path.name)
+            if entry is not None:
+                try:
+                    st = os.lstat(prefix + RUN_FILE)
+                except OSError:
+                    st = None
+                if st is not None and (st.st_ino, st.st_size, st.st_mtime_ns) == entry[3:]:
+                    task = entry[0]
+                    run = RunHead(entry[1], entry[2], index["created_at"], task,
+                                  index["job_name"], index["ends_dir"])  # fmt: skip
+                    return run, sub.for_task(task, source) if sub is not None else None
+        run = self.run_head()
+        if sub_error is not None:
+            raise sub_error
+        return run, None if sub is None else sub.for_task(run.task_index, source)
+
+    def _file_submission_head(self, source: str) -> SubmissionHead | None:
+        """``submission.json`` as written (a whole array's, for a run of one), or None.
+
+        An array's shared file is read once per process however many of its runs are looked
+        at: a stat tells it is the same (device, inode, size, modification time). ``source`` is
+        its path (the caller's string: a Path per run costs at 10,000 runs).
+        """
         try:
             st = os.stat(source, follow_symlinks=False)  # noqa: PTH116 (no Path per run)
         except FileNotFoundError:
@@ -383,7 +438,7 @@ class RunDir:
             head = SubmissionHead.parse(data, source)
             if key is not None and head.whole_array:
                 _SHARED_HEADS[key] = head
-        return head.for_task(task_index, source)
+        return head
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""

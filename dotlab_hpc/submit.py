@@ -6,8 +6,9 @@ nothing is written before every check has passed.
 
 from __future__ import annotations
 
+import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -39,13 +40,16 @@ from .render import (
 )
 from .rundir import (
     MANIFEST_PREFIX,
+    RUN_FILE,
     SCRIPT_NAME,
     SLURM_LOG,
+    RunDir,
     RunPaths,
     RunRecord,
     SubmissionRecord,
     submission_file,
 )
+from .rundir_models import RunIndex
 from .slurm import SlurmClient, array_ranges, sbatch_argv
 from .submit_files import NewRuns, Writer, share_file, write_new_files
 from .submit_plan import (
@@ -228,8 +232,42 @@ def submit_once(
     )
 
 
+def run_index(
+    p: Plan, runs: Sequence[PlannedRun], dirs: Mapping[int, RunDir], now: datetime
+) -> RunIndex:
+    """What ``status`` needs of each ``run.json`` of one array (``RunIndex``), as written.
+
+    The same values ``run_record`` wrote, with each file's inode, size and modification time;
+    a run.json that cannot be stat'ed is left out (``status`` then reads it).
+    """
+    runs_index: dict[str, tuple[int, str, str, int, int, int]] = {}
+    for r in runs:
+        rd = dirs[r.index]
+        try:
+            st = os.stat(rd.file(RUN_FILE))  # noqa: PTH116 (the three numbers, one call)
+        except OSError:
+            continue
+        if r.task is not None:  # every run of an array has its task
+            runs_index[rd.path.name] = (
+                r.task, r.run_id, r.manifest.spec.claim, st.st_ino, st.st_size, st.st_mtime_ns,
+            )  # fmt: skip
+    return RunIndex(
+        job_name=p.part_name(runs[0].part),
+        created_at=utc_text(now),
+        ends_dir=str(p.ends_dir),
+        runs=runs_index,
+    )
+
+
 def submission_record(
-    p: Plan, run: PlannedRun, *, job_id: str, argv: Sequence[str], now: datetime, adopted: bool
+    p: Plan,
+    run: PlannedRun,
+    *,
+    job_id: str,
+    argv: Sequence[str],
+    now: datetime,
+    adopted: bool,
+    index: RunIndex | None = None,
 ) -> SubmissionRecord:
     """The submission file of a run: a plain job's own, or the one its array's runs share.
 
@@ -246,6 +284,7 @@ def submission_record(
         sbatch_argv=tuple(argv),
         adopted_after_retry=adopted,
         slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
+        index=index if whole else None,
     )
 
 
@@ -400,7 +439,9 @@ def execute(
                 f" {runs[0].run_dir.name} on were not submitted; the arrays before it were)",
                 hint=e.hint,
             ) from e
-        sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted)
+        index = run_index(p, runs, dirs, now) if p.is_array else None
+        sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted,
+                                index=index)  # fmt: skip
         try:
             # one file for the whole array, hard-linked into each of its run directories
             share_file([dirs[r.index] for r in runs], submission_file(dirs[runs[0].index], sub),

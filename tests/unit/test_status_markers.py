@@ -129,7 +129,7 @@ HEAD_MUTATIONS: list[tuple[str, str, object]] = [
     (file, key, value)
     for file, keys in (
         ("run.json", ("run_id", "claim", "created_at", "task_index", "job_name", "ends_dir")),
-        ("submission.json", ("job_id", "array_job_id", "task_index", "submitted_at")),
+        ("submission.json", ("job_id", "array_job_id", "task_index", "submitted_at", "index")),
     )
     for key in keys
     for value in VALUES
@@ -160,6 +160,49 @@ def test_the_heads_status_reads_refuse_what_the_full_models_refuse(
         full_ok = False
     try:
         head(raw, file)
+        head_ok = True
+    except RunDirError:
+        head_ok = False
+    assert head_ok == full_ok
+
+
+GOOD_INDEX: dict[str, object] = {
+    "job_name": "dotlab-batch-x",
+    "created_at": "2026-12-01T00:00:00Z",
+    "ends_dir": "/runs/.ends/batch-x",
+    "runs": {"batch-x-0": [0, "c0-x", "c0", 12, 345, 6789]},
+}
+INDEX_MUTATIONS: list[tuple[str, object]] = [
+    ("job_name", ""),
+    ("job_name", 7),
+    ("ends_dir", None),
+    ("ends_dir", 3),
+    ("created_at", None),
+    ("extra", "x"),
+    ("runs", {"batch-x-0": [0, "c0-x", "c0", 12, 345]}),
+    ("runs", {"batch-x-0": [0, "c0-x", "c0", "12", 345, 6789]}),
+    ("runs", {"batch-x-0": [True, "c0-x", "c0", 12, 345, 6789]}),
+    ("runs", {"batch-x-0": [0, "c0-x", "c0", 12, 345, 6789.5]}),
+    ("runs", {}),
+    ("runs", []),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), INDEX_MUTATIONS)
+def test_the_index_status_reads_refuses_what_the_full_model_refuses(
+    tmp_path: Path, key: str, value: object
+) -> None:
+    rd = submitted(tmp_path, marker=False, status=False)
+    data = json.loads(rd.file("submission.json").read_text())
+    data["index"] = {**GOOD_INDEX, key: value}
+    raw = json.dumps(data).encode()
+    try:
+        SubmissionRecord.model_validate_json(raw)
+        full_ok = True
+    except ValidationError:
+        full_ok = False
+    try:
+        SubmissionHead.parse(raw, "submission.json")
         head_ok = True
     except RunDirError:
         head_ok = False

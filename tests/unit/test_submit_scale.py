@@ -384,3 +384,84 @@ def test_run_json_holds_the_resolved_manifest_and_no_file_of_its_own(tmp_path: P
         assert kept is not None and kept["claim"] == f"c{i}"
         assert kept["sandbox"] == {"network": "none", "scratch": None, "writable_tmpfs": True}
         assert not (run.run_dir / "manifest.resolved.json").exists()
+
+
+def _heads_reading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files ``RunDir.read_bytes`` opens from now on (the shared cache emptied)."""
+    from dotlab_hpc import rundir
+
+    monkeypatch.setattr(rundir, "_SHARED_HEADS", {})
+    reads: list[str] = []
+    real = RunDir.read_bytes
+
+    def counting(self: RunDir, name: str, **kw: int) -> bytes | None:
+        reads.append(f"{self.path.name}/{name}")
+        return real(self, name, **kw)
+
+    monkeypatch.setattr(RunDir, "read_bytes", counting)
+    return reads
+
+
+def test_an_arrays_submission_file_indexes_each_run_json_as_written(tmp_path: Path) -> None:
+    res = submit(tmp_path, 3, ArraySlurm())
+    whole = json.loads((res.runs[0].run_dir / "submission.json").read_text())
+    index = whole["index"]
+    assert index["job_name"] == RunDir(res.runs[0].run_dir).run().job_name
+    for task, run in enumerate(res.runs):
+        rd = RunDir(run.run_dir)
+        rec = rd.run()
+        st = rd.file("run.json").stat()
+        assert index["runs"][run.run_dir.name] == [
+            task, rec.run_id, rec.claim, st.st_ino, st.st_size, st.st_mtime_ns,
+        ]  # fmt: skip
+        assert (index["created_at"], index["ends_dir"]) == (rec.created_at, rec.ends_dir)
+        assert rd.submission() is not None and rd.submission().index is None  # type: ignore[union-attr]
+
+
+def test_status_takes_an_unchanged_run_json_from_the_index_without_opening_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    res = submit(tmp_path, 4, ArraySlurm())
+    reads = _heads_reading(monkeypatch)
+    for task, run in enumerate(res.runs):
+        rd = RunDir(run.run_dir)
+        head, sub = rd.heads()
+        assert head == rd.run_head()  # the same head the file gives
+        assert sub is not None and (sub.job_id, sub.index) == (f"500_{task}", None)
+    assert [r for r in reads if r.endswith("submission.json")] == [
+        f"{res.runs[0].run_dir.name}/submission.json"
+    ]
+    # only the calls of run_head above opened a run.json
+    assert len([r for r in reads if r.endswith("run.json")]) == 4
+
+
+def test_a_run_json_changed_since_submit_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    res = submit(tmp_path, 3, ArraySlurm())
+    changed, moved = RunDir(res.runs[1].run_dir), res.runs[2].run_dir
+    data = json.loads(changed.file("run.json").read_text())
+    data["claim"] = "edited-by-hand"
+    changed.file("run.json").write_text(json.dumps(data))  # same inode, another size and time
+    renamed = moved.with_name("renamed")
+    moved.rename(renamed)  # its name is no longer the index's
+    reads = _heads_reading(monkeypatch)
+    assert changed.heads()[0].claim == "edited-by-hand"
+    assert RunDir(renamed).heads()[0].task_index == 2
+    assert RunDir(res.runs[0].run_dir).heads()[0].claim == "c0"
+    assert sorted(r for r in reads if r.endswith("run.json")) == [
+        f"{changed.path.name}/run.json",
+        "renamed/run.json",
+    ]
+
+
+def test_a_fifo_for_a_run_json_in_the_index_is_still_one_bad_row(tmp_path: Path) -> None:
+    from dotlab_hpc.poll import BadRun, read_rows
+
+    res = submit(tmp_path, 2, ArraySlurm())
+    bad = res.runs[1].run_dir / "run.json"
+    bad.unlink()
+    os.mkfifo(bad)
+    good, row = read_rows([r.run_dir for r in res.runs])
+    assert not isinstance(good, BadRun)
+    assert isinstance(row, BadRun) and "run.json: is not a regular file" in row.message, row
