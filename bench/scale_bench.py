@@ -296,23 +296,50 @@ def bench_startup(env: dict[str, str], repeat: int, targets: list[Target]) -> No
     )
 
 
+# ext4 without a journal (these machines' root file system) skips, when it allocates an inode,
+# every inode of the group freed in the last 30 s (``recently_deleted`` in fs/ext4/ialloc.c):
+# creating 3,000 files right after deleting 3,000 costs several times more CPU in the kernel.
+# A timed step that creates files therefore starts at least this long after the bench's last
+# deletion (a removed folder, or cancelled jobs, whose script and environment slurmctld deletes).
+RECENTLY_DELETED_S = 31.0
+_last_deletion = [0.0]
+
+
+def _deleted() -> None:
+    _last_deletion[0] = time.monotonic()
+
+
+def _settle_creations() -> None:
+    """``_settle``, and no deletion of this bench's in the last ``RECENTLY_DELETED_S``."""
+    wait = _last_deletion[0] + RECENTLY_DELETED_S - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    _settle()
+
+
 def bench_submit(
     c: Claims, env: dict[str, str], n: int, repeat: int, work: Path, targets: list[Target]
 ) -> None:
+    """Each submission of ``n`` claims first, then each reference (``n`` sequential sbatch).
+
+    Nothing is removed between them: the run directories stay until the end of the bench,
+    and each timed step waits out the bench's own recent deletions (``_settle_creations``).
+    """
     mans = c.manifests(n)
     script = work / "bare.sh"
     script.write_text("#!/bin/sh\ntrue\n")
     ours, ref = [], []
     for r in range(repeat):
         argv = c.submit_argv(mans, work / f"runs-submit-{r}", work / f"out-submit-{r}")
-        _settle()
+        _settle_creations()
         t = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True, text=True)
         ours.append(time.perf_counter() - t)
         if done.returncode != 0:
             raise SystemExit(f"bench/scale: submit of {n} claims failed: {done.stderr.strip()}")
         _cancel_runs([work / f"runs-submit-{r}"], env)
-        _settle()
+    for r in range(repeat):
+        _settle_creations()
         t = time.perf_counter()
         for i in range(n):
             subprocess.run(
@@ -332,7 +359,7 @@ def bench_submit(
             )
         ref.append(time.perf_counter() - t)
         _cancel(lambda name: name.startswith(REF_PREFIX), env)
-        shutil.rmtree(work / f"runs-submit-{r}", ignore_errors=True)
+        _deleted()
     o, b = statistics.median(ours), statistics.median(ref)
     targets.append(
         Target(
@@ -504,9 +531,10 @@ def main(argv: list[str] | None = None) -> int:
         c = Claims(work, env)
         print(f"bench/scale: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, in {work}")
         bench_startup(env, args.repeat * 2, targets)
-        bench_submit(c, env, args.claims, max(1, args.repeat // 2), work, targets)
+        bench_submit(c, env, args.claims, max(1, args.repeat - 2), work, targets)
         mans = c.manifests(args.many)
         runs_root = work / "runs-many"
+        _settle_creations()
         t = time.perf_counter()
         counted.reset()
         done = subprocess.run(
