@@ -8,6 +8,7 @@ lines is ``manifest_problems.py``.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -67,7 +68,7 @@ from .manifest_checks import (
     valid_version_one,
     value_problems,
 )
-from .manifest_parse import parse_document, read_document
+from .manifest_parse import MAX_NUMBER_CHARS, parse_document, read_document
 from .manifest_problems import problem_lines
 
 __all__ = [
@@ -251,12 +252,20 @@ class Manifest:
     raw: bytes
 
 
-def validate_data(data: Any, label: str) -> ManifestSpec:
-    """Plain data → ManifestSpec, or ManifestError with one line per problem."""
+# What ``value_problems`` looks for can only come from an escape (``\0``, ``\ud800``), a raw
+# NUL or a number literal of MAX_NUMBER_CHARS characters: bytes with none of these need no walk.
+_MAYBE_PROBLEM = re.compile(rb"[\\\0]|[-+0-9_.:a-fA-FxXoO]{%d}" % MAX_NUMBER_CHARS)
+
+
+def validate_data(data: Any, label: str, raw: bytes | None = None) -> ManifestSpec:
+    """Plain data → ManifestSpec, or ManifestError with one line per problem.
+
+    ``raw``: the bytes ``data`` was parsed from, when the caller has them (``load``).
+    """
     if not isinstance(data, dict):
         kind = "empty" if data is None else describe(data)
         raise ManifestError([one_line(f"{label}: must be a mapping of fields, not {kind}")])
-    found = value_problems(data, label)
+    found = value_problems(data, label) if raw is None or _MAYBE_PROBLEM.search(raw) else []
     if found:
         raise ManifestError(found)
     try:
@@ -268,7 +277,7 @@ def validate_data(data: Any, label: str) -> ManifestSpec:
 def load(path: Path | str) -> Manifest:
     """Read and validate a manifest file (.yaml, .yml or .json)."""
     raw, data, label = read_document(path)
-    spec = validate_data(data, label)
+    spec = validate_data(data, label, raw)
     return Manifest(spec=spec, path=Path(path), sha256=hashlib.sha256(raw).hexdigest(), raw=raw)
 
 

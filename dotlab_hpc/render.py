@@ -434,10 +434,20 @@ def render_script(job: JobSpec) -> str:
     return template.render(**_fields(script_view(job)))
 
 
+# the fields of a submission's facts files, each checked and encoded once: most are the same
+# for every task (the apptainer flags, the wrapper and probe scripts of several KiB, the image)
+_FACT_BYTES: dict[str, bytes] = {}
+
+
 def _fact(value: str) -> bytes:
     """One field of the facts file: checked as a script value is, then NUL-terminated."""
-    script_value(value)
-    return value.encode("utf-8") + b"\0"
+    done = _FACT_BYTES.get(value)
+    if done is None:
+        script_value(value)
+        done = value.encode("utf-8") + b"\0"
+        if len(_FACT_BYTES) < 4096:
+            _FACT_BYTES[value] = done
+    return done
 
 
 def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) -> bytes:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from . import TOOL_NAME, __version__
-from .classify import Outcome, Verdict, empty_targets
 from .clock import Clock, utc_text
 from .errors import DotlabError, ProcTimeout, SlurmError
 from .fsio import atomic_write_all
@@ -161,6 +160,8 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
 
 def mismatch_record(run: PlannedRun, reasons: Sequence[str]) -> ClaimRecord:
     """The record of a claim whose inputs did not match: nothing was submitted."""
+    from .classify import Outcome, Verdict, empty_targets  # the verdict rules: for this case only
+
     m = run.manifest
     return build_record(
         verdict=Verdict(Outcome.INPUT_MISMATCH, "; ".join(reasons), empty_targets(m.spec)),

@@ -100,7 +100,8 @@ def check_argv_fits(argv: Sequence[str]) -> None:
     """Refuse an argv the kernel would not pass: one argument too long, or all of them."""
     total = 0
     for i, arg in enumerate(argv):
-        size = len(arg.encode("utf-8", "surrogateescape")) + 1
+        # len() is the byte count of an ASCII str (isascii() reads a flag): no copy of a script
+        size = (len(arg) if arg.isascii() else len(arg.encode("utf-8", "surrogateescape"))) + 1
         total += size
         if size > MAX_ARG_STRLEN:
             raise UsageError(

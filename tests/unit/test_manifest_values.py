@@ -47,6 +47,27 @@ def test_every_text_value_is_valid_unicode(path: str, value: object, field: str)
 
 
 @pytest.mark.parametrize(
+    ("suffix", "text", "field"),
+    [
+        (".json", json.dumps(mutate("entrypoint", "a\ud800b")), "entrypoint"),  # \ud800 escape
+        (".json", json.dumps(mutate("title", "a\0b")), "title"),  # \u0000
+        (".yaml", json.dumps(mutate("title", "PH")).replace('"PH"', '"a\\0b"'), "title"),
+        (".yaml", json.dumps(mutate("title", "PH")).replace('"PH"', '"a\\x00b"'), "title"),
+    ],
+)
+def test_a_file_with_an_escaped_nul_or_surrogate_is_one_line(
+    tmp_path: Path, suffix: str, text: str, field: str
+) -> None:
+    # load() walks the document only where its bytes hold an escape, a NUL or a long number
+    f = tmp_path / f"claim{suffix}"
+    f.write_text(text)
+    with pytest.raises(ManifestError) as info:
+        m.load(f)
+    (line,) = info.value.problems
+    assert line.startswith(f"{f}: {field}: ") and ("surrogate" in line or "NUL" in line), line
+
+
+@pytest.mark.parametrize(
     ("path", "text", "field"),
     [
         ("resources.time", '"' + BIG + '"', "resources.time"),
