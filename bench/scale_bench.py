@@ -524,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 2
+    # whatever ran just before (a test suite removing its temporary folders) may have freed
+    # many inodes: the first timed submission waits as after a deletion of the bench's own
+    _deleted()
     work = Path(tempfile.mkdtemp(prefix="dotlab-bench-scale-", dir=args.workdir))
     counted = Counted(work)
     targets: list[Target] = []
