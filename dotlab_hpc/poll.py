@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import DotlabError, RunDirError, one_line
 from .rundir import RunDir, ended_in
@@ -135,9 +135,12 @@ class BadRun:
 Row = RunState | BadRun
 
 
-@dataclass(frozen=True, slots=True)
-class Local:
-    """What a run directory alone says about its run (no Slurm call)."""
+class Local(NamedTuple):
+    """What a run directory alone says about its run (no Slurm call).
+
+    A NamedTuple, immutable as a frozen dataclass is, and built in a quarter of the time
+    (``status`` builds one per run: 10,000 of them).
+    """
 
     rd: RunDir
     claim: str
@@ -251,7 +254,7 @@ def refresh(local: Local) -> Local:
     new = read_local(local.rd)
     if new.job_id is None and local.job_id is not None:
         done = replace(new.done, job_id=local.job_id) if new.done is not None else None
-        new = replace(new, job_id=local.job_id, done=done)
+        new = new._replace(job_id=local.job_id, done=done)
     return new
 
 
@@ -332,24 +335,39 @@ def adopt_orphans(
             mine = [j for j in jobs if j.job_id == job_id]
             if mine:
                 infos[job_id] = mine[0]
-            out.append(replace(lo, job_id=job_id))
+            out.append(lo._replace(job_id=job_id))
         elif lo.since is not None and now - lo.since < NOT_YET_KNOWN_GRACE:
             out.append(lo)  # perhaps still being submitted: still an orphan
         else:
             note = f"never submitted (Slurm knows no job named {lo.job_name})"
             done = RunState(lo.rd.path, lo.claim, None, "NOT_SUBMITTED", True, None, None, note,
                             "run-dir")  # fmt: skip
-            out.append(replace(lo, done=done))
+            out.append(lo._replace(done=done))
     return out, infos
+
+
+def _absolute(p: Path | str, parents: dict[str, Path]) -> Path:
+    """``p`` made absolute as ``os.path.abspath`` does (not resolve(): a link named on the
+    command line stays the name given), cheaply for thousands of siblings: an absolute,
+    normalized string is split once and its parent's Path shared (``parent / name`` parses one
+    part, ``Path(whole)`` all of them)."""
+    text = os.fspath(p)
+    if not text.startswith("/") or "//" in text or "/." in text or text.endswith("/"):
+        return Path(os.path.abspath(text))  # noqa: PTH100 (Path.absolute costs 3x here)
+    head, _, name = text.rpartition("/")
+    parent = parents.get(head)
+    if parent is None:
+        parent = parents[head] = Path(head or "/")
+    return parent / name
 
 
 def read_rows(paths: Sequence[Path | str]) -> list[Local | BadRun]:
     """Every run directory read (no Slurm call); one that cannot be read is a BadRun."""
     out: list[Local | BadRun] = []
     listings: Listings = {}
+    parents: dict[str, Path] = {}
     for p in paths:
-        # abspath, not resolve(): a link named on the command line stays the name given
-        rd = RunDir(Path(os.path.abspath(p)))  # noqa: PTH100 (Path.absolute costs 3x here)
+        rd = RunDir(_absolute(p, parents))
         try:
             out.append(read_local(rd, listings))
         except DotlabError as e:

@@ -88,7 +88,7 @@ class SubmissionRecord(_Frozen):
     adopted_after_retry: bool
     slurm_log: str
     # an array's shared file: its runs' heads (``RunIndex``); None for a plain job, or before
-    index: RunIndex | None = None
+    run_index: RunIndex | None = None
 
     @property
     def whole_array(self) -> bool:
@@ -108,7 +108,7 @@ class SubmissionRecord(_Frozen):
                 "job_id": f"{self.array_job_id}_{task_index}",
                 "task_index": task_index,
                 "slurm_log": slurm_log,
-                "index": None,
+                "run_index": None,
             }
         )
 

@@ -285,7 +285,7 @@ def submission_record(
         sbatch_argv=tuple(argv),
         adopted_after_retry=adopted,
         slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
-        index=index if whole else None,
+        run_index=index if whole else None,
     )
 
 

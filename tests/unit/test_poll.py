@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dotlab_hpc.poll import explain_reason, poll_once
 from dotlab_hpc.proc import Completed
@@ -132,3 +136,13 @@ def test_an_older_job_of_a_reused_id_is_not_taken_for_a_job_just_submitted(tmp_p
     fake.name = "somebody-elses-job"
     (state,) = poll_once([rd], SlurmClient(fake), now=datetime(2026, 11, 29, 7, 0, 30, tzinfo=UTC))
     assert (state.state, state.finished) == ("PENDING", False)
+
+
+@given(st.text(alphabet="/a.b", max_size=12))
+def test_run_dirs_are_made_absolute_as_abspath_makes_them(text: str) -> None:
+    from dotlab_hpc.poll import _absolute
+
+    parents: dict[str, Path] = {}
+    for p in (text, "/" + text, f"/runs/{text}"):
+        if p:
+            assert str(_absolute(p, parents)) == os.path.abspath(p), p

@@ -129,7 +129,7 @@ HEAD_MUTATIONS: list[tuple[str, str, object]] = [
     (file, key, value)
     for file, keys in (
         ("run.json", ("run_id", "claim", "created_at", "task_index", "job_name", "ends_dir")),
-        ("submission.json", ("job_id", "array_job_id", "task_index", "submitted_at", "index")),
+        ("submission.json", ("job_id", "array_job_id", "task_index", "submitted_at", "run_index")),
     )
     for key in keys
     for value in VALUES
@@ -194,7 +194,7 @@ def test_the_index_status_reads_refuses_what_the_full_model_refuses(
 ) -> None:
     rd = submitted(tmp_path, marker=False, status=False)
     data = json.loads(rd.file("submission.json").read_text())
-    data["index"] = {**GOOD_INDEX, key: value}
+    data["run_index"] = {**GOOD_INDEX, key: value}
     raw = json.dumps(data).encode()
     try:
         SubmissionRecord.model_validate_json(raw)

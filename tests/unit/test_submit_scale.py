@@ -405,7 +405,7 @@ def _heads_reading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_an_arrays_submission_file_indexes_each_run_json_as_written(tmp_path: Path) -> None:
     res = submit(tmp_path, 3, ArraySlurm())
     whole = json.loads((res.runs[0].run_dir / "submission.json").read_text())
-    index = whole["index"]
+    index = whole["run_index"]
     assert index["job_name"] == RunDir(res.runs[0].run_dir).run().job_name
     for task, run in enumerate(res.runs):
         rd = RunDir(run.run_dir)
@@ -415,7 +415,7 @@ def test_an_arrays_submission_file_indexes_each_run_json_as_written(tmp_path: Pa
             task, rec.run_id, rec.claim, st.st_ino, st.st_size, st.st_mtime_ns,
         ]  # fmt: skip
         assert (index["created_at"], index["ends_dir"]) == (rec.created_at, rec.ends_dir)
-        assert rd.submission() is not None and rd.submission().index is None  # type: ignore[union-attr]
+        assert rd.submission() is not None and rd.submission().run_index is None  # type: ignore[union-attr]
 
 
 def test_status_takes_an_unchanged_run_json_from_the_index_without_opening_it(
@@ -427,7 +427,7 @@ def test_status_takes_an_unchanged_run_json_from_the_index_without_opening_it(
         rd = RunDir(run.run_dir)
         head, sub = rd.heads()
         assert head == rd.run_head()  # the same head the file gives
-        assert sub is not None and (sub.job_id, sub.index) == (f"500_{task}", None)
+        assert sub is not None and (sub.job_id, sub.run_index) == (f"500_{task}", None)
     assert [r for r in reads if r.endswith("submission.json")] == [
         f"{res.runs[0].run_dir.name}/submission.json"
     ]
