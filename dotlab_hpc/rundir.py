@@ -149,21 +149,27 @@ _HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
                          "schema": {"type": "str", "strict": True, "pattern": r"^[0-9]+$"}},
         "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
         "submitted_at": _STR,
-        "run_index": {"type": "default", "default": None, "schema": {"type": "nullable", "schema": {
-            "type": "typed-dict", "strict": True, "extra_behavior": "forbid", "fields": {
-                "job_name": {"type": "typed-dict-field", "schema": _NAME},
-                "created_at": {"type": "typed-dict-field", "schema": _STR},
-                "ends_dir": {"type": "typed-dict-field",
-                             "schema": {"type": "nullable", "schema": _STR}},
-                "runs": {"type": "typed-dict-field", "schema": {
-                    "type": "dict", "strict": True, "keys_schema": _STR, "values_schema": {
-                        "type": "tuple", "strict": True, "items_schema": [
-                            {"type": "int", "strict": True}, _STR, _STR,
-                            *[{"type": "int", "strict": True}] * 3]}}},
-            }}}},
+        "run_index": {"type": "default", "default": None,
+                      "schema": {"type": "nullable", "schema": _STR}},
+    },
+}  # fmt: skip
+# ``RunIndex`` (rundir_models), checked as strictly as the model checks it (a unit test holds it)
+_INT: dict[str, Any] = {"type": "int", "strict": True}
+_INDEX_SCHEMA: dict[str, Any] = {
+    "type": "typed-dict", "strict": True, "extra_behavior": "forbid", "fields": {
+        "job_names": {"type": "typed-dict-field", "schema": {
+            "type": "tuple", "strict": True, "items_schema": [_STR], "variadic_item_index": 0}},
+        "created_at": {"type": "typed-dict-field", "schema": _STR},
+        "ends_dir": {"type": "typed-dict-field", "schema": {"type": "nullable", "schema": _STR}},
+        "runs": {"type": "typed-dict-field", "schema": {
+            "type": "dict", "strict": True, "keys_schema": _STR, "values_schema": {
+                "type": "tuple", "strict": True,
+                "items_schema": [_INT, _INT, _STR, _STR, _INT, _INT, _INT]}}},
     },
 }  # fmt: skip
 _HEAD_VALIDATORS: dict[str, Any] = {}
+# the submissions' indexes read so far, by path (None: unreadable, so each run.json is read)
+_INDEXES: dict[str, dict[str, Any] | None] = {}
 # the whole-array submission files read so far, by (device, inode, size, mtime): hard-linked
 # into every run directory of the array, each is parsed once however many runs are looked at
 _SHARED_HEADS: dict[tuple[int, int, int, int], SubmissionHead] = {}
@@ -226,6 +232,34 @@ class RunHead(NamedTuple):
         return cls(**_head("RunRecord", data, source))
 
 
+INDEX_SUFFIX = ".index.json"
+
+
+def index_path(ends_dir: Path) -> Path:
+    """Where a submission's ``RunIndex`` is: beside its end-marker folder, in no run directory."""
+    return ends_dir.with_name(ends_dir.name + INDEX_SUFFIX)
+
+
+def _load_index(path: str) -> dict[str, Any] | None:
+    """A submission's index as ``_INDEX_SCHEMA`` reads it, once per process; None when it is
+    missing or cannot be read (then every run.json is read: the index only saves work)."""
+    if path in _INDEXES:
+        return _INDEXES[path]
+    from pydantic_core import SchemaValidator, ValidationError
+
+    index: dict[str, Any] | None = None
+    try:
+        data = read_regular(path, limit=MAX_JSON_BYTES)
+        validator = _HEAD_VALIDATORS.get("RunIndex")
+        if validator is None:
+            validator = _HEAD_VALIDATORS["RunIndex"] = SchemaValidator(_INDEX_SCHEMA)
+        index = validator.validate_json(data)
+    except (OSError, FileRefused, ValidationError):
+        index = None
+    _INDEXES[path] = index
+    return index
+
+
 def array_without_task(source: str, array_job_id: str | None) -> RunDirError:
     """An array's shared submission.json beside a run.json that names no task of it."""
     return RunDirError(
@@ -241,8 +275,8 @@ class SubmissionHead(NamedTuple):
     array_job_id: str | None
     task_index: int | None
     submitted_at: str
-    # an array's shared file: its runs' heads, as ``RunIndex`` (``RunDir.heads``)
-    run_index: dict[str, Any] | None = None
+    # an array's shared file: the path of its submission's index (``RunIndex``, ``RunDir.heads``)
+    run_index: str | None = None
 
     @classmethod
     def parse(cls, data: bytes, source: str) -> SubmissionHead:
@@ -385,10 +419,11 @@ class RunDir:
     def heads(self) -> tuple[RunHead, SubmissionHead | None]:
         """``run_head`` and ``submission_head`` together, for ``status``.
 
-        A run of an array whose shared ``submission.json`` has an index (``RunIndex``) gets its
-        run head from there when one lstat shows its ``run.json`` still has the inode, size and
-        modification time it had when ``submit`` wrote it: run.json is not opened. Otherwise
-        both files are read, run.json first (its error is the one shown when both are bad).
+        A run of an array whose shared ``submission.json`` names its submission's index
+        (``RunIndex``, read once per process) gets its run head from there when one lstat
+        shows its ``run.json`` still has the inode, size and modification time it had when
+        ``submit`` wrote it: run.json is not opened. Otherwise both files are read, run.json
+        first (its error is the one shown when both are bad).
         """
         prefix = self._prefix
         source = prefix + SUBMISSION_FILE
@@ -397,18 +432,18 @@ class RunDir:
             sub = self._file_submission_head(source)
         except RunDirError as e:
             sub, sub_error = None, e
-        index = sub.run_index if sub is not None else None
+        index = _load_index(sub.run_index) if sub is not None and sub.run_index else None
         if index is not None:
             entry = index["runs"].get(self.path.name)
-            if entry is not None:
+            if entry is not None and entry[1] < len(index["job_names"]):
                 try:
                     st = os.lstat(prefix + RUN_FILE)
                 except OSError:
                     st = None
-                if st is not None and (st.st_ino, st.st_size, st.st_mtime_ns) == entry[3:]:
+                if st is not None and (st.st_ino, st.st_size, st.st_mtime_ns) == entry[4:]:
                     task = entry[0]
-                    run = RunHead(entry[1], entry[2], index["created_at"], task,
-                                  index["job_name"], index["ends_dir"])  # fmt: skip
+                    run = RunHead(entry[2], entry[3], index["created_at"], task,
+                                  index["job_names"][entry[1]], index["ends_dir"])  # fmt: skip
                     return run, sub.for_task(task, source) if sub is not None else None
         run = self.run_head()
         if sub_error is not None:

@@ -55,20 +55,23 @@ class RunRecord(_Frozen):
 
 
 class RunIndex(_Frozen):
-    """What ``status`` needs of each ``run.json`` of one array, kept in its shared submission file.
+    """What ``status`` needs of each ``run.json`` of one submission's arrays, in one file.
 
-    ``runs`` maps a run directory's name to its task index, run id and claim, and to the inode,
-    size and modification time (ns) its ``run.json`` had when ``submit`` wrote it; the other
-    fields are the same in every run of the array. Where a run.json's ``lstat`` still gives
-    those three, ``status`` takes this instead of reading the file (``RunDir.heads``): 10,000
-    runs cost 10,000 stats, not 10,000 opens, reads and parses. Anything else (a run.json
-    changed, replaced or moved, a run directory renamed or copied) is read as before.
+    ``runs`` maps a run directory's name to its task index, its array (``job_names`` by part),
+    run id and claim, and to the inode, size and modification time (ns) its ``run.json`` had
+    when ``submit`` wrote it; ``created_at`` and ``ends_dir`` are the same in every run. The
+    file (``index_path``: beside the end-marker folder, never in a run directory, so that no run
+    directory or bundle holds other claims) is named by each array's shared ``submission.json``.
+    Where a run.json's ``lstat`` still gives those three numbers, ``status`` takes this instead
+    of reading the file (``RunDir.heads``): 10,000 runs cost 10,000 stats, not 10,000 opens,
+    reads and parses. Anything else (a run.json changed, replaced or moved, a run directory
+    renamed or copied, an index missing or unreadable) is read as before.
     """
 
-    job_name: str = Field(min_length=1)
+    job_names: tuple[str, ...]
     created_at: str
     ends_dir: str | None
-    runs: dict[str, tuple[int, str, str, int, int, int]]
+    runs: dict[str, tuple[int, int, str, str, int, int, int]]
 
 
 class SubmissionRecord(_Frozen):
@@ -87,8 +90,8 @@ class SubmissionRecord(_Frozen):
     sbatch_argv: tuple[str, ...]
     adopted_after_retry: bool
     slurm_log: str
-    # an array's shared file: its runs' heads (``RunIndex``); None for a plain job, or before
-    run_index: RunIndex | None = None
+    # an array's shared file: the path of its submission's ``RunIndex``; None for a plain job
+    run_index: str | None = None
 
     @property
     def whole_array(self) -> bool:
@@ -108,7 +111,6 @@ class SubmissionRecord(_Frozen):
                 "job_id": f"{self.array_job_id}_{task_index}",
                 "task_index": task_index,
                 "slurm_log": slurm_log,
-                "run_index": None,
             }
         )
 

@@ -17,7 +17,7 @@ from typing import Any
 from . import TOOL_NAME, __version__
 from .clock import Clock, utc_text
 from .errors import DotlabError, ProcTimeout, SlurmError
-from .fsio import atomic_write_all
+from .fsio import atomic_write_all, json_line
 from .manifest import Manifest
 from .record import (
     ClaimRecord,
@@ -46,6 +46,7 @@ from .rundir import (
     RunPaths,
     RunRecord,
     SubmissionRecord,
+    index_path,
     submission_file,
 )
 from .rundir_models import RunIndex
@@ -236,12 +237,13 @@ def submit_once(
 def run_index(
     p: Plan, runs: Sequence[PlannedRun], dirs: Mapping[int, RunDir], now: datetime
 ) -> RunIndex:
-    """What ``status`` needs of each ``run.json`` of one array (``RunIndex``), as written.
+    """What ``status`` needs of each ``run.json`` of the submission (``RunIndex``), as written.
 
     The same values ``run_record`` wrote, with each file's inode, size and modification time;
     a run.json that cannot be stat'ed is left out (``status`` then reads it).
     """
-    runs_index: dict[str, tuple[int, str, str, int, int, int]] = {}
+    parts = sorted({r.part for r in runs})
+    entries: dict[str, tuple[int, int, str, str, int, int, int]] = {}
     for r in runs:
         rd = dirs[r.index]
         try:
@@ -249,15 +251,31 @@ def run_index(
         except OSError:
             continue
         if r.task is not None:  # every run of an array has its task
-            runs_index[rd.path.name] = (
-                r.task, r.run_id, r.manifest.spec.claim, st.st_ino, st.st_size, st.st_mtime_ns,
+            entries[rd.path.name] = (
+                r.task, parts.index(r.part), r.run_id, r.manifest.spec.claim,
+                st.st_ino, st.st_size, st.st_mtime_ns,
             )  # fmt: skip
     return RunIndex(
-        job_name=p.part_name(runs[0].part),
+        job_names=tuple(p.part_name(k) for k in parts),
         created_at=utc_text(now),
         ends_dir=str(p.ends_dir),
-        runs=runs_index,
+        runs=entries,
     )
+
+
+def write_index(
+    p: Plan, runs: Sequence[PlannedRun], dirs: Mapping[int, RunDir], now: datetime,
+    write_all: Writer,
+) -> Path | None:  # fmt: skip
+    """The submission's index file (``rundir.index_path``), or None where it could not be
+    written: it only saves ``status`` work, and a full disk is reported by what follows."""
+    path = index_path(p.ends_dir)
+    try:
+        data = json_line(run_index(p, runs, dirs, now).model_dump(mode="json")) + "\n"
+        write_all([(path, data.encode("utf-8"), 0o644)])
+    except (OSError, DotlabError):
+        return None
+    return path
 
 
 def submission_record(
@@ -268,7 +286,7 @@ def submission_record(
     argv: Sequence[str],
     now: datetime,
     adopted: bool,
-    index: RunIndex | None = None,
+    index: Path | None = None,
 ) -> SubmissionRecord:
     """The submission file of a run: a plain job's own, or the one its array's runs share.
 
@@ -285,7 +303,7 @@ def submission_record(
         sbatch_argv=tuple(argv),
         adopted_after_retry=adopted,
         slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
-        run_index=index if whole else None,
+        run_index=str(index) if whole and index is not None else None,
     )
 
 
@@ -411,6 +429,8 @@ def execute(
         records=records,
         events=events,
     )
+    index = write_index(p, good, dirs, now, write_all) if p.is_array and good else None
+    writing.made_index = index
     results = {
         i: SubmittedRun(p.runs[i].manifest.spec.claim, dirs[i].path, None, rec)
         for i, rec in records.items()
@@ -440,7 +460,6 @@ def execute(
                 f" {runs[0].run_dir.name} on were not submitted; the arrays before it were)",
                 hint=e.hint,
             ) from e
-        index = run_index(p, runs, dirs, now) if p.is_array else None
         sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted,
                                 index=index)  # fmt: skip
         try:

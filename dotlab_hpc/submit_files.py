@@ -95,6 +95,7 @@ class NewRuns:
         self.made_dirs: dict[int, Path] = {}  # run index -> run directory made
         self.made_out: list[Path] = []
         self.made_ends: list[Path] = []
+        self.made_index: Path | None = None  # the submission's RunIndex file, once written
 
     def write(
         self,
@@ -192,6 +193,9 @@ class NewRuns:
             if outs[i] in made_out:
                 _rmdir(outs[i])
         if unsubmitted is None:
+            if self.made_index is not None:
+                with contextlib.suppress(OSError):
+                    self.made_index.unlink()
             for folder in reversed(self.made_out):
                 _rmdir(folder)
             for folder in reversed(self.made_ends):

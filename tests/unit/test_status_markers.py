@@ -167,22 +167,26 @@ def test_the_heads_status_reads_refuse_what_the_full_models_refuse(
 
 
 GOOD_INDEX: dict[str, object] = {
-    "job_name": "dotlab-batch-x",
+    "job_names": ["dotlab-batch-x"],
     "created_at": "2026-12-01T00:00:00Z",
     "ends_dir": "/runs/.ends/batch-x",
-    "runs": {"batch-x-0": [0, "c0-x", "c0", 12, 345, 6789]},
+    "runs": {"batch-x-0": [0, 0, "c0-x", "c0", 12, 345, 6789]},
 }
 INDEX_MUTATIONS: list[tuple[str, object]] = [
-    ("job_name", ""),
-    ("job_name", 7),
+    ("none", None),
+    ("job_names", []),
+    ("job_names", ["a", "b"]),
+    ("job_names", [7]),
+    ("job_names", "dotlab-batch-x"),
     ("ends_dir", None),
     ("ends_dir", 3),
     ("created_at", None),
     ("extra", "x"),
-    ("runs", {"batch-x-0": [0, "c0-x", "c0", 12, 345]}),
-    ("runs", {"batch-x-0": [0, "c0-x", "c0", "12", 345, 6789]}),
-    ("runs", {"batch-x-0": [True, "c0-x", "c0", 12, 345, 6789]}),
-    ("runs", {"batch-x-0": [0, "c0-x", "c0", 12, 345, 6789.5]}),
+    ("runs", {"batch-x-0": [0, 0, "c0-x", "c0", 12, 345]}),
+    ("runs", {"batch-x-0": [0, 0, "c0-x", "c0", "12", 345, 6789]}),
+    ("runs", {"batch-x-0": [True, 0, "c0-x", "c0", 12, 345, 6789]}),
+    ("runs", {"batch-x-0": [0, 0, "c0-x", "c0", 12, 345, 6789.5]}),
+    ("runs", {"batch-x-0": [0, 0, "c0-x", 5, 12, 345, 6789]}),
     ("runs", {}),
     ("runs", []),
 ]
@@ -192,18 +196,17 @@ INDEX_MUTATIONS: list[tuple[str, object]] = [
 def test_the_index_status_reads_refuses_what_the_full_model_refuses(
     tmp_path: Path, key: str, value: object
 ) -> None:
-    rd = submitted(tmp_path, marker=False, status=False)
-    data = json.loads(rd.file("submission.json").read_text())
-    data["run_index"] = {**GOOD_INDEX, key: value}
-    raw = json.dumps(data).encode()
+    from dotlab_hpc import rundir
+    from dotlab_hpc.rundir_models import RunIndex
+
+    data = dict(GOOD_INDEX) if key == "none" else {**GOOD_INDEX, key: value}
+    path = tmp_path / "batch-x.index.json"
+    path.write_text(json.dumps(data))
     try:
-        SubmissionRecord.model_validate_json(raw)
+        RunIndex.model_validate_json(path.read_bytes())
         full_ok = True
     except ValidationError:
         full_ok = False
-    try:
-        SubmissionHead.parse(raw, "submission.json")
-        head_ok = True
-    except RunDirError:
-        head_ok = False
+    rundir._INDEXES.pop(str(path), None)
+    head_ok = rundir._load_index(str(path)) is not None
     assert head_ok == full_ok

@@ -387,10 +387,11 @@ def test_run_json_holds_the_resolved_manifest_and_no_file_of_its_own(tmp_path: P
 
 
 def _heads_reading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The files ``RunDir.read_bytes`` opens from now on (the shared cache emptied)."""
+    """The files ``RunDir.read_bytes`` opens from now on (the caches emptied)."""
     from dotlab_hpc import rundir
 
     monkeypatch.setattr(rundir, "_SHARED_HEADS", {})
+    monkeypatch.setattr(rundir, "_INDEXES", {})
     reads: list[str] = []
     real = RunDir.read_bytes
 
@@ -402,66 +403,74 @@ def _heads_reading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return reads
 
 
-def test_an_arrays_submission_file_indexes_each_run_json_as_written(tmp_path: Path) -> None:
+def test_a_submission_indexes_each_run_json_as_written_in_one_file_of_no_run(
+    tmp_path: Path,
+) -> None:
     res = submit(tmp_path, 3, ArraySlurm())
     whole = json.loads((res.runs[0].run_dir / "submission.json").read_text())
-    index = whole["run_index"]
-    assert index["job_name"] == RunDir(res.runs[0].run_dir).run().job_name
+    first = RunDir(res.runs[0].run_dir).run()
+    assert whole["run_index"] == f"{first.ends_dir}.index.json"
+    index = json.loads(Path(whole["run_index"]).read_text())
+    assert index["job_names"] == [first.job_name]
     for task, run in enumerate(res.runs):
         rd = RunDir(run.run_dir)
         rec = rd.run()
         st = rd.file("run.json").stat()
         assert index["runs"][run.run_dir.name] == [
-            task, rec.run_id, rec.claim, st.st_ino, st.st_size, st.st_mtime_ns,
+            task, 0, rec.run_id, rec.claim, st.st_ino, st.st_size, st.st_mtime_ns,
         ]  # fmt: skip
         assert (index["created_at"], index["ends_dir"]) == (rec.created_at, rec.ends_dir)
-        assert rd.submission() is not None and rd.submission().run_index is None  # type: ignore[union-attr]
+        sub = rd.submission()
+        assert sub is not None and sub.run_index == whole["run_index"]
+        # no run directory holds the other claims: the shared file names the index only
+        assert "c1" not in rd.file("submission.json").read_text()
 
 
-def test_status_takes_an_unchanged_run_json_from_the_index_without_opening_it(
+def test_an_index_that_cannot_be_read_only_costs_the_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    res = submit(tmp_path, 4, ArraySlurm())
-    reads = _heads_reading(monkeypatch)
-    for task, run in enumerate(res.runs):
-        rd = RunDir(run.run_dir)
-        head, sub = rd.heads()
-        assert head == rd.run_head()  # the same head the file gives
-        assert sub is not None and (sub.job_id, sub.run_index) == (f"500_{task}", None)
-    assert [r for r in reads if r.endswith("submission.json")] == [
-        f"{res.runs[0].run_dir.name}/submission.json"
-    ]
-    # only the calls of run_head above opened a run.json
-    assert len([r for r in reads if r.endswith("run.json")]) == 4
-
-
-def test_a_run_json_changed_since_submit_is_read_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    res = submit(tmp_path, 3, ArraySlurm())
-    changed, moved = RunDir(res.runs[1].run_dir), res.runs[2].run_dir
-    data = json.loads(changed.file("run.json").read_text())
-    data["claim"] = "edited-by-hand"
-    changed.file("run.json").write_text(json.dumps(data))  # same inode, another size and time
-    renamed = moved.with_name("renamed")
-    moved.rename(renamed)  # its name is no longer the index's
-    reads = _heads_reading(monkeypatch)
-    assert changed.heads()[0].claim == "edited-by-hand"
-    assert RunDir(renamed).heads()[0].task_index == 2
-    assert RunDir(res.runs[0].run_dir).heads()[0].claim == "c0"
-    assert sorted(r for r in reads if r.endswith("run.json")) == [
-        f"{changed.path.name}/run.json",
-        "renamed/run.json",
-    ]
-
-
-def test_a_fifo_for_a_run_json_in_the_index_is_still_one_bad_row(tmp_path: Path) -> None:
-    from dotlab_hpc.poll import BadRun, read_rows
-
     res = submit(tmp_path, 2, ArraySlurm())
-    bad = res.runs[1].run_dir / "run.json"
-    bad.unlink()
-    os.mkfifo(bad)
-    good, row = read_rows([r.run_dir for r in res.runs])
-    assert not isinstance(good, BadRun)
-    assert isinstance(row, BadRun) and "run.json: is not a regular file" in row.message, row
+    sub = json.loads((res.runs[0].run_dir / "submission.json").read_text())
+    Path(sub["run_index"]).write_text("{not json")
+    reads = _heads_reading(monkeypatch)
+    heads = [RunDir(r.run_dir).heads() for r in res.runs]
+    assert [h.claim for h, _ in heads] == ["c0", "c1"]
+    assert len([r for r in reads if r.endswith("run.json")]) == 2
+
+
+def test_a_refused_submission_keeps_its_index_and_one_taken_back_removes_it(
+    tmp_path: Path,
+) -> None:
+    class Refusing(ArraySlurm):
+        def answer(self, args: tuple[str, ...]) -> object:  # type: ignore[override]
+            if args[0] == "sbatch" and args[1] != "--version":
+                from dotlab_hpc.proc import Completed
+
+                return Completed(args, 1, "", "sbatch: error: Batch job submission failed:"
+                                 " Invalid partition name specified\n")  # fmt: skip
+            return super().answer(args)
+
+    with pytest.raises(SlurmError):
+        submit(tmp_path, 2, Refusing())
+    # the run directories stay (a refused sbatch may still have made the job), and so does
+    # the index that serves them
+    (index,) = tmp_path.rglob("*.index.json")
+    runs = sorted(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    assert set(json.loads(index.read_text())["runs"]) == {p.name for p in runs}
+
+    # a submission taken back whole (its --log-file full before sbatch) takes the index too
+    def full_log(rd: object, ev: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "log.jsonl")
+
+    again = tmp_path / "again"
+    again.mkdir()
+    ms = [write_manifest(again / f"m{i}.yaml", claim=f"c{i}") for i in range(2)]
+    with pytest.raises(UsageError, match="nothing was submitted"):
+        execute(
+            opts(again, *ms, apptainer="/usr/bin/apptainer"),
+            client=SlurmClient(ArraySlurm()),
+            clock=NoSleep(),
+            verify_run=lambda m: [],
+            log=full_log,
+        )
+    assert not list(again.rglob("*.index.json")) and not (again / "runs").exists()
