@@ -253,8 +253,15 @@ class Manifest:
 
 
 # What ``value_problems`` looks for can only come from an escape (``\0``, ``\ud800``), a raw
-# NUL or a number literal of MAX_NUMBER_CHARS characters: bytes with none of these need no walk.
-_MAYBE_PROBLEM = re.compile(rb"[\\\0]|[-+0-9_.:a-fA-FxXoO]{%d}" % MAX_NUMBER_CHARS)
+# NUL, or a number literal of more than MAX_NUMBER_CHARS characters (``TooLongNumber``): a JSON
+# integer is that many digits, and a YAML number (``PLAIN_NUMBER_RE``: sign, digits, point,
+# digits, exponent) has at most four other characters, so one run of 33 digits at least. Bytes
+# with none of these need no walk.
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % ((MAX_NUMBER_CHARS - 4) // 3 + 1))
+
+
+def _may_hold_a_bad_value(raw: bytes) -> bool:
+    return b"\\" in raw or b"\0" in raw or _LONG_DIGITS.search(raw) is not None
 
 
 def validate_data(data: Any, label: str, raw: bytes | None = None) -> ManifestSpec:
@@ -265,7 +272,7 @@ def validate_data(data: Any, label: str, raw: bytes | None = None) -> ManifestSp
     if not isinstance(data, dict):
         kind = "empty" if data is None else describe(data)
         raise ManifestError([one_line(f"{label}: must be a mapping of fields, not {kind}")])
-    found = value_problems(data, label) if raw is None or _MAYBE_PROBLEM.search(raw) else []
+    found = value_problems(data, label) if raw is None or _may_hold_a_bad_value(raw) else []
     if found:
         raise ManifestError(found)
     try:

@@ -92,6 +92,23 @@ def test_huge_numbers_are_one_line_naming_the_field(
     assert "set_int_max_str_digits" not in line and "Exceeds" not in line
 
 
+def test_the_shortest_digit_runs_of_a_too_long_yaml_number_are_still_found(tmp_path: Path) -> None:
+    # 101 characters whose longest run of digits is 33: what load()'s quick look must not miss
+    number = "-" + "1" * 33 + "." + "2" * 32 + "e-" + "3" * 32
+    assert len(number) == m.MAX_NUMBER_CHARS + 1
+    data = mutate("seed", "PH")
+    data["image"].pop("build", None)  # its script's newlines would be escapes in JSON
+    data["entrypoint"] = "python run.py"  # and so would quotes
+    text = json.dumps(data).replace('"PH"', number)
+    assert "\\" not in text  # so only the digits can send load() to look at every value
+    f = tmp_path / "claim.yaml"
+    f.write_text(text)
+    with pytest.raises(ManifestError) as info:
+        m.load(f)
+    (line,) = info.value.problems
+    assert line == f"{f}: seed: a 101-character number is too large for any field"
+
+
 @pytest.mark.parametrize(
     ("path", "value"),
     [
