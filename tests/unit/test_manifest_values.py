@@ -13,6 +13,7 @@ import pytest
 from dotlab_hpc import manifest as m
 from dotlab_hpc.cli import main
 from dotlab_hpc.errors import ManifestError
+from dotlab_hpc.manifest_parse import MAX_NUMBER_CHARS
 
 from .test_manifest import GOOD_JSON, LABEL, mutate
 
@@ -95,7 +96,7 @@ def test_huge_numbers_are_one_line_naming_the_field(
 def test_the_shortest_digit_runs_of_a_too_long_yaml_number_are_still_found(tmp_path: Path) -> None:
     # 101 characters whose longest run of digits is 33: what load()'s quick look must not miss
     number = "-" + "1" * 33 + "." + "2" * 32 + "e-" + "3" * 32
-    assert len(number) == m.MAX_NUMBER_CHARS + 1
+    assert len(number) == MAX_NUMBER_CHARS + 1
     data = mutate("seed", "PH")
     data["image"].pop("build", None)  # its script's newlines would be escapes in JSON
     data["entrypoint"] = "python run.py"  # and so would quotes
