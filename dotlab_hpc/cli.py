@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import sys
@@ -314,10 +315,46 @@ def _array_limit(value: int | None) -> int | None:
     return value
 
 
-def _verify_run(args: argparse.Namespace) -> Callable[[manifest_mod.Manifest], list[str]]:
+def _verify_run(
+    args: argparse.Namespace, inspected: dict[str, tuple[str | None, list[str]]] | None = None
+) -> Callable[[manifest_mod.Manifest], list[str]]:
     from .verify import submission_verifier
 
-    return submission_verifier(args.code_dir, args.data_dir, args.image)
+    return submission_verifier(args.code_dir, args.data_dir, args.image, inspected=inspected)
+
+
+def _ask_early(args: argparse.Namespace, client: SlurmClient) -> Callable[[], dict[str, Any]]:
+    """Start asking, in a thread, what a submission needs whatever its claims (the
+    controller's MaxArraySize, Slurm's version for --export, the checkout's HEAD and changes)
+    while this process imports the models and templates; returns the wait for the answers.
+
+    These are programs run (scontrol, sbatch --version, git), which wait without the GIL. A
+    question that fails here is asked again where it is needed, which reports it as before.
+    """
+    import threading
+
+    found: dict[str, Any] = {}
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):
+            client.max_array_size()
+            client.export_value()
+        if args.code_dir is not None:
+            with contextlib.suppress(Exception):
+                from .checkout import inspect_checkout
+                from .proc import SubprocessRunner
+
+                key = os.path.realpath(args.code_dir)
+                found[key] = inspect_checkout(args.code_dir, runner=SubprocessRunner())
+
+    worker = threading.Thread(target=ask, name="dotlab-ask-early", daemon=True)
+    worker.start()
+
+    def wait() -> dict[str, Any]:
+        worker.join()
+        return found
+
+    return wait
 
 
 def _on_retry(attempt: int, error: Exception, delay: float) -> None:
@@ -325,15 +362,17 @@ def _on_retry(attempt: int, error: Exception, delay: float) -> None:
 
 
 def _do_submit(args: argparse.Namespace, *, dry_run: bool) -> SubmitResult:
+    client = _client()
+    answers = _ask_early(args, client)
     from .clock import SystemClock
     from .record import step_logger
     from .submit import execute
 
     return execute(
         _submit_options(args),
-        client=_client(),
+        client=client,
         clock=SystemClock(),
-        verify_run=_verify_run(args),
+        verify_run=_verify_run(args, answers()),
         dry_run=dry_run,
         log=step_logger(args.log_file),
         on_retry=_on_retry,

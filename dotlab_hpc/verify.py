@@ -303,18 +303,21 @@ def submission_verifier(
     *,
     runner: Runner | None = None,
     progress: bool = True,
+    inspected: dict[str, tuple[str | None, list[str]]] | None = None,
 ) -> Callable[[Manifest], list[str]]:
     """The check ``submit`` runs on each claim: its inputs' mismatches (empty when all match).
 
     The claims of one submission share the image and often datasets and the checkout: each is
     hashed or inspected once, and claims that pin the same inputs get the first one's answer.
+    ``inspected``: checkouts already inspected for this submission (``inspect_checkout`` by
+    resolved directory), as ``CheckoutMemo.inspected`` keeps them.
     """
     from .proc import SubprocessRunner
     from .progress import Progress
 
     run = runner or SubprocessRunner()
     cache: HashCache = {}
-    checkouts = CheckoutMemo()
+    checkouts = CheckoutMemo(inspected=dict(inspected or {}))
     answers: dict[tuple[object, ...], list[str]] = {}
 
     def check(m: Manifest) -> list[str]:
