@@ -474,3 +474,35 @@ def test_a_refused_submission_keeps_its_index_and_one_taken_back_removes_it(
             log=full_log,
         )
     assert not list(again.rglob("*.index.json")) and not (again / "runs").exists()
+
+
+def test_what_submit_asks_early_is_handed_on_and_a_failure_there_is_left_for_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from dotlab_hpc import checkout, cli
+
+    asked: list[str] = []
+
+    class Client:
+        def max_array_size(self) -> int:
+            asked.append("scontrol")
+            return 1001
+
+        def export_value(self) -> str:
+            asked.append("sbatch --version")
+            raise SlurmError("sbatch did not answer within 30 s", retryable=True)
+
+    seen: list[Path] = []
+
+    def inspect(code_dir: Path, *, runner: object) -> tuple[str, list[str]]:
+        seen.append(code_dir)
+        return "a" * 40, []
+
+    monkeypatch.setattr(checkout, "inspect_checkout", inspect)
+    args = argparse.Namespace(code_dir=tmp_path / "code")
+    found = cli._ask_early(args, Client())()  # type: ignore[arg-type]
+    assert asked == ["scontrol", "sbatch --version"]  # its failure is not raised here
+    assert found == {os.path.realpath(tmp_path / "code"): ("a" * 40, [])}
+    assert seen == [tmp_path / "code"]
