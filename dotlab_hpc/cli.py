@@ -325,8 +325,9 @@ def _verify_run(
 
 def _ask_early(args: argparse.Namespace, client: SlurmClient) -> Callable[[], dict[str, Any]]:
     """Start asking, in a thread, what a submission needs whatever its claims (the
-    controller's MaxArraySize, Slurm's version for --export, the checkout's HEAD and changes)
-    while this process imports the models and templates; returns the wait for the answers.
+    controller's MaxArraySize when there are several, Slurm's version for --export, the
+    checkout's HEAD and changes) while this process imports the models and templates; returns
+    the wait for the answers. Nothing is asked that ``execute`` would not ask.
 
     These are programs run (scontrol, sbatch --version, git), which wait without the GIL. A
     question that fails here is asked again where it is needed, which reports it as before.
@@ -335,9 +336,13 @@ def _ask_early(args: argparse.Namespace, client: SlurmClient) -> Callable[[], di
 
     found: dict[str, Any] = {}
 
+    manifests = getattr(args, "manifest", None)
+    many = isinstance(manifests, list) and len(manifests) > 1  # execute asks MaxArraySize then
+
     def ask() -> None:
         with contextlib.suppress(Exception):
-            client.max_array_size()
+            if many:
+                client.max_array_size()
             client.export_value()
         if args.code_dir is not None:
             with contextlib.suppress(Exception):

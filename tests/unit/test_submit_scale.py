@@ -501,8 +501,11 @@ def test_what_submit_asks_early_is_handed_on_and_a_failure_there_is_left_for_lat
         return "a" * 40, []
 
     monkeypatch.setattr(checkout, "inspect_checkout", inspect)
-    args = argparse.Namespace(code_dir=tmp_path / "code")
+    args = argparse.Namespace(code_dir=tmp_path / "code", manifest=["a.yaml", "b.yaml"])
     found = cli._ask_early(args, Client())()  # type: ignore[arg-type]
     assert asked == ["scontrol", "sbatch --version"]  # its failure is not raised here
+    asked.clear()  # one claim: no MaxArraySize, as execute would not ask it either
+    cli._ask_early(argparse.Namespace(code_dir=None, manifest=["a.yaml"]), Client())()  # type: ignore[arg-type]
+    assert asked == ["sbatch --version"]
     assert found == {os.path.realpath(tmp_path / "code"): ("a" * 40, [])}
     assert seen == [tmp_path / "code"]
