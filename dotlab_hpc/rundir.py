@@ -155,6 +155,7 @@ _HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
 }  # fmt: skip
 # ``RunIndex`` (rundir_models), checked as strictly as the model checks it (a unit test holds it)
 _INT: dict[str, Any] = {"type": "int", "strict": True}
+_COUNT: dict[str, Any] = {"type": "int", "strict": True, "ge": 0}
 _INDEX_SCHEMA: dict[str, Any] = {
     "type": "typed-dict", "strict": True, "extra_behavior": "forbid", "fields": {
         "job_names": {"type": "typed-dict-field", "schema": {
@@ -164,7 +165,7 @@ _INDEX_SCHEMA: dict[str, Any] = {
         "runs": {"type": "typed-dict-field", "schema": {
             "type": "dict", "strict": True, "keys_schema": _STR, "values_schema": {
                 "type": "tuple", "strict": True,
-                "items_schema": [_INT, _INT, _STR, _STR, _INT, _INT, _INT]}}},
+                "items_schema": [_COUNT, _COUNT, _STR, _STR, _INT, _INT, _INT]}}},
     },
 }  # fmt: skip
 _HEAD_VALIDATORS: dict[str, Any] = {}
@@ -435,7 +436,7 @@ class RunDir:
         index = _load_index(sub.run_index) if sub is not None and sub.run_index else None
         if index is not None:
             entry = index["runs"].get(self.path.name)
-            if entry is not None and entry[1] < len(index["job_names"]):
+            if entry is not None and entry[1] < len(index["job_names"]):  # task, part >= 0
                 try:
                     st = os.lstat(prefix + RUN_FILE)
                 except OSError:

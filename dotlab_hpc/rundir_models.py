@@ -7,7 +7,7 @@ Kept apart from ``rundir`` so that ``status`` over runs that have not ended read
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -54,6 +54,9 @@ class RunRecord(_Frozen):
     manifest: dict[str, Any] | None = None
 
 
+_Count = Annotated[int, Field(ge=0)]
+
+
 class RunIndex(_Frozen):
     """What ``status`` needs of each ``run.json`` of one submission's arrays, in one file.
 
@@ -71,7 +74,7 @@ class RunIndex(_Frozen):
     job_names: tuple[str, ...]
     created_at: str
     ends_dir: str | None
-    runs: dict[str, tuple[int, int, str, str, int, int, int]]
+    runs: dict[str, tuple[_Count, _Count, str, str, int, int, int]]
 
 
 class SubmissionRecord(_Frozen):
