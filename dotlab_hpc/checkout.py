@@ -423,6 +423,11 @@ def working_dir_problem(
 
 
 # --------------------------------------------------------------------------- entry point
+def checkout_key(code_dir: Path) -> str:
+    """What one inspection of ``code_dir`` is known by (``verify.CheckoutMemo``): its real path."""
+    return os.path.realpath(code_dir)
+
+
 def inspect_checkout(code_dir: Path, *, runner: Runner) -> tuple[str | None, list[str]]:
     """HEAD of ``code_dir`` and its differences from it; ``(None, [why])`` if HEAD is unreadable."""
     return _check_repo(runner, code_dir.absolute(), ".", 0)

@@ -346,11 +346,12 @@ def _ask_early(args: argparse.Namespace, client: SlurmClient) -> Callable[[], di
             client.export_value()
         if args.code_dir is not None:
             with contextlib.suppress(Exception):
-                from .checkout import inspect_checkout
+                from .checkout import checkout_key, inspect_checkout
                 from .proc import SubprocessRunner
 
-                key = os.path.realpath(args.code_dir)
-                found[key] = inspect_checkout(args.code_dir, runner=SubprocessRunner())
+                found[checkout_key(args.code_dir)] = inspect_checkout(
+                    args.code_dir, runner=SubprocessRunner()
+                )
 
     worker = threading.Thread(target=ask, name="dotlab-ask-early", daemon=True)
     worker.start()

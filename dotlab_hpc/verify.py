@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from .checkout import inspect_checkout, working_dir_problem
+from .checkout import checkout_key, inspect_checkout, working_dir_problem
 from .errors import UsageError
 from .hashing import HashCache, Refused, Tree, hash_trees, scan
 
@@ -196,7 +196,7 @@ def check_checkout(
 ) -> tuple[Check, Check]:
     """Two checks: HEAD is the pinned commit; the work tree (and submodules) holds no changes."""
     shown = str(code_dir)
-    key = os.path.realpath(code_dir)
+    key = checkout_key(code_dir)
     if memo is not None and key in memo.inspected:
         head, changes = memo.inspected[key]
     else:
@@ -236,7 +236,7 @@ def _check_working_dir(
     wd = spec.code.working_dir
     if not wd or wd == "." or not commit.ok:
         return
-    key = (os.path.realpath(code_dir), spec.code.commit, wd)
+    key = (checkout_key(code_dir), spec.code.commit, wd)
     if memo is not None and key in memo.working_dirs:
         problem = memo.working_dirs[key]
     else:
