@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -27,6 +28,7 @@ class SystemClock:
         time.sleep(max(0.0, seconds))
 
 
+@functools.lru_cache(maxsize=64)  # a submission stamps thousands of lines with a few times
 def utc_text(now: datetime) -> str:
     """ISO 8601 UTC with a Z, to the second: every timestamp dotlab-hpc (or its job) writes."""
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

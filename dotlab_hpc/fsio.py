@@ -239,11 +239,17 @@ def _encode(obj: Any, newline: str, out: list[str]) -> None:
                 raise _Unusual
             value = obj[key]
             kind = type(value)
-            # strings and whole numbers, most of a record's values, without a call each
+            # plain values, most of a record's, without a call each
             if kind is str:
                 out.append(f"{lead}{_quote(key)}: {_quote(value)}")
             elif kind is int:
                 out.append(f"{lead}{_quote(key)}: {int.__repr__(value)}")
+            elif value is None:
+                out.append(f"{lead}{_quote(key)}: null")
+            elif kind is bool:
+                out.append(f"{lead}{_quote(key)}: {'true' if value else 'false'}")
+            elif kind is float and value - value == 0.0:  # finite (inf - inf and NaN are NaN)
+                out.append(f"{lead}{_quote(key)}: {float.__repr__(value)}")
             else:
                 out.append(f"{lead}{_quote(key)}: ")
                 _encode(value, inner, out)

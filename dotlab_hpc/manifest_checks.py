@@ -9,6 +9,7 @@ never builds a model. Whatever raises ``ValueError`` here becomes one line
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from pathlib import PurePosixPath
@@ -125,6 +126,7 @@ def valid_pinned_from(v: str) -> str:
     return v
 
 
+@functools.lru_cache(maxsize=1024)  # a submission of 10,000 claims checks the same few paths
 def valid_rel_path(v: str) -> str:
     if not v or v.strip() != v:
         raise ValueError("must be a non-empty relative path without surrounding spaces")
@@ -212,6 +214,7 @@ def valid_non_negative(v: float) -> float:
     return v
 
 
+@functools.lru_cache(maxsize=256, typed=True)  # asked for each claim several times
 def parse_time_limit(v: str | int) -> int:
     """Seconds in a Slurm-style time: minutes, ``HH:MM:SS`` or ``D-HH:MM:SS``."""
     if isinstance(v, int):

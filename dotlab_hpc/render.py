@@ -294,6 +294,9 @@ def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpe
     )
 
 
+WRAPPER_ARGS = 3  # how many arguments task_exec_spec gives the wrapper (after its $0)
+
+
 PROBE_NAME = "dotlab-probe"  # the probe's $0 inside the container
 
 
@@ -460,13 +463,12 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
     refused). ``argv``: the task's apptainer argv, when it was built already
     (``apptainer_argvs``).
     """
-    exec_spec = task_exec_spec(task, job.apptainer, job.scratch_root)
     if argv is None:
-        argv = exec_argv(exec_spec)
-    k = shared_prefix(argv, len(exec_spec.wrapper_args))
+        argv = exec_argv(task_exec_spec(task, job.apptainer, job.scratch_root))
+    k = shared_prefix(argv, WRAPPER_ARGS)
     probe = probe_args(task.manifest.spec)
     check_argv_fits(probe_argv(argv, k, probe))
-    scratch = exec_spec.scratch_dir
+    scratch = scratch_dir(task, job.scratch_root)
     fields = (
         FACTS_MAGIC,
         str(task.image),

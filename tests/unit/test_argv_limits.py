@@ -44,3 +44,19 @@ def test_all_arguments_together_are_bounded() -> None:
     many = ("x" * 100_000,) * (MAX_ARGV_BYTES // 100_000 + 1)
     with pytest.raises(UsageError, match="the apptainer command is"):
         check_argv_fits(many)
+
+
+def test_the_total_is_counted_in_bytes_to_the_last_one() -> None:
+    # each argument costs its UTF-8 bytes and a NUL; MAX_ARGV_BYTES in all is still passed
+    n = MAX_ARGV_BYTES // 100_000
+    base = ("x" * 99_999,) * n
+    rest = MAX_ARGV_BYTES - n * 100_000 - 1
+    for last in ("y" * rest, "é" * (rest // 2) + "y" * (rest % 2)):  # ASCII, then 2-byte UTF-8
+        assert len(last.encode()) == rest
+        check_argv_fits((*base, last))
+        with pytest.raises(UsageError, match=f"is {MAX_ARGV_BYTES + 1} bytes"):
+            check_argv_fits((*base, last + "y"))
+    # one argument: the kernel's limit counts bytes too, not characters
+    check_argv_fits(("é" * ((MAX_ARG_STRLEN - 2) // 2),))
+    with pytest.raises(UsageError, match="as one argument"):
+        check_argv_fits(("é" * (MAX_ARG_STRLEN // 2),))

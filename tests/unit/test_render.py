@@ -12,6 +12,7 @@ from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.container.apptainer import ExecSpec, bind_arg, exec_argv
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.render import (
+    WRAPPER_ARGS,
     ArrayLayout,
     JobSpec,
     TaskSpec,
@@ -26,6 +27,7 @@ from dotlab_hpc.render import (
     sbatch_directive,
     sh_quote,
     slurm_minutes,
+    task_exec_spec,
     task_facts,
     wrapper_script,
 )
@@ -271,6 +273,10 @@ def test_facts_of_a_gpu_claim_carry_the_probe_and_the_scratch() -> None:
     m = manifest(resources={"time": "00:10:00", "gpus": 1}, sandbox={"scratch": "2G"})
     j = job(task(m))
     fields = parse_task_facts(task_facts(j.tasks[0], j))
+    # the same facts from the argv submit built already (apptainer_argvs): nothing built twice
+    (argv_built,) = apptainer_argvs(j)
+    assert task_facts(j.tasks[0], j, argv_built) == task_facts(j.tasks[0], j)
+    assert len(task_exec_spec(j.tasks[0], j.apptainer, j.scratch_root).wrapper_args) == WRAPPER_ARGS
     n = int(fields[6])
     argv, k, args = fields[7 : 7 + n], int(fields[7 + n]), fields[9 + n : -1]
     assert fields[4].startswith("/tmp/dotlab-scratch-") and fields[5] == "2048"
