@@ -6,7 +6,9 @@ Every figure is a ratio against a reference measured in the same run, on the sam
 - validate: ``dotlab-hpc validate M`` against merely importing its dependencies
   (``python -c 'import yaml; from pydantic import BaseModel'``); target <= 1.25x;
 - submit: one ``dotlab-hpc submit --hold`` of N claims sharing one checkout and image against N
-  sequential bare ``sbatch --hold`` calls; target >= 4x faster;
+  sequential bare ``sbatch --hold`` calls, in interleaved pairs, each step on a settled file
+  system (no deletion in the last minute, slurmctld's purges of earlier jobs done, a sync);
+  target >= 4x faster;
 - 10,000 claims: they submit (several arrays where MaxArraySize asks for it), and ``status``
   over 100, 1,000 and 10,000 of them answers in <= 1 s with one Slurm call (reference: one bare
   ``squeue`` of the same jobs);
@@ -297,11 +299,13 @@ def bench_startup(env: dict[str, str], repeat: int, targets: list[Target]) -> No
 
 
 # ext4 without a journal (these machines' root file system) skips, when it allocates an inode,
-# every inode of the group freed in the last 30 s (``recently_deleted`` in fs/ext4/ialloc.c):
-# creating 3,000 files right after deleting 3,000 costs several times more CPU in the kernel.
-# A timed step that creates files therefore starts at least this long after the bench's last
-# deletion (a removed folder, or cancelled jobs, whose script and environment slurmctld deletes).
-RECENTLY_DELETED_S = 31.0
+# every inode of the group freed in the last RECENTCY_MIN = 60 s, and in the last 360 s while
+# the inode table block holding it is dirty (``recently_deleted`` in fs/ext4/ialloc.c): creating
+# 3,000 files right after deleting 3,000 costs up to 20 times more CPU in the kernel. A timed
+# step that creates files therefore starts at least this long after the bench's last deletion
+# (a removed folder, or cancelled jobs, whose script and environment slurmctld deletes), and
+# right after a sync, which writes those table blocks out.
+RECENTCY_S = 61.0
 _last_deletion = [0.0]
 
 
@@ -310,20 +314,69 @@ def _deleted() -> None:
 
 
 def _settle_creations() -> None:
-    """``_settle``, and no deletion of this bench's in the last ``RECENTLY_DELETED_S``."""
-    wait = _last_deletion[0] + RECENTLY_DELETED_S - time.monotonic()
+    """``_settle``, after a sync and with no deletion of this bench's in the last ``RECENTCY_S``."""
+    wait = _last_deletion[0] + RECENTCY_S - time.monotonic()
     if wait > 0:
         time.sleep(wait)
+    os.sync()
     _settle()
+
+
+# the states of a job that slurmctld still keeps until MinJobAge has passed; purging it then
+# deletes the job's files in its state folder, thousands of inodes for a few thousand jobs
+ENDED_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
+
+
+def _await_purges(env: dict[str, str]) -> None:
+    """Wait until slurmctld has purged every ended job it keeps (earlier runs' and tests'), so
+    that its deletions fall before the timed steps, not during them."""
+    config = subprocess.run(["scontrol", "show", "config"], env=env, capture_output=True, text=True)
+    m = re.search(r"^MinJobAge\s*=\s*(\d+)", config.stdout, re.M)
+    deadline = time.monotonic() + (int(m.group(1)) if m else 300) + 120
+    told = False
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["squeue", "-h", "-t", ENDED_STATES, "-o", "%i"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout
+        ended = len(out.split())
+        if not ended:
+            break
+        if not told:
+            print(
+                f"bench/scale: waiting for slurmctld to purge {ended} ended job(s)", file=sys.stderr
+            )
+            told = True
+        time.sleep(5)
+    if told:
+        _deleted()
+
+
+def _sbatch_refs(script: Path, n: int, tag: str, env: dict[str, str]) -> float:
+    """Seconds for ``n`` sequential bare ``sbatch --hold`` calls (the reference)."""
+    t = time.perf_counter()
+    for i in range(n):
+        subprocess.run(
+            ["sbatch", "--parsable", "--hold", "-J", f"{REF_PREFIX}{tag}-{i}", "-o", "/dev/null",
+             str(script)],
+            env=env,
+            capture_output=True,
+            check=True,
+        )  # fmt: skip
+    return time.perf_counter() - t
 
 
 def bench_submit(
     c: Claims, env: dict[str, str], n: int, repeat: int, work: Path, targets: list[Target]
 ) -> None:
-    """Each submission of ``n`` claims first, then each reference (``n`` sequential sbatch).
+    """``repeat`` pairs, each one submission of ``n`` claims then its reference (``n``
+    sequential sbatch), so that both meet the same spells of a busy machine; the medians.
 
-    Nothing is removed between them: the run directories stay until the end of the bench,
-    and each timed step waits out the bench's own recent deletions (``_settle_creations``).
+    Nothing is deleted meanwhile: the run directories stay until the end of the bench, and
+    cancelled jobs keep their files until slurmctld purges them, MinJobAge later (held jobs in
+    the queue do not slow sbatch: 3.38, 3.16, 3.16, 3.12 s for four batches of 500 in a row).
     """
     mans = c.manifests(n)
     script = work / "bare.sh"
@@ -338,28 +391,12 @@ def bench_submit(
         if done.returncode != 0:
             raise SystemExit(f"bench/scale: submit of {n} claims failed: {done.stderr.strip()}")
         _cancel_runs([work / f"runs-submit-{r}"], env)
-    for r in range(repeat):
         _settle_creations()
-        t = time.perf_counter()
-        for i in range(n):
-            subprocess.run(
-                [
-                    "sbatch",
-                    "--parsable",
-                    "--hold",
-                    "-J",
-                    f"{REF_PREFIX}{r}-{i}",
-                    "-o",
-                    "/dev/null",
-                    str(script),
-                ],
-                env=env,
-                capture_output=True,
-                check=True,
-            )
-        ref.append(time.perf_counter() - t)
-        _cancel(lambda name: name.startswith(REF_PREFIX), env)
-        _deleted()
+        ref.append(_sbatch_refs(script, n, str(r), env))
+        print(f"bench/scale: submit {n}: {ours[-1]:.2f} s, {n} x sbatch {ref[-1]:.2f} s",
+              file=sys.stderr)  # fmt: skip
+    _cancel(lambda name: name.startswith(REF_PREFIX), env)
+    _deleted()
     o, b = statistics.median(ours), statistics.median(ref)
     targets.append(
         Target(
@@ -526,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # whatever ran just before (a test suite removing its temporary folders) may have freed
     # many inodes: the first timed submission waits as after a deletion of the bench's own
+    _await_purges(env)
     _deleted()
     work = Path(tempfile.mkdtemp(prefix="dotlab-bench-scale-", dir=args.workdir))
     counted = Counted(work)
@@ -534,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         c = Claims(work, env)
         print(f"bench/scale: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, in {work}")
         bench_startup(env, args.repeat * 2, targets)
-        bench_submit(c, env, args.claims, max(1, args.repeat - 2), work, targets)
+        bench_submit(c, env, args.claims, args.repeat, work, targets)
         mans = c.manifests(args.many)
         runs_root = work / "runs-many"
         _settle_creations()
