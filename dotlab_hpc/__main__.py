@@ -1,7 +1,5 @@
 """``python -m dotlab_hpc`` is the same program as ``dotlab-hpc``."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -18,7 +18,7 @@ from .errors import DotlabError, UsageError, one_line
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
-    from typing import Any
+    from typing import Any, NoReturn
 
     from . import manifest as manifest_mod
     from .collect import Collected
@@ -880,6 +880,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if collecting:
             gc.enable()
+
+
+def entry() -> NoReturn:
+    """The ``dotlab-hpc`` program (and ``python -m dotlab_hpc``): ``main``, then out without the
+    interpreter's teardown.
+
+    A command that returned has closed and synced every file it wrote; what teardown would do
+    then (a full cyclic collection, each object freed one by one, each module torn down) cost
+    135 ms after a submission of 500 claims, a sixth of the whole run, and serves none of it.
+    Standard output and error are flushed first; a reader that has gone (a closed pipe, as in
+    ``| head``) changes nothing, as in ``main``. An uncaught exception (a bug) or SystemExit
+    (``--help``, an argument error) leaves the usual way, traceback and all.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a broken pipe; a closed stream
+            stream.flush()
+    os._exit(code)
 
 
 def _main(argv: Sequence[str] | None) -> int:
