@@ -311,7 +311,9 @@ def run_in_background(kit: Kit, manifest: Path) -> Iterator[tuple[subprocess.Pop
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+        if proc.stdout is not None and not proc.stdout.closed:  # the test did not read it
+            out, err = proc.communicate()
+            print(f"dotlab-hpc run exit {proc.returncode}\n{out}{err}")  # shown when it failed
 
 
 def running_jobs(env: dict[str, str]) -> list[str]:
@@ -377,7 +379,10 @@ def test_slurmctld_killed_around_a_jobs_start_ends_the_run_truthfully(
         if moment == "at_start":
             wait_for(lambda: running_jobs(controller.env), 60, "the job RUNNING")
         else:
-            wait_for(lambda: container_started(run_dir), 60, "the container started")
+            # a busy machine may start the job late; a `run` that ended first says why
+            wait_for(lambda: container_started(run_dir) or proc.poll() is not None, 120,
+                     "the container started")  # fmt: skip
+            assert container_started(run_dir), "dotlab-hpc run ended before the container started"
         controller.local_cluster("kill", "slurmctld")
         time.sleep(3)
         controller.local_cluster("start", "slurmctld")
