@@ -43,7 +43,7 @@ from .errors import DotlabError, RunDirError, UsageError, one_line
 from .fsio import (
     FileRefused,
     append_line,
-    atomic_write_json,
+    atomic_write_bytes,
     canonical_json,
     json_line,
     read_regular,
@@ -523,11 +523,11 @@ class RunDir:
 
     def write_run(self, run: RunRecord) -> None:
         """Write ``run.json`` atomically."""
-        atomic_write_json(self.file(RUN_FILE), run.model_dump(mode="json"))
+        atomic_write_bytes(self.file(RUN_FILE), _bookkeeping_bytes(run))
 
     def write_submission(self, sub: SubmissionRecord) -> None:
         """Write ``submission.json`` atomically."""
-        atomic_write_json(self.file(SUBMISSION_FILE), sub.model_dump(mode="json"))
+        atomic_write_bytes(self.file(SUBMISSION_FILE), _bookkeeping_bytes(sub))
 
     def log_event(self, event: dict[str, object]) -> None:
         """Append one event line to the run's events.jsonl."""
@@ -542,6 +542,14 @@ FileBytes = tuple[Path, bytes, int]  # (path, data, mode), what fsio.atomic_writ
 
 def _json_bytes(model: BaseModel) -> bytes:
     return canonical_json(model.model_dump(mode="json")).encode("utf-8")
+
+
+def _bookkeeping_bytes(model: BaseModel) -> bytes:
+    """A run directory's own bookkeeping (run.json, submission.json), which only dotlab-hpc
+    reads back through its model: pydantic's serializer writes it, fields in their model's
+    order, two-space indent (5 ms for 500 run files, against 28 ms for the sorted layout of
+    ``canonical_json`` that records keep)."""
+    return model.model_dump_json(indent=2).encode("utf-8") + b"\n"
 
 
 def new_run_files(
@@ -568,13 +576,13 @@ def new_run_files(
     if events:
         lines = "".join(json_line(ev) + "\n" for ev in events)
         files.append((rd.file(EVENTS), lines.encode("utf-8"), 0o644))
-    files.append((rd.file(RUN_FILE), _json_bytes(run), 0o644))
+    files.append((rd.file(RUN_FILE), _bookkeeping_bytes(run), 0o644))
     return files
 
 
 def submission_file(rd: RunDir, sub: SubmissionRecord) -> FileBytes:
     """``submission.json`` of a run, for one batch write of a whole array's."""
-    return (rd.file(SUBMISSION_FILE), _json_bytes(sub), 0o644)
+    return (rd.file(SUBMISSION_FILE), _bookkeeping_bytes(sub), 0o644)
 
 
 def ended_in(ends_dir: Path | str) -> frozenset[str] | None:
