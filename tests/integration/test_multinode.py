@@ -13,6 +13,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -65,12 +66,17 @@ def read(path: Path) -> dict[str, Any]:
     return obj
 
 
+# collect's hint while a run is not final: its job is still pending or running, or accounting
+# does not list it yet (a task that has just started, a moment before slurmdbd hears of it)
+NOT_FINAL = "try again when it has finished"
+
+
 def collect_when_done(kit: Kit, run_dir: Path, timeout: float = 120) -> Result:
-    """``collect`` once the run is final (collect says "still …" while it is not)."""
+    """``collect`` once the run is final (collect says ``NOT_FINAL`` while it is not)."""
     deadline = time.monotonic() + timeout
     while True:
         res = kit.cli("collect", str(run_dir))
-        if "still" not in res.stderr:
+        if NOT_FINAL not in res.stderr:
             res.run_dir = run_dir
             return res
         assert time.monotonic() < deadline, (run_dir, res.stderr)
@@ -335,13 +341,35 @@ def controller(nodes: Nodes) -> Iterator[Nodes]:
         if state.startswith("drain"):
             subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"],
                            env=nodes.env, check=True)  # fmt: skip
-    # A job the restarted controller lost leaves its id free, and the next sbatch gets it again;
-    # the node that ran the lost job may still remember it and refuse the new one ("Duplicate
-    # jobid"). Use that id up with a held job, so that the next test's job gets a fresh one.
-    burn = subprocess.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"],
-                          capture_output=True, text=True, env=nodes.env, check=True)  # fmt: skip
-    subprocess.run(["scancel", burn.stdout.strip()], env=nodes.env, check=True)
+    # The jobs a restarted controller lost leave their ids free, and the next sbatch gets them
+    # again; the node that ran a lost job may still remember it and refuse the new one
+    # ("Duplicate jobid", then the job is CANCELLED and the node drained). A test can lose two
+    # ids in a row (the previous teardown's held job and its own: "Purged files for defunct
+    # batch JobId=24", "JobId=23"; slurmdbd had heard of neither). Use up, with held jobs,
+    # every id up to the highest slurmctld ever handed out, so that the next test's job gets one
+    # no node has known.
+    burn_ids_up_to(highest_job_id(nodes), nodes.env)
     wait_idle(nodes, 90)
+
+
+def highest_job_id(nodes: Nodes) -> int:
+    """The highest job id slurmctld has handed out, lost jobs included: its log keeps each
+    sbatch it answered across restarts (slurmdbd never hears of a job lost within seconds)."""
+    log = (nodes.dir / "log" / "slurmctld.log").read_text(errors="replace")
+    ids = re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", log)
+    return max(map(int, ids), default=0)
+
+
+def burn_ids_up_to(highest: int, env: dict[str, str], most: int = 50) -> None:
+    """Submit and cancel held jobs until sbatch hands out an id above ``highest``."""
+    for _ in range(most):
+        burn = subprocess.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap",
+                               "true"], capture_output=True, text=True, env=env,
+                              check=True).stdout.strip()  # fmt: skip
+        subprocess.run(["scancel", burn], env=env, check=True)
+        if int(burn.split(";")[0]) > highest:
+            return
+    raise AssertionError(f"sbatch still hands out ids at or below {highest} after {most} jobs")
 
 
 def test_slurmctld_down_at_submission_is_retried_and_submits_once(
