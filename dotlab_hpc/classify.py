@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .errors import NotFinished, OperatorError
+from .errors import NOT_FINISHED_HINT, NotFinished, OperatorError
 from .isolation import FatalCause, promise, remedy
 from .manifest import ManifestSpec, TargetSpec
 from .slurm import JobState, is_terminal
@@ -213,7 +213,7 @@ def _without_status(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult,
             "check the run directory's slurm.out, then submit the claim again",
         )
     if not is_terminal(state):
-        raise NotFinished(f"the job is still {state.value}", hint="try again when it has finished")
+        raise NotFinished(f"the job is still {state.value}", hint=NOT_FINISHED_HINT)
     if state in _OPERATOR_STATES:
         raise _operator(
             f"{_OPERATOR_STATES[state]} before the job wrote its status; no finding about the"

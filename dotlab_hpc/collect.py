@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from .classify import JobFacts, OutputFacts, Verdict, classify
-from .errors import DotlabError, NotFinished, OperatorError, ProcTimeout, SlurmError
+from .errors import (
+    NOT_FINISHED_HINT,
+    DotlabError,
+    NotFinished,
+    OperatorError,
+    ProcTimeout,
+    SlurmError,
+)
 from .fsio import FileRefused, locked, read_regular, read_window
 from .isolation import (
     NO_PROBE,
@@ -485,7 +492,7 @@ def collect_runs(
                 raise NotFinished(
                     f"Slurm does not list job {job_id or f.run.job_name} yet (submitted"
                     f" {max(0, int((now - since).total_seconds()))} s ago)",
-                    hint="try again when it has finished; `dotlab-hpc status --watch` follows it",
+                    hint=f"{NOT_FINISHED_HINT}; `dotlab-hpc status --watch` follows it",
                 )
             rec = collect_one(f, info, job_id)
         except (OperatorError, NotFinished) as e:

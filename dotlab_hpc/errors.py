@@ -92,6 +92,10 @@ class RunDirError(DotlabError):
     """A run directory is missing, incomplete, or in a state the command cannot act on (exit 2)."""
 
 
+# How every NotFinished hint begins: what the user (or a script waiting on collect) acts on.
+NOT_FINISHED_HINT = "try again when it has finished"
+
+
 class NotFinished(DotlabError):
     """``collect`` was asked about a job that has not finished yet (exit 2; try again later)."""
 

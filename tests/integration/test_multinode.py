@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from dotlab_hpc.errors import NOT_FINISHED_HINT
 from dotlab_hpc.hashing import sha256_file
 from tests.support import platform
 from tests.support.claims import Kit, Result, run_dirs, submission
@@ -66,17 +67,13 @@ def read(path: Path) -> dict[str, Any]:
     return obj
 
 
-# collect's hint while a run is not final: its job is still pending or running, or accounting
-# does not list it yet (a task that has just started, a moment before slurmdbd hears of it)
-NOT_FINAL = "try again when it has finished"
-
-
 def collect_when_done(kit: Kit, run_dir: Path, timeout: float = 120) -> Result:
-    """``collect`` once the run is final (collect says ``NOT_FINAL`` while it is not)."""
+    """``collect`` once the run is final: while it is not (its job still pending or running, or
+    not yet in accounting), collect's hint starts with ``NOT_FINISHED_HINT``."""
     deadline = time.monotonic() + timeout
     while True:
         res = kit.cli("collect", str(run_dir))
-        if NOT_FINAL not in res.stderr:
+        if NOT_FINISHED_HINT not in res.stderr:
             res.run_dir = run_dir
             return res
         assert time.monotonic() < deadline, (run_dir, res.stderr)
@@ -365,9 +362,9 @@ def burn_ids_up_to(highest: int, env: dict[str, str], most: int = 50) -> None:
     for _ in range(most):
         burn = subprocess.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap",
                                "true"], capture_output=True, text=True, env=env,
-                              check=True).stdout.strip()  # fmt: skip
+                              check=True).stdout.strip().split(";")[0]  # fmt: skip
         subprocess.run(["scancel", burn], env=env, check=True)
-        if int(burn.split(";")[0]) > highest:
+        if int(burn) > highest:
             return
     raise AssertionError(f"sbatch still hands out ids at or below {highest} after {most} jobs")
 

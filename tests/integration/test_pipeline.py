@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from dotlab_hpc.errors import NOT_FINISHED_HINT
 from dotlab_hpc.render import parse_task_facts
 from tests.support import platform
 from tests.support.claims import Kit, Result, run_dirs, submission
@@ -249,7 +250,7 @@ def test_scancel_during_a_run_gives_exit_2_and_no_record(kit: Kit) -> None:
     while True:
         res = kit.cli("collect", str(run_dir))
         # not final yet: still running, or accounting does not list the job yet
-        if "try again when it has finished" not in res.stderr or time.monotonic() > deadline:
+        if NOT_FINISHED_HINT not in res.stderr or time.monotonic() > deadline:
             break
         time.sleep(1)
     assert res.rc == 2, (res.stdout, res.stderr)
