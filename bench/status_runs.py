@@ -23,8 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from dotlab_hpc.record import InputsRecord, ToolRecord
-from dotlab_hpc.rundir import RunDir, RunPaths, RunRecord, SubmissionRecord
+from dotlab_hpc.fsio.write import atomic_write_all
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.files import run_file, submission_file
+from dotlab_hpc.rundir.models import RunPaths, RunRecord, SubmissionRecord
+from dotlab_hpc.rundir.records import InputsRecord, ToolRecord
 
 QUERIES = ("squeue", "sacct", "scontrol")
 
@@ -54,7 +57,7 @@ def make_runs(root: Path, arrays: list[tuple[str, str, int]]) -> list[Path]:
             rd = RunDir(root / f"{name}-{i}")
             rd.path.mkdir(parents=True)
             run_id = f"{name.removeprefix('dotlab-')}-{i}"
-            rd.write_run(RunRecord(
+            run = RunRecord(
                 run_id=run_id, claim=f"c{i}", created_at="2026-12-01T00:00:00Z",
                 tool=ToolRecord(name="dotlab-hpc", version="0.1.0"), task_index=i, job_name=name,
                 manifest_file="manifest.orig.yaml", manifest_sha256="0" * 64,
@@ -64,13 +67,14 @@ def make_runs(root: Path, arrays: list[tuple[str, str, int]]) -> list[Path]:
                 inputs=InputsRecord(commit="c" * 40, image_digest="sha256:" + "d" * 64,
                                     datasets={}),
                 ends_dir=str(ends),
-            ))  # fmt: skip
-            rd.write_submission(SubmissionRecord(
+            )  # fmt: skip
+            sub = SubmissionRecord(
                 job_id=f"{job}_{i}", array_job_id=job, task_index=i,
                 submitted_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 sbatch_argv=("sbatch",), adopted_after_retry=False,
                 slurm_log=str(rd.path / "slurm.out"),
-            ))  # fmt: skip
+            )  # fmt: skip
+            atomic_write_all([run_file(rd, run), submission_file(rd, sub)])
             paths.append(rd.path)
     return paths
 

@@ -151,3 +151,19 @@ def find_apptainer(explicit: str | None) -> str:
             return str(Path(found).absolute())
     # Not on this login node: leave it to the job's PATH on the compute node.
     return "apptainer"
+
+
+def shared_prefix(argv: Sequence[str], wrapper_args: int) -> int:
+    """How many leading words of the analysis's argv the probe's shares (up to the image)."""
+    k = len(argv) - 4 - wrapper_args
+    if k < 1 or tuple(argv[k : k + 2]) != ("/bin/sh", "-c"):
+        raise ValueError("not an apptainer argv of exec_argv's shape")
+    return k
+
+
+def probe_argv(
+    argv: Sequence[str], k: int, script: str, name: str, args: Sequence[str]
+) -> tuple[str, ...]:
+    """The probe's argv as the job script builds it from the analysis's first ``k`` words:
+    ``script`` run by ``/bin/sh -c`` as ``name`` with ``args``."""
+    return (*argv[:k], "/bin/sh", "-c", script, name, *args)

@@ -10,25 +10,30 @@ against the pinned references before anything is returned.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError, one_line
-from ..fsio import atomic_write_all
+from ..fsio.write import atomic_write_all
 from .deffile import TOOL_LABEL_PREFIX, has_full_digest, pinned_ref_problem
+from .dockerfile_lex import (
+    _CONTINUED_RE,
+    Instruction,
+    env_pairs,
+    exec_or_shell,
+    json_list,
+    label_pairs,
+    raw_words,
+    read_instructions,
+)
 from .spython_def import Stage, checked_text, spython_parse, spython_write
 
 MAX_DOCKERFILE_BYTES = 1 << 20
 DEFAULT_DEF_NAME = "claim.def"
 
-_INSTRUCTION_RE = re.compile(r"\s*([A-Za-z]+)(?:\s+(.*))?", re.S)
-_DIRECTIVE_RE = re.compile(r"#\s*([A-Za-z]+)\s*=\s*(\S*)\s*")
-_CONTINUED_RE = re.compile(r"\\[ \t]*$")
 _STAGE_NAME_RE = re.compile(r"[a-z][a-z0-9_.-]*")
-_ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEREDOC_RE = re.compile(r"(?<!<)<<-?(?!<)\s*['\"]?[A-Za-z_][A-Za-z0-9_]*")
 _BUILD_ARG_RE = re.compile(r"{{\s*\w+\s*}}")  # Apptainer's build-argument syntax
 _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|git@")
@@ -55,23 +60,11 @@ class DefConversion:
     warnings: tuple[str, ...]
 
 
-@dataclass
-class _Instruction:
-    line: int
-    keyword: str
-    lines: list[str]  # the arguments' physical lines, continuation backslashes kept
-
-    @property
-    def joined(self) -> str:
-        """The arguments as one line, continuations removed (as Docker reads them)."""
-        return " ".join(_CONTINUED_RE.sub("", x).strip() for x in self.lines).strip()
-
-
 # --------------------------------------------------------------------------- public
 def convert_dockerfile(path: Path) -> DefConversion:
     """Read a Dockerfile and convert it (see ``dockerfile_to_def``)."""
     path = Path(path)
-    from ..fsio import FileRefused, read_regular
+    from ..fsio.read import FileRefused, read_regular
 
     try:  # a regular file only, opened without blocking, size-capped
         raw = read_regular(path, limit=MAX_DOCKERFILE_BYTES, follow_symlinks=True)
@@ -93,7 +86,7 @@ def convert_dockerfile(path: Path) -> DefConversion:
 def dockerfile_to_def(text: str, *, source: str = "Dockerfile") -> DefConversion:
     """Convert Dockerfile text into Apptainer .def text; every FROM must be pinned by digest."""
     warnings: list[str] = []
-    stages = _stages(_instructions(text, source), source, warnings)
+    stages = _stages(read_instructions(text, source), source, warnings)
     recipes = spython_parse(stages, source)
     text_out = spython_write(recipes, stages, source)
     return DefConversion(
@@ -116,41 +109,7 @@ def write_def(conversion: DefConversion, out_dir: Path, name: str = DEFAULT_DEF_
     return target
 
 
-# --------------------------------------------------------------------------- reading
-def _instructions(text: str, source: str) -> list[_Instruction]:
-    out: list[_Instruction] = []
-    current: _Instruction | None = None
-    directives = True
-    for n, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if directives:
-            m = _DIRECTIVE_RE.fullmatch(stripped)
-            if m:
-                if m.group(1).lower() == "escape" and m.group(2) != "\\":
-                    raise UsageError(
-                        f"{source}:{n}: the escape directive {m.group(2)!r} is not supported",
-                        hint="use the default backslash escape character",
-                    )
-                continue
-            directives = False
-        if not stripped or stripped.startswith("#"):
-            continue  # Docker drops comment and empty lines, also inside a continuation
-        if current is None:
-            m = _INSTRUCTION_RE.fullmatch(raw)
-            if m is None:
-                raise UsageError(f"{source}:{n}: cannot read this line as an instruction")
-            current = _Instruction(n, m.group(1).upper(), [m.group(2) or ""])
-        else:
-            current.lines.append(raw.rstrip())
-        if not _CONTINUED_RE.search(raw):
-            out.append(current)
-            current = None
-    if current is not None:
-        out.append(current)
-    return out
-
-
-def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) -> list[Stage]:
+def _stages(instructions: list[Instruction], source: str, warnings: list[str]) -> list[Stage]:
     froms = [i for i in instructions if i.keyword == "FROM"]
     if not froms:
         raise UsageError(f"{source}: no FROM line; a Dockerfile starts from a base image")
@@ -181,7 +140,7 @@ def _stages(instructions: list[_Instruction], source: str, warnings: list[str]) 
     return stages
 
 
-def _from(ins: _Instruction, stages: list[Stage], multi: bool, where: str) -> tuple[Stage, bool]:
+def _from(ins: Instruction, stages: list[Stage], multi: bool, where: str) -> tuple[Stage, bool]:
     words = ins.joined.split()
     if any(w.startswith("--") for w in words):
         raise UsageError(
@@ -241,7 +200,7 @@ def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
     )
 
 
-def _instruction(ins: _Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
+def _instruction(ins: Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
     stage = stages[-1]
     kw = ins.keyword
     if any(_BUILD_ARG_RE.search(x) for x in ins.lines):
@@ -258,27 +217,27 @@ def _instruction(ins: _Instruction, stages: list[Stage], where: str, warnings: l
             raise UsageError(f"{where}: WORKDIR {path!r}: only a path without spaces or quotes")
         stage.spython_lines.append(f"WORKDIR {checked_text(path, where, kw)}")
     elif kw == "ENV":
-        pairs = [checked_text(p, where, kw) for p in _env_pairs(ins, where)]
+        pairs = [checked_text(p, where, kw) for p in env_pairs(ins, where)]
         stage.environ += pairs
         stage.spython_lines.append("RUN export " + " ".join(pairs))
     elif kw == "ARG":
-        for word in _raw_words(ins.joined, where):
+        for word in raw_words(ins.joined, where):
             if "=" in word:
                 stage.spython_lines.append(f"RUN export {checked_text(word, where, kw)}")
             else:
                 warnings.append(f"{where}: ARG {word} has no default and is left out of the .def")
     elif kw == "LABEL":
-        stage.labels += [_label(k, v, where) for k, v in _labels(ins, where)]
+        stage.labels += [_label(k, v, where) for k, v in label_pairs(ins, where)]
     elif kw == "MAINTAINER":
         stage.labels.append(_label("maintainer", ins.joined, where))
     elif kw in ("CMD", "ENTRYPOINT"):
-        argv = _exec_or_shell(ins.joined)
+        argv = exec_or_shell(ins.joined)
         checked_text(shlex.join(argv), where, kw)
         if kw == "CMD":
             stage.cmd = argv
         else:
             stage.entrypoint, stage.cmd = argv, None  # Docker: ENTRYPOINT resets CMD
-            stage.shell_entrypoint = _json_list(ins.joined) is None
+            stage.shell_entrypoint = json_list(ins.joined) is None
     elif kw in _DROPPED:
         warnings.append(f"{where}: {kw} left out: {_DROPPED[kw]}")
     else:
@@ -294,7 +253,7 @@ def _label(key: str, value: str, where: str) -> list[str]:
     return [key, value]
 
 
-def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
+def _run(ins: Instruction, where: str, warnings: list[str]) -> str:
     body = "\n".join(ins.lines)
     while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
         warnings.append(f"{where}: RUN {m.group(1)} left out: %post has no BuildKit RUN options")
@@ -305,7 +264,7 @@ def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
             f"{where}: RUN with a heredoc is not supported",
             hint="put the script in a file, COPY it, and RUN sh it",
         )
-    argv = _json_list(body)
+    argv = json_list(body)
     if argv is not None:
         return shlex.join(argv)
     if not body:
@@ -313,8 +272,8 @@ def _run(ins: _Instruction, where: str, warnings: list[str]) -> str:
     return body
 
 
-def _copy(ins: _Instruction, stages: list[Stage], where: str, warnings: list[str]) -> str:
-    argv = _json_list(ins.joined)
+def _copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str]) -> str:
+    argv = json_list(ins.joined)
     words = argv if argv is not None else ins.joined.split()
     flags = [w for w in words if w.startswith("--")]
     paths = [w for w in words if not w.startswith("--")]
@@ -358,84 +317,3 @@ def _copy_source(value: str, stages: list[Stage], where: str) -> str:
         hint=f"a .def copies only between its own stages; add FROM {value}@sha256:<digest> AS "
         "<name> before this stage and COPY --from=<name>",
     )
-
-
-def _raw_words(text: str, where: str) -> list[str]:
-    """Split on unquoted whitespace, keeping quotes and escapes as written (shell-ready)."""
-    words: list[str] = []
-    cur: list[str] = []
-    quote: str | None = None
-    escaped = False
-    for c in text:
-        if escaped:
-            cur.append(c)
-            escaped = False
-        elif c == "\\" and quote != "'":
-            cur.append(c)
-            escaped = True
-        elif quote:
-            cur.append(c)
-            if c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-            cur.append(c)
-        elif c.isspace():
-            if cur:
-                words.append("".join(cur))
-                cur = []
-        else:
-            cur.append(c)
-    if quote or escaped:
-        raise UsageError(f"{where}: unterminated quote or escape")
-    if cur:
-        words.append("".join(cur))
-    return words
-
-
-def _env_pairs(ins: _Instruction, where: str) -> list[str]:
-    words = _raw_words(ins.joined, where)
-    if not words:
-        raise UsageError(f"{where}: ENV without a variable")
-    if "=" not in words[0]:  # legacy form: ENV KEY value with spaces
-        key, value = words[0], ins.joined[len(words[0]) :].strip()
-        escaped = re.sub(r'(["\\`])', r"\\\1", value)
-        words = [f'{key}="{escaped}"']
-    for w in words:
-        key = w.split("=", 1)[0]
-        if "=" not in w or not _ENV_KEY_RE.fullmatch(key):
-            raise UsageError(f"{where}: cannot read {w!r} as ENV KEY=value")
-    return words
-
-
-def _labels(ins: _Instruction, where: str) -> list[list[str]]:
-    try:
-        words = [" ".join(shlex.split(w)) for w in _raw_words(ins.joined, where)]
-    except ValueError as e:
-        raise UsageError(f"{where}: cannot read LABEL {ins.joined!r}: {e}") from e
-    if words and "=" not in words[0]:  # legacy form: LABEL key value
-        return [[words[0], " ".join(words[1:])]]
-    pairs = []
-    for w in words:
-        key, eq, value = w.partition("=")
-        if not eq or not key or any(c.isspace() for c in key):
-            raise UsageError(f"{where}: cannot read {w!r} as LABEL key=value")
-        pairs.append([key, value])
-    return pairs
-
-
-def _json_list(text: str) -> list[str] | None:
-    if not text.lstrip().startswith("["):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(value, list) and all(isinstance(x, str) for x in value):
-        return [str(x) for x in value]
-    return None
-
-
-def _exec_or_shell(text: str) -> list[str]:
-    argv = _json_list(text)
-    return argv if argv is not None else ["/bin/sh", "-c", text]

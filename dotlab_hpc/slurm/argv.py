@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from ..errors import SlurmError
+from .jobids import check_job_ids
+from .units import slurm_time
 
 # sacct -P columns, in this order (parse.parse_sacct reads them by position)
 SACCT_FIELDS: tuple[str, ...] = (
@@ -26,29 +27,6 @@ SACCT_FIELDS: tuple[str, ...] = (
 # and the job name last, so that a name holding "|" cannot shift the other columns
 SQUEUE_FIELDS: tuple[str, ...] = ("%i", "%T", "%r", "%M", "%S", "%e", "%N", "%j")
 SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
-
-_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")
-
-
-def check_job_ids(job_ids: Sequence[str]) -> tuple[str, ...]:
-    """The ids as a tuple, or SlurmError when one is not ``123`` / ``123_4`` or none is given."""
-    ids = tuple(job_ids)
-    if not ids:
-        raise SlurmError("no Slurm job id given")
-    for job_id in ids:
-        if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
-            raise SlurmError(
-                f"not a Slurm job id: {job_id!r}",
-                hint="a job id is digits, or digits_digits for an array task (12_3)",
-            )
-    return ids
-
-
-def slurm_time(when: datetime) -> str:
-    """``when`` as sacct's ``-S`` wants it: local wall-clock time, ``YYYY-MM-DDTHH:MM:SS``."""
-    if when.tzinfo is not None:
-        when = when.astimezone().replace(tzinfo=None)
-    return when.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _no_option(value: str, what: str) -> str:

@@ -20,19 +20,18 @@ from pathlib import Path
 from ..errors import ProcTimeout, SlurmError
 from ..proc import Completed, Runner
 from .argv import (
-    check_job_ids,
     sacct_argv,
     sacct_by_name_argv,
     sacct_by_names_argv,
     sbatch_version_argv,
     scancel_argv,
     scontrol_show_config_argv,
-    slurm_time,
     squeue_argv,
     squeue_by_name_argv,
     squeue_by_names_argv,
 )
 from .failures import accounting_disabled, classify_query_failure, classify_sbatch_failure
+from .jobids import base_job_id, check_job_ids
 from .parse import (
     parse_jobcomp,
     parse_sacct,
@@ -42,6 +41,7 @@ from .parse import (
     parse_squeue,
 )
 from .states import JobInfo
+from .units import slurm_time
 
 # squeue/scontrol for one id the controller no longer holds (MinJobAge passed): rc 1 and this
 INVALID_JOB_ID = "Invalid job id specified"
@@ -97,7 +97,7 @@ def _chunks(items: Sequence[str], limit: int) -> Iterator[list[str]]:
 
 def _wanted(job_id: str, asked: set[str]) -> bool:
     """``12_3`` answers a question about ``12_3`` or about the whole array ``12``."""
-    return job_id in asked or job_id.split("_", 1)[0] in asked
+    return job_id in asked or base_job_id(job_id) in asked
 
 
 class SlurmClient:
@@ -190,7 +190,7 @@ class SlurmClient:
             # Array tasks are asked for through their array job: while they wait, slurmdbd keeps
             # them as one record of the pending remainder (`J_[5-99]`), which `-j J_5` does not
             # find and `-j J` does (the parser expands it, one PENDING JobInfo per task).
-            arrays = list(dict.fromkeys(i.split("_", 1)[0] for i in ids))
+            arrays = list(dict.fromkeys(base_job_id(i) for i in ids))
             found = self._sacct(sacct_argv(c, since=since) for c in _chunks(arrays, self._chunk))
             if found is not None:
                 return found
@@ -290,7 +290,7 @@ class SlurmClient:
         while slurmdbd may still show it PENDING). Unknown ids are absent from the answer.
         """
         ids = list(dict.fromkeys(check_job_ids(job_ids)))
-        return self._squeue(list(dict.fromkeys(i.split("_", 1)[0] for i in ids)))
+        return self._squeue(list(dict.fromkeys(base_job_id(i) for i in ids)))
 
     def find_by_names(self, names: Sequence[str], *, since: datetime) -> dict[str, list[JobInfo]]:
         """Every job (array tasks expanded) named one of ``names``, by name.

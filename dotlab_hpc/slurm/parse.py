@@ -13,12 +13,13 @@ from datetime import datetime
 from ..errors import SlurmError
 from .argv import SACCT_FIELDS, SQUEUE_FIELDS
 from .failures import AccountingDisabled, accounting_disabled
+from .jobids import task_job_id
 from .states import JobInfo, parse_state
+from .units import parse_duration
 
 _PARSABLE = re.compile(r"^(\d+)(?:;\S+)?$")
 _VERSION = re.compile(r"\b(\d+)\.(\d+)(?:\.\d+)?\b")
 _EXIT = re.compile(r"^(-?\d+):(-?\d+)$")
-_DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$")
 _COLLAPSED = re.compile(r"^(\d+)_\[([^\]]*)\]$")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 # "Key=" at the start of the text or after a space; a value runs to the next key
@@ -63,15 +64,6 @@ def parse_exit_code(text: str) -> tuple[int | None, int | None]:
     return code, (sig or None)
 
 
-def parse_duration(text: str) -> int | None:
-    """Seconds from Slurm's ``[D-][HH:]MM:SS`` (sacct Elapsed, squeue %M, scontrol RunTime)."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        return None
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-
-
 def _seconds_between(start: str | None, end: str | None) -> int | None:
     if start is None or end is None:
         return None
@@ -103,7 +95,7 @@ def expand_job_id(job_id: str) -> list[str]:
     if match is None:
         return [job_id]
     base = match.group(1)
-    return [f"{base}_{i}" for i in expand_task_ids(match.group(2))]
+    return [task_job_id(base, i) for i in expand_task_ids(match.group(2))]
 
 
 def _info(
@@ -222,8 +214,8 @@ def _user_facing_ids(fields: dict[str, str]) -> list[str]:
     task = fields.get("ArrayTaskId", "")
     if array_job and task:
         if task.isdigit():
-            return [f"{array_job}_{task}"]
-        return [f"{array_job}_{i}" for i in expand_task_ids(task)]
+            return [task_job_id(array_job, task)]
+        return [task_job_id(array_job, i) for i in expand_task_ids(task)]
     return [fields.get("JobId", "")]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .jobids import base_job_id
+
 
 class JobState(StrEnum):
     """Slurm's base job states, plus UNKNOWN for anything Slurm did not (or no longer) tell.
@@ -145,4 +147,4 @@ class JobInfo:
     @property
     def base_id(self) -> str:
         """The id sbatch printed for this job: ``12`` for array task ``12_3``."""
-        return self.job_id.split("_", 1)[0]
+        return base_job_id(self.job_id)

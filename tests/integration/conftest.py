@@ -27,7 +27,8 @@ import pytest
 
 from dotlab_hpc.errors import DotlabError
 from dotlab_hpc.proc import SubprocessRunner
-from dotlab_hpc.slurm import JobInfo, SlurmClient
+from dotlab_hpc.slurm.client import SlurmClient
+from dotlab_hpc.slurm.states import JobInfo
 from tests.support import platform
 
 REPO = Path(__file__).resolve().parents[2]

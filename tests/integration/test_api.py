@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc import api
-from dotlab_hpc.record import ClaimRecord
+from dotlab_hpc.rundir.records import ClaimRecord
 from tests.support import platform
 from tests.support.claims import Kit
 

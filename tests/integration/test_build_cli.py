@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.render import render_def
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.render.deffile import render_def
 from tests.support.standin import STANDIN, require_standin
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from rocrate.rocrate import ROCrate
 
-from dotlab_hpc.bundle import SUMS, sums_text
-from dotlab_hpc.bundle_sign import load_private_key, sign_envelope
-from dotlab_hpc.fsio import canonical_json
+from dotlab_hpc.bundle.layout import SUMS, sums_text
+from dotlab_hpc.bundle.sign import load_private_key, sign_envelope
+from dotlab_hpc.fsio.jsontext import canonical_json
 from tests.support import platform
 from tests.support.claims import Kit, Result
 

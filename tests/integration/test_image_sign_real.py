@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from dotlab_hpc.image_sign import signature_count
+from dotlab_hpc.container.sign import signature_count
 from tests.support import platform
 from tests.support.claims import Kit
 

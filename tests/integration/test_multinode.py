@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from dotlab_hpc.errors import NOT_FINISHED_HINT
-from dotlab_hpc.hashing import sha256_file
+from dotlab_hpc.fsio.sha256 import sha256_file
 from tests.support import platform
 from tests.support.claims import Kit, Result, run_dirs, submission
 from tests.support.sif import make_sif

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from dotlab_hpc.errors import NOT_FINISHED_HINT
-from dotlab_hpc.render import parse_task_facts
 from tests.support import platform
 from tests.support.claims import Kit, Result, run_dirs, submission
+from tests.support.expect import parse_task_facts
 from tests.support.sif import make_sif
 from tests.support.standin import gpu_wrapper
 

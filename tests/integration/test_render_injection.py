@@ -19,19 +19,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.container.apptainer import exec_argv
 from dotlab_hpc.errors import ManifestError
-from dotlab_hpc.render import (
-    ArrayLayout,
-    JobSpec,
-    TaskSpec,
-    apptainer_argvs,
-    probe_exec_spec,
-    render_script,
-    task_facts,
-)
-from dotlab_hpc.rundir import FACTS_FILE
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.render.facts import apptainer_argvs, task_facts
+from dotlab_hpc.render.job import render_script
+from dotlab_hpc.render.spec import ArrayLayout, JobSpec, TaskSpec
+from dotlab_hpc.rundir.names import FACTS_FILE
+from tests.support.expect import probe_exec_spec
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 

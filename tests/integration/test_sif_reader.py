@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.container.sif import SifImage, read_sif
+from dotlab_hpc.container.sif import read_sif
+from dotlab_hpc.container.sif_types import SifImage
 from dotlab_hpc.errors import SifError
 from tests.support.sif import (
     SIGNER,

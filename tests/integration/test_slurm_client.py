@@ -14,13 +14,10 @@ import pytest
 
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.proc import SubprocessRunner
-from dotlab_hpc.slurm import (
-    JobState,
-    SlurmClient,
-    parse_scontrol_show_job,
-    sbatch_argv,
-    scontrol_show_job_argv,
-)
+from dotlab_hpc.slurm.argv import sbatch_argv, scontrol_show_job_argv
+from dotlab_hpc.slurm.client import SlurmClient
+from dotlab_hpc.slurm.parse import parse_scontrol_show_job
+from dotlab_hpc.slurm.states import JobState
 
 from .conftest import WaitFor
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.render import parse_task_facts
 from tests.support import platform
 from tests.support.claims import Kit, submission
+from tests.support.expect import parse_task_facts
 
 
 @pytest.fixture

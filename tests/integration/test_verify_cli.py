@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import hashing
+from dotlab_hpc.verify import hashing
 from tests.integration.test_verify_git import git, make_repo
 
 pytestmark = pytest.mark.skipif(

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import checkout as checkout_mod
-from dotlab_hpc import verify
 from dotlab_hpc.proc import SubprocessRunner
+from dotlab_hpc.verify import checkout as checkout_mod
+from dotlab_hpc.verify import git as git_mod
+from dotlab_hpc.verify import inputs as verify
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -295,7 +296,7 @@ def test_the_overrides_are_what_disarms_them(
 ) -> None:
     """Control: the same check without the ``-c`` overrides runs the filters and fsmonitors."""
     code, head, markers = trap_repo
-    monkeypatch.setattr(checkout_mod, "_overrides", lambda runner, git_dir: ())
+    monkeypatch.setattr(checkout_mod, "vetted_overrides", lambda runner, git_dir: ())
     make_stat_dirty(code)
     check(code, head)
     fired = {p.name for p in markers.iterdir()}
@@ -327,7 +328,7 @@ def test_a_fifo_git_would_open_is_refused_before_git_runs(
 ) -> None:
     """git itself blocks on these FIFOs; with a 20 s git timeout a regression fails, not hangs."""
     code, head = repo
-    monkeypatch.setattr(checkout_mod, "GIT_TIMEOUT_S", 20.0)
+    monkeypatch.setattr(git_mod, "GIT_TIMEOUT_S", 20.0)
     _fifo_in_place(code / where)
     started = time.monotonic()
     c_commit, c_tree = check(code, head)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import verify
-from dotlab_hpc.manifest import validate_data
+from dotlab_hpc.manifest.models import validate_data
+from dotlab_hpc.verify import inputs as verify
 from tests.support.fakes import clean_git
 
 USER = 10001

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import verify
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.manifest import validate_data
+from dotlab_hpc.manifest.models import validate_data
 from dotlab_hpc.proc import SubprocessRunner
+from dotlab_hpc.verify import inputs as verify
 
 from .test_verify_git import git, make_repo
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.errors import ManifestError
+from dotlab_hpc.manifest import models as manifest_mod
 
 DIGEST = "sha256:" + "a" * 64
 

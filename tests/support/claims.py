@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dotlab_hpc.hashing import hash_paths, sha256_file
+from dotlab_hpc.fsio.sha256 import sha256_file
+from dotlab_hpc.verify.hashing import hash_paths
 
 from . import platform
 
@@ -203,7 +204,7 @@ def run_dirs(runs_root: Path) -> list[Path]:
 def submission(run_dir: Path) -> dict[str, Any]:
     """The run's own submission, as dotlab-hpc reads it: an array's runs share one file naming
     the array, and ``run.json`` gives the task (``RunDir.submission``)."""
-    from dotlab_hpc.rundir import RunDir
+    from dotlab_hpc.rundir.directory import RunDir
 
     sub = RunDir(run_dir).submission()
     assert sub is not None, f"{run_dir}: no submission.json"

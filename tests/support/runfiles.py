@@ -5,11 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dotlab_hpc.record import ClaimRecord, InputsRecord, ToolRecord
-from dotlab_hpc.rundir import JobStatus, RunDir, RunPaths, RunRecord, SubmissionRecord
+from dotlab_hpc.fsio.write import atomic_write_all
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.files import run_file, submission_file
+from dotlab_hpc.rundir.models import JobStatus, RunPaths, RunRecord, SubmissionRecord
+from dotlab_hpc.rundir.records import ClaimRecord, InputsRecord, ToolRecord
 
 # the job name every run of run_record() was submitted under (sacct's JobName column)
 JOB_NAME = "dotlab-c0-20261129T070000Z-000000000000"
+
+
+def write_run(rd: RunDir, run: RunRecord) -> None:
+    """Write ``run.json`` as ``submit`` does."""
+    atomic_write_all([run_file(rd, run)])
+
+
+def write_submission(rd: RunDir, sub: SubmissionRecord) -> None:
+    """Write ``submission.json`` as ``submit`` does."""
+    atomic_write_all([submission_file(rd, sub)])
 
 
 def run_record(**over: Any) -> RunRecord:
@@ -71,7 +84,7 @@ def job_status(**over: Any) -> JobStatus:
 
 def write_status(rd: RunDir, status: JobStatus) -> None:
     """Write the status file as the job would (tests only: the job writes it for real)."""
-    from dotlab_hpc.fsio import atomic_write_json
+    from dotlab_hpc.fsio.write import atomic_write_json
 
     atomic_write_json(rd.status_path, status.model_dump(mode="json"))
 
@@ -109,14 +122,14 @@ def complete_run_dir(path: Path, *, with_record: bool = True) -> RunDir:
     """A run directory as submit, the job and collect leave it (manifest copy included)."""
     import hashlib
 
-    from dotlab_hpc.record import write_record
+    from dotlab_hpc.rundir.records import write_record
 
     rd = RunDir(path)
     path.mkdir(parents=True)
     sha = hashlib.sha256(MANIFEST).hexdigest()
     rd.file("manifest.orig.yaml").write_bytes(MANIFEST)
-    rd.write_run(run_record(manifest_sha256=sha))
-    rd.write_submission(submission_record())
+    write_run(rd, run_record(manifest_sha256=sha))
+    write_submission(rd, submission_record())
     write_status(rd, job_status())
     if with_record:
         write_record(claim_record(manifest_sha256=sha), rd.record_path)

@@ -15,8 +15,8 @@ from dotlab_hpc.container.apptainer import (
     exec_argv,
 )
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.manifest import MAX_ENTRYPOINT_BYTES
-from dotlab_hpc.render import apptainer_argvs
+from dotlab_hpc.manifest.rules import MAX_ENTRYPOINT_BYTES
+from dotlab_hpc.render.facts import apptainer_argvs
 
 from .test_render import job, manifest, task
 

@@ -10,19 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.build import (
-    LOCK_VERSION,
-    build_image,
-    def_path_for,
-    find_builder,
-    lock_path,
-    manifest_snippet,
-)
 from dotlab_hpc.errors import OperatorError, ToolMissing, UsageError
-from dotlab_hpc.manifest import Manifest
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.manifest.models import Manifest
+from dotlab_hpc.printers.reports import manifest_snippet
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.render import render_def
+from dotlab_hpc.render.build import LOCK_VERSION, build_image, def_path_for, find_builder, lock_path
+from dotlab_hpc.render.deffile import render_def
 from tests.support.fakes import ScriptedRunner
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,16 +13,17 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rocrate.rocrate import ROCrate
 
-from dotlab_hpc.bundle_check import BundleReport, verify_dir
-from dotlab_hpc.bundle_provenance import Dataset, RunFacts, build_statement, check_statement
-from dotlab_hpc.bundle_sign import keygen, load_public_key, sign_envelope
+from dotlab_hpc.bundle.check import verify_dir
+from dotlab_hpc.bundle.pack import PackOptions, pack
+from dotlab_hpc.bundle.provenance import Dataset, ProvenanceFacts, build_statement, check_statement
+from dotlab_hpc.bundle.report import BundleReport
+from dotlab_hpc.bundle.sign import keygen, load_public_key, sign_envelope
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.fsio import canonical_json
-from dotlab_hpc.pack import PackOptions, pack
+from dotlab_hpc.fsio.jsontext import canonical_json
 from tests.unit.test_pack_bundle import _resum, make_run_dir
 
 IMAGE_HEX = "a" * 64
-FACTS = RunFacts(
+FACTS = ProvenanceFacts(
     claim="c1",
     title=None,
     run_id="c1-run",
@@ -244,7 +245,7 @@ def test_a_statement_naming_another_image_is_rejected(
     # even signed by the right key, a statement naming another image is rejected
     c = tmp_path / "img-right-key"
     shutil.copytree(signed, c)
-    from dotlab_hpc.bundle_sign import load_private_key
+    from dotlab_hpc.bundle.sign import load_private_key
 
     _rewrite_statement(c, swap, key=load_private_key(keys[0]))
     report = _verify(c, keys[1])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from dotlab_hpc.bundle_sign import (
+from dotlab_hpc.bundle.sign import (
     IN_TOTO_PAYLOAD_TYPE,
     Envelope,
     key_id,

@@ -6,18 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.classify import (
+from dotlab_hpc.collect.classify import (
     JobFacts,
-    Outcome,
     OutputFacts,
     classify,
     tolerance_text,
     within_tolerance,
 )
 from dotlab_hpc.errors import NotFinished, OperatorError
-from dotlab_hpc.manifest import TargetSpec
-from dotlab_hpc.slurm import JobState
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.manifest.models import TargetSpec
+from dotlab_hpc.rundir.records import Outcome
+from dotlab_hpc.slurm.states import JobState
 
 
 def spec(**over: object) -> manifest_mod.ManifestSpec:

@@ -10,12 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc.collect import collect_runs, container_facts, parse_results, read_output
+from dotlab_hpc.collect.collect import collect_runs
+from dotlab_hpc.collect.facts import container_facts
+from dotlab_hpc.collect.output import parse_results, read_output
 from dotlab_hpc.errors import NotFinished, OperatorError
-from dotlab_hpc.fsio import read_window
+from dotlab_hpc.fsio.read import read_window
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import JobStatus, RunDir
-from dotlab_hpc.slurm import SlurmClient
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.models import JobStatus
+from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import JOB_NAME, complete_run_dir, job_status
 

@@ -22,7 +22,7 @@ from dotlab_hpc.cli import main
 from dotlab_hpc.container.deffile import GO_SPACE, DefShapeError, parse_def
 from dotlab_hpc.container.dockerfile import dockerfile_to_def
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.render import render_def
+from dotlab_hpc.render.deffile import render_def
 from tests.support.builds import build_manifest
 
 D = "sha256:" + "a" * 64

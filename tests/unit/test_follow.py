@@ -15,12 +15,20 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.errors import OperatorError, UsageError
-from dotlab_hpc.follow import LOST, Knobs, follow
+from dotlab_hpc.follow.follower import Knobs, follow
+from dotlab_hpc.follow.lost import LOST
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import RunDir
-from dotlab_hpc.slurm import SlurmClient
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import job_status, run_record, submission_record, write_status
+from tests.support.runfiles import (
+    job_status,
+    run_record,
+    submission_record,
+    write_run,
+    write_status,
+    write_submission,
+)
 
 NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 NAME = "dotlab-batch-x"
@@ -86,9 +94,9 @@ def array_runs(root: Path, n: int, *, ends: bool = True, array: str = "500") -> 
     for i in range(n):
         rd = RunDir(root / f"run{i}")
         rd.path.mkdir(parents=True)
-        rd.write_run(run_record(run_id=f"r{i}", claim=f"c{i}", job_name=NAME, task_index=i,
+        write_run(rd, run_record(run_id=f"r{i}", claim=f"c{i}", job_name=NAME, task_index=i,
                                 ends_dir=str(ends_dir) if ends_dir else None))  # fmt: skip
-        rd.write_submission(submission_record(job_id=f"{array}_{i}", array_job_id=array,
+        write_submission(rd, submission_record(job_id=f"{array}_{i}", array_job_id=array,
                                               task_index=i))  # fmt: skip
         out.append(rd)
     return out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import fsio
+from dotlab_hpc.fsio import write as fsio
 
 
 @pytest.fixture

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.render import JobSpec, TaskSpec, render_def, render_script, task_facts
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.render.deffile import render_def
+from dotlab_hpc.render.facts import task_facts
+from dotlab_hpc.render.job import render_script
+from dotlab_hpc.render.spec import JobSpec, TaskSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"

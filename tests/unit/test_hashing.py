@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import hashing
+from dotlab_hpc.fsio import sha256 as hashing
 
 
 def _write(path: Path, size: int, seed: int = 0) -> bytes:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dotlab_hpc.container.sign import sign_image, signature_count, verify_image
 from dotlab_hpc.errors import OperatorError
-from dotlab_hpc.image_sign import sign_image, signature_count, verify_image
 from dotlab_hpc.proc import Completed
 from tests.support.fakes import ScriptedRunner
 

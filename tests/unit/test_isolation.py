@@ -13,19 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.classify import classify
-from dotlab_hpc.errors import OperatorError
-from dotlab_hpc.isolation import (
+from dotlab_hpc.collect.classify import classify
+from dotlab_hpc.collect.isolation import isolation_record, parse_gpu_query
+from dotlab_hpc.container.isolation import (
     ISOLATION_FAILED_RC,
     PROPERTIES,
     State,
     failure_text,
     fatal_cause,
-    isolation_record,
-    parse_gpu_query,
     parse_probe,
 )
-from dotlab_hpc.manifest import ManifestSpec
+from dotlab_hpc.errors import OperatorError
+from dotlab_hpc.manifest.models import ManifestSpec
 from tests.unit.test_classify import OK_JOB, spec
 
 DATA = Path(__file__).resolve().parents[1] / "data"

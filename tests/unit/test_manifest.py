@@ -12,8 +12,10 @@ from typing import Any
 import pydantic
 import pytest
 
-from dotlab_hpc import manifest as m
 from dotlab_hpc.errors import ManifestError
+from dotlab_hpc.manifest import models as models_mod
+from dotlab_hpc.manifest import parse as parse_mod
+from dotlab_hpc.manifest import rules as rules_mod
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 GOOD_YAML = MANIFESTS / "good.yaml"
@@ -55,7 +57,7 @@ def mutate(path: str, value: Any = DELETE) -> dict[str, Any]:
 
 def problems_of(data: Any) -> list[str]:
     with pytest.raises(ManifestError) as info:
-        m.validate_data(data, LABEL)
+        models_mod.validate_data(data, LABEL)
     return info.value.problems
 
 
@@ -497,14 +499,14 @@ def test_malformed_file_gives_one_line(
     path = tmp_path / name
     path.write_bytes(raw)
     with pytest.raises(ManifestError) as info:
-        m.load(path)
+        models_mod.load(path)
     expect_one_problem(info.value.problems, str(path), where, fragment)
 
 
 def test_yaml_and_json_errors_name_line_and_column() -> None:
     """The position is 1-based, as editors show it."""
     with pytest.raises(ManifestError) as info:
-        m.parse_document(b"version: 1\nclaim: a\n  code: b\n", ".yaml", LABEL)
+        parse_mod.parse_document(b"version: 1\nclaim: a\n  code: b\n", ".yaml", LABEL)
     assert info.value.problems[0].startswith(f"{LABEL}: line 3, column 7: invalid YAML: ")
 
 
@@ -512,14 +514,14 @@ def test_a_directory_is_not_a_manifest(tmp_path: Path) -> None:
     folder = tmp_path / "claim.yaml"
     folder.mkdir()
     with pytest.raises(ManifestError) as info:
-        m.load(folder)
+        models_mod.load(folder)
     expect_one_problem(info.value.problems, str(folder), None, "is a directory")
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.yaml"
     with pytest.raises(ManifestError) as info:
-        m.load(path)
+        models_mod.load(path)
     expect_one_problem(info.value.problems, str(path), None, "no such file")
 
 
@@ -527,35 +529,35 @@ def test_an_unknown_extension(tmp_path: Path) -> None:
     path = tmp_path / "claim.txt"
     path.write_bytes(GOOD_TEXT)
     with pytest.raises(ManifestError) as info:
-        m.load(path)
+        models_mod.load(path)
     expect_one_problem(info.value.problems, str(path), None, "name it .yaml, .yml or .json")
 
 
 def test_a_file_over_one_mib(tmp_path: Path) -> None:
     path = tmp_path / "claim.yaml"
-    path.write_bytes(GOOD_TEXT + b"#" * m.MAX_MANIFEST_BYTES)
+    path.write_bytes(GOOD_TEXT + b"#" * rules_mod.MAX_MANIFEST_BYTES)
     with pytest.raises(ManifestError) as info:
-        m.load(path)
+        models_mod.load(path)
     expect_one_problem(info.value.problems, str(path), None, f"larger than {1 << 20} bytes")
 
 
 def test_a_file_of_exactly_one_mib_is_read(tmp_path: Path) -> None:
     path = tmp_path / "claim.yaml"
-    path.write_bytes(GOOD_TEXT + b"#" * (m.MAX_MANIFEST_BYTES - len(GOOD_TEXT)))
-    assert m.load(path).spec == m.load(GOOD_YAML).spec
+    path.write_bytes(GOOD_TEXT + b"#" * (rules_mod.MAX_MANIFEST_BYTES - len(GOOD_TEXT)))
+    assert models_mod.load(path).spec == models_mod.load(GOOD_YAML).spec
 
 
 def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path: Path) -> None:
     path = tmp_path / "a\nb.yaml"
     with pytest.raises(ManifestError) as info:
-        m.load(path)
+        models_mod.load(path)
     assert_one_line(info.value.problems[0])
     assert info.value.problems[0].endswith("a\\nb.yaml: no such file")
 
 
 def test_a_file_name_with_a_nul_byte(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as info:
-        m.load(f"{tmp_path}/a\0b.yaml")
+        models_mod.load(f"{tmp_path}/a\0b.yaml")
     assert_one_line(info.value.problems[0])
     assert "cannot be opened" in info.value.problems[0]
 
@@ -566,10 +568,10 @@ def test_count_of_malformed_cases() -> None:
 
 
 # --------------------------------------------------------------------------- what is accepted
-def load_text(tmp_path: Path, text: str, name: str = "claim.yaml") -> m.Manifest:
+def load_text(tmp_path: Path, text: str, name: str = "claim.yaml") -> models_mod.Manifest:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    return m.load(path)
+    return models_mod.load(path)
 
 
 def replace_line(old: str, new: str) -> str:
@@ -579,7 +581,7 @@ def replace_line(old: str, new: str) -> str:
 
 
 def test_good_manifest_uses_every_field() -> None:
-    spec = m.load(GOOD_YAML).spec
+    spec = models_mod.load(GOOD_YAML).spec
     fields_set = {
         "ManifestSpec": spec.model_fields_set,
         "CodeSpec": spec.code.model_fields_set,
@@ -590,13 +592,13 @@ def test_good_manifest_uses_every_field() -> None:
         "DatasetSpec": spec.data[0].model_fields_set,
     }
     models: dict[str, type[pydantic.BaseModel]] = {
-        "ManifestSpec": m.ManifestSpec,
-        "CodeSpec": m.CodeSpec,
-        "ImageSpec": m.ImageSpec,
-        "BuildSpec": m.BuildSpec,
-        "ResourcesSpec": m.ResourcesSpec,
-        "SandboxSpec": m.SandboxSpec,
-        "DatasetSpec": m.DatasetSpec,
+        "ManifestSpec": models_mod.ManifestSpec,
+        "CodeSpec": models_mod.CodeSpec,
+        "ImageSpec": models_mod.ImageSpec,
+        "BuildSpec": models_mod.BuildSpec,
+        "ResourcesSpec": models_mod.ResourcesSpec,
+        "SandboxSpec": models_mod.SandboxSpec,
+        "DatasetSpec": models_mod.DatasetSpec,
     }
     for name, model in models.items():
         assert fields_set[name] == set(model.model_fields), name
@@ -607,11 +609,11 @@ def test_good_manifest_uses_every_field() -> None:
 
 
 def test_json_and_yaml_forms_give_equal_models() -> None:
-    assert m.load(GOOD_YAML).spec == m.load(GOOD_JSON).spec
+    assert models_mod.load(GOOD_YAML).spec == models_mod.load(GOOD_JSON).spec
 
 
 def test_minimal_manifest_gets_the_defaults() -> None:
-    spec = m.load(MINIMAL_YAML).spec
+    spec = models_mod.load(MINIMAL_YAML).spec
     assert spec.title is None
     assert spec.data == ()
     assert spec.seed is None
@@ -630,7 +632,7 @@ def test_minimal_manifest_gets_the_defaults() -> None:
 
 
 def test_sha256_is_of_the_file_bytes() -> None:
-    loaded = m.load(GOOD_YAML)
+    loaded = models_mod.load(GOOD_YAML)
     raw = GOOD_YAML.read_bytes()
     assert loaded.sha256 == hashlib.sha256(raw).hexdigest()
     assert loaded.raw == raw
@@ -638,7 +640,7 @@ def test_sha256_is_of_the_file_bytes() -> None:
 
 
 def test_models_are_frozen() -> None:
-    spec = m.load(GOOD_YAML).spec
+    spec = models_mod.load(GOOD_YAML).spec
     with pytest.raises(pydantic.ValidationError):
         spec.claim = "other"  # type: ignore[misc]
 
@@ -699,7 +701,7 @@ def test_a_leading_zero_number_where_a_number_belongs_is_a_clear_error(tmp_path:
     path = tmp_path / "claim.yaml"
     path.write_text(replace_line("seed: 42", "seed: 0042"), encoding="utf-8")
     with pytest.raises(ManifestError) as info:
-        m.load(path)
+        models_mod.load(path)
     expect_one_problem(
         info.value.problems, str(path), "seed", "must be a whole number, not a string"
     )
@@ -713,7 +715,7 @@ def test_yaml_1_1_booleans_stay_strings(tmp_path: Path, word: str) -> None:
     path = tmp_path / "tmpfs.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ManifestError) as info:
-        m.load(path)
+        models_mod.load(path)
     expect_one_problem(
         info.value.problems, str(path), "sandbox.writable_tmpfs", "true or false, not a string"
     )
@@ -762,16 +764,16 @@ def test_working_dir_is_normalised(tmp_path: Path) -> None:
 def test_extensions_are_case_insensitive(tmp_path: Path, name: str) -> None:
     raw = GOOD_JSON.read_bytes() if name.lower().endswith(".json") else GOOD_TEXT
     (tmp_path / name).write_bytes(raw)
-    assert m.load(tmp_path / name).spec == m.load(GOOD_YAML).spec
+    assert models_mod.load(tmp_path / name).spec == models_mod.load(GOOD_YAML).spec
 
 
 def test_a_utf8_bom_is_accepted_in_yaml(tmp_path: Path) -> None:
     (tmp_path / "claim.yaml").write_bytes(b"\xef\xbb\xbf" + GOOD_TEXT)
-    assert m.load(tmp_path / "claim.yaml").spec == m.load(GOOD_YAML).spec
+    assert models_mod.load(tmp_path / "claim.yaml").spec == models_mod.load(GOOD_YAML).spec
 
 
 def test_json_schema_is_strict_and_uses_manifest_keys() -> None:
-    schema = m.json_schema()
+    schema = models_mod.json_schema()
     assert schema["additionalProperties"] is False
     for name, sub in schema["$defs"].items():
         if sub.get("type") == "object":
@@ -786,7 +788,7 @@ def test_a_fifo_as_the_manifest_is_refused_without_blocking(tmp_path: Path, no_h
     fifo = tmp_path / "claim.yaml"
     os.mkfifo(fifo)
     with pytest.raises(ManifestError) as info:
-        m.load(fifo)
+        models_mod.load(fifo)
     assert info.value.problems == [f"{fifo}: is not a regular file (it is a FIFO)"]
 
 
@@ -794,5 +796,5 @@ def test_a_link_to_dev_zero_as_the_manifest_is_refused(tmp_path: Path, no_hang: 
     link = tmp_path / "claim.yaml"
     link.symlink_to("/dev/zero")
     with pytest.raises(ManifestError) as info:
-        m.load(link)
+        models_mod.load(link)
     assert "is not a regular file" in info.value.problems[0]

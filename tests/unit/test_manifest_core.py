@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc import manifest as m
-from dotlab_hpc import manifest_core, manifest_core_schema
-from dotlab_hpc._gen_manifest_core import light_schema, source
 from dotlab_hpc.errors import ManifestError
+from dotlab_hpc.manifest import light as manifest_core
+from dotlab_hpc.manifest import light_schema as manifest_core_schema
+from dotlab_hpc.manifest import models as models_mod
+from dotlab_hpc.manifest import parse as parse_mod
+from dotlab_hpc.manifest._gen_light_schema import light_schema, source
 
 from .test_manifest import DOCUMENTS, GOOD_JSON, GOOD_YAML, MINIMAL_YAML, MUTATIONS, mutate
 from .test_manifest_fuzz import FUZZ, GOOD, PATHS, values
@@ -21,7 +23,7 @@ from .test_manifest_fuzz import FUZZ, GOOD, PATHS, values
 
 def models_accept(data: Any) -> bool:
     try:
-        m.validate_data(data, "f.yaml")
+        models_mod.validate_data(data, "f.yaml")
     except ManifestError:
         return False
     return True
@@ -44,7 +46,7 @@ def test_the_written_schema_is_what_the_models_make_now() -> None:
 @pytest.mark.parametrize("path", [GOOD_YAML, GOOD_JSON, MINIMAL_YAML])
 def test_good_files_are_valid_for_both(path: Any) -> None:
     assert manifest_core.is_valid_file(path)
-    m.load(path)
+    models_mod.load(path)
 
 
 @pytest.mark.parametrize(("path", "value"), [pytest.param(c[1], c[2], id=c[0]) for c in MUTATIONS])
@@ -56,7 +58,7 @@ def test_every_malformed_field_is_refused_by_both(path: str, value: Any) -> None
 def test_every_malformed_document_is_refused_by_both(case: Any) -> None:
     _, suffix, raw, _, _ = case
     try:
-        data = m.parse_document(raw, suffix, "f.yaml")
+        data = parse_mod.parse_document(raw, suffix, "f.yaml")
     except ManifestError:
         return  # refused before either validator sees it
     assert not same_verdict(data)

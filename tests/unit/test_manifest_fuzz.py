@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dotlab_hpc import manifest as m
 from dotlab_hpc.errors import ManifestError
+from dotlab_hpc.manifest import models as models_mod
+from dotlab_hpc.manifest import parse as parse_mod
 
 GOOD: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "manifests" / "good.json").read_text("utf-8")
@@ -95,7 +96,7 @@ def _check_lines(problems: list[str]) -> None:
 
 def _validate(data: Any) -> None:
     try:
-        m.validate_data(data, "f.yaml")
+        models_mod.validate_data(data, "f.yaml")
     except ManifestError as e:
         _check_lines(e.problems)
 
@@ -104,7 +105,7 @@ def _validate(data: Any) -> None:
 @given(text=yaml_ish, suffix=st.sampled_from([".yaml", ".json"]))
 def test_text_gives_data_or_one_line_errors(text: str, suffix: str) -> None:
     try:
-        _validate(m.parse_document(text.encode("utf-8"), suffix, "f.yaml"))
+        _validate(parse_mod.parse_document(text.encode("utf-8"), suffix, "f.yaml"))
     except ManifestError as e:
         _check_lines(e.problems)
 
@@ -113,7 +114,7 @@ def test_text_gives_data_or_one_line_errors(text: str, suffix: str) -> None:
 @given(raw=st.binary(max_size=64), suffix=st.sampled_from([".yaml", ".json"]))
 def test_bytes_give_data_or_one_line_errors(raw: bytes, suffix: str) -> None:
     try:
-        _validate(m.parse_document(raw, suffix, "f.yaml"))
+        _validate(parse_mod.parse_document(raw, suffix, "f.yaml"))
     except ManifestError as e:
         _check_lines(e.problems)
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import manifest as m
 from dotlab_hpc.cli import main
 from dotlab_hpc.errors import ManifestError
-from dotlab_hpc.manifest_parse import MAX_NUMBER_CHARS
+from dotlab_hpc.manifest import models as models_mod
+from dotlab_hpc.manifest import rules as rules_mod
+from dotlab_hpc.manifest.rules import MAX_NUMBER_CHARS
 
 from .test_manifest import GOOD_JSON, LABEL, mutate
 
@@ -22,7 +23,7 @@ BIG = "5" * 5000
 
 def problems(data: object) -> list[str]:
     with pytest.raises(ManifestError) as info:
-        m.validate_data(data, LABEL)
+        models_mod.validate_data(data, LABEL)
     return info.value.problems
 
 
@@ -63,7 +64,7 @@ def test_a_file_with_an_escaped_nul_or_surrogate_is_one_line(
     f = tmp_path / f"claim{suffix}"
     f.write_text(text)
     with pytest.raises(ManifestError) as info:
-        m.load(f)
+        models_mod.load(f)
     (line,) = info.value.problems
     assert line.startswith(f"{f}: {field}: ") and ("surrogate" in line or "NUL" in line), line
 
@@ -87,7 +88,7 @@ def test_huge_numbers_are_one_line_naming_the_field(
     f = tmp_path / f"claim{suffix}"
     f.write_text(raw)  # JSON is YAML too
     with pytest.raises(ManifestError) as info:
-        m.load(f)
+        models_mod.load(f)
     (line,) = info.value.problems
     assert line.startswith(f"{f}: {field}: ")
     assert "set_int_max_str_digits" not in line and "Exceeds" not in line
@@ -105,7 +106,7 @@ def test_the_shortest_digit_runs_of_a_too_long_yaml_number_are_still_found(tmp_p
     f = tmp_path / "claim.yaml"
     f.write_text(text)
     with pytest.raises(ManifestError) as info:
-        m.load(f)
+        models_mod.load(f)
     (line,) = info.value.problems
     assert line == f"{f}: seed: a 101-character number is too large for any field"
 
@@ -127,8 +128,10 @@ def test_only_ascii_digits_count(path: str, value: str) -> None:
 
 
 def test_the_entrypoint_fits_in_one_argument() -> None:
-    assert m.validate_data(mutate("entrypoint", "x" * m.MAX_ENTRYPOINT_BYTES), LABEL)
-    (line,) = problems(mutate("entrypoint", "é" * (m.MAX_ENTRYPOINT_BYTES // 2 + 1)))
+    assert models_mod.validate_data(
+        mutate("entrypoint", "x" * rules_mod.MAX_ENTRYPOINT_BYTES), LABEL
+    )
+    (line,) = problems(mutate("entrypoint", "é" * (rules_mod.MAX_ENTRYPOINT_BYTES // 2 + 1)))
     assert line.startswith(f"{LABEL}: entrypoint: is 65538 bytes; at most 65536")
 
 

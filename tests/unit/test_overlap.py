@@ -8,7 +8,7 @@ import pytest
 
 from dotlab_hpc.cli import main
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.submit import plan
+from dotlab_hpc.submit.plan import plan
 
 from .test_submit import NOW, opts, write_manifest
 

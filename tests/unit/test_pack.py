@@ -10,20 +10,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc.bundle import (
+from dotlab_hpc.bundle.evidence import derive_evidence
+from dotlab_hpc.bundle.layout import (
     BundleImage,
     BundleIndex,
     MalformedSums,
     parse_sums,
     path_problem,
-    readme_text,
     sums_text,
 )
-from dotlab_hpc.bundle_tar import UnsafeTar, extract_tar, tar_member_problem
-from dotlab_hpc.collect import container_facts
-from dotlab_hpc.manifest import validate_data
-from dotlab_hpc.pack import derive_evidence, tar_root_name, write_tar
-from dotlab_hpc.record import ClaimRecord, ToolRecord
+from dotlab_hpc.bundle.readme import readme_text
+from dotlab_hpc.bundle.tar import (
+    UnsafeTar,
+    extract_tar,
+    tar_member_problem,
+    tar_root_name,
+    write_tar,
+)
+from dotlab_hpc.collect.facts import container_facts
+from dotlab_hpc.manifest.models import validate_data
+from dotlab_hpc.rundir.records import ClaimRecord, ToolRecord
 from tests.support.runfiles import claim_record, job_status, submission_record
 
 H1 = "a" * 64
@@ -416,7 +422,7 @@ def test_extract_refuses_too_many_members(tmp_path: Path) -> None:
 def test_extract_refuses_more_than_the_free_space(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dotlab_hpc import bundle_tar
+    from dotlab_hpc.bundle import tar as bundle_tar
 
     tar = _gz_bomb(tmp_path / "t.tar.gz", 4096)
     monkeypatch.setattr(bundle_tar, "_free_bytes", lambda path: 1000)
@@ -426,6 +432,6 @@ def test_extract_refuses_more_than_the_free_space(
 
 
 def test_the_default_limits_bound_a_bundle() -> None:
-    from dotlab_hpc import bundle_tar
+    from dotlab_hpc.bundle import tar as bundle_tar
 
     assert bundle_tar.MAX_MEMBERS <= 10_000 and bundle_tar.MAX_BYTES <= 1 << 40

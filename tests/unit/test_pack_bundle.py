@@ -10,14 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.bundle import SUMS, parse_sums, sums_text
-from dotlab_hpc.bundle_check import verify_bundle, verify_dir
+from dotlab_hpc.bundle.check import verify_bundle, verify_dir
+from dotlab_hpc.bundle.layout import SUMS, parse_sums, sums_text
+from dotlab_hpc.bundle.pack import PackOptions, pack
 from dotlab_hpc.errors import RunDirError, UsageError
-from dotlab_hpc.pack import PackOptions, pack
-from dotlab_hpc.record import InputsRecord
-from dotlab_hpc.rundir import RunDir, RunPaths
-from tests.support.runfiles import job_status, run_record, submission_record, write_status
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.models import RunPaths
+from dotlab_hpc.rundir.records import InputsRecord
+from tests.support.runfiles import (
+    job_status,
+    run_record,
+    submission_record,
+    write_run,
+    write_status,
+    write_submission,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim"
@@ -50,7 +58,7 @@ def make_run_dir(root: Path) -> Path:
         ),
         inputs=InputsRecord.model_validate(inputs),
     )
-    RunDir(rd).write_run(run)
+    write_run(RunDir(rd), run)
     record = {
         "record_version": 1,
         "outcome": "reproduced",
@@ -83,7 +91,7 @@ def make_run_dir(root: Path) -> Path:
     (rd / "slurm.out").write_text("dotlab-hpc: job 7 on vm\n")
     times = {"job_started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:09Z"}
     write_status(RunDir(rd), job_status(job_id="7", **times))
-    RunDir(rd).write_submission(submission_record(job_id="7"))
+    write_submission(RunDir(rd), submission_record(job_id="7"))
     (rd / "job.sbatch").write_text("#!/bin/bash\n")
     (rd / "events.jsonl").write_text('{"event":"collected"}\n')
     (rd / "claim.def").write_text("Bootstrap: docker\n")
@@ -317,7 +325,7 @@ def test_verify_bundle_usage_errors(tmp_path: Path) -> None:
 
 
 def test_report_json_and_table(bundle: Path) -> None:
-    from dotlab_hpc.bundle_check import format_report
+    from dotlab_hpc.printers.reports import bundle_table
 
     report = verify_bundle(bundle)
     data = report.to_json()
@@ -330,7 +338,7 @@ def test_report_json_and_table(bundle: Path) -> None:
         "manifest-sha256",
         "claim",
     }
-    text = format_report(report)
+    text = bundle_table(report)
     assert text.splitlines()[0].split() == ["CHECK", "RESULT", "DETAIL"]
     assert text.endswith("bundle OK: claim example-centroid, outcome reproduced\n")
 
@@ -381,13 +389,13 @@ def test_pack_refuses_a_fifo_log_without_blocking(
 
 def test_the_resolved_manifest_comes_from_run_json_where_it_is_kept(tmp_path: Path) -> None:
     """Run directories of this version keep the resolved manifest in run.json, not a file."""
-    from dotlab_hpc.fsio import canonical_json
+    from dotlab_hpc.fsio.jsontext import canonical_json
 
     rd = make_run_dir(tmp_path)
     resolved = json.loads((rd / "manifest.resolved.json").read_text())
     (rd / "manifest.resolved.json").unlink()
     run = RunDir(rd).run()
-    RunDir(rd).write_run(run.model_copy(update={"manifest": resolved}))
+    write_run(RunDir(rd), run.model_copy(update={"manifest": resolved}))
     pack(PackOptions(rd, tmp_path / "bundle"))
     assert (tmp_path / "bundle" / "manifest.resolved.json").read_text() == canonical_json(resolved)
     assert verify_bundle(tmp_path / "bundle").failed() == []

@@ -9,17 +9,20 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc.poll import explain_reason, poll_once
+from dotlab_hpc.follow.states import explain_reason
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import RunDir
-from dotlab_hpc.slurm import SlurmClient
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.slurm.client import SlurmClient
+from tests.support.expect import poll_once
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
     JOB_NAME,
     job_status,
     run_record,
     submission_record,
+    write_run,
     write_status,
+    write_submission,
 )
 
 NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
@@ -54,8 +57,8 @@ def make_runs(root: Path, n: int, *, finished: set[int]) -> list[RunDir]:
     for i in range(n):
         rd = RunDir(root / f"run{i}")
         rd.path.mkdir(parents=True)
-        rd.write_run(run_record(claim=f"c{i}", run_id=f"r{i}"))
-        rd.write_submission(submission_record(job_id=str(1000 + i)))
+        write_run(rd, run_record(claim=f"c{i}", run_id=f"r{i}"))
+        write_submission(rd, submission_record(job_id=str(1000 + i)))
         if i in finished:
             write_status(rd, job_status(job_id=str(1000 + i)))
         runs.append(rd)
@@ -140,7 +143,7 @@ def test_an_older_job_of_a_reused_id_is_not_taken_for_a_job_just_submitted(tmp_p
 
 @given(st.text(alphabet="/a.b", max_size=12))
 def test_run_dirs_are_made_absolute_as_abspath_makes_them(text: str) -> None:
-    from dotlab_hpc.poll import _absolute
+    from dotlab_hpc.follow.poll import _absolute
 
     parents: dict[str, Path] = {}
     for p in (text, "/" + text, f"/runs/{text}"):

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.probe_image import (
+from dotlab_hpc.proc import Completed
+from dotlab_hpc.site.probe_image import (
     IMAGE_TOOLS,
     ProbeImageError,
     make_probe_image,
     parse_ldd,
     plan_root,
 )
-from dotlab_hpc.proc import Completed
 from tests.support.fakes import ScriptedRunner
 
 # ldd /bin/sed on Debian 12 (glibc 2.36), as printed

@@ -8,29 +8,23 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.container.apptainer import ExecSpec, bind_arg, exec_argv
+from dotlab_hpc.container.apptainer import ExecSpec, bind_arg, exec_argv, probe_argv
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.render import (
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.render.deffile import render_def
+from dotlab_hpc.render.facts import (
+    PROBE_NAME,
     WRAPPER_ARGS,
-    ArrayLayout,
-    JobSpec,
-    TaskSpec,
     apptainer_argvs,
-    job_directives,
-    parse_task_facts,
-    probe_argv,
-    probe_exec_spec,
-    probe_script,
-    render_def,
-    render_script,
-    sbatch_directive,
-    sh_quote,
-    slurm_minutes,
     task_exec_spec,
     task_facts,
-    wrapper_script,
 )
+from dotlab_hpc.render.job import job_directives, render_script
+from dotlab_hpc.render.spec import ArrayLayout, JobSpec, TaskSpec
+from dotlab_hpc.render.templates import probe_script, sh_quote, wrapper_script
+from dotlab_hpc.slurm.directives import sbatch_directive
+from dotlab_hpc.slurm.units import slurm_minutes
+from tests.support.expect import parse_task_facts, probe_exec_spec
 
 SHA = "a" * 64
 COMMIT = "b" * 40
@@ -262,7 +256,7 @@ def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
         # every claim has its probe: the analysis's sandbox up to the image, then the probe;
         # what the job script builds from the facts is exactly that container's argv
         assert argv[k - 1] == str(t.image)
-        built = probe_argv(argv, k, args)
+        built = probe_argv(argv, k, probe_script(), PROBE_NAME, args)
         expected = exec_argv(probe_exec_spec(t, j.apptainer, j.scratch_root))
         assert built == (*expected[: k + 3], "dotlab-probe", *expected[k + 4 :])  # its own $0
         assert built[k + 2] == probe_script() and built[k + 3] == "dotlab-probe"
@@ -280,7 +274,7 @@ def test_facts_of_a_gpu_claim_carry_the_probe_and_the_scratch() -> None:
     n = int(fields[6])
     argv, k, args = fields[7 : 7 + n], int(fields[7 + n]), fields[9 + n : -1]
     assert fields[4].startswith("/tmp/dotlab-scratch-") and fields[5] == "2048"
-    probe = probe_argv(argv, k, args)
+    probe = probe_argv(argv, k, probe_script(), PROBE_NAME, args)
     assert "--nv" in probe and "--workdir" in probe  # the analysis's own sandbox
     assert args == ("1", "1", "64", "", "1")
 
@@ -393,7 +387,7 @@ def test_localimage_base_in_a_folder_no_from_line_can_hold_is_refused(tmp_path: 
 
 
 def test_build_refuses_a_local_base_whose_digest_differs(tmp_path: Path) -> None:
-    from dotlab_hpc.build import check_local_base
+    from dotlab_hpc.render.build import check_local_base
 
     (tmp_path / "base.sif").write_bytes(b"not the pinned base")
     m = local_manifest(tmp_path / "claim.yaml", "b" * 64)

@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dotlab_hpc import manifest as manifest_mod
-from dotlab_hpc.render import render_def
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.render.deffile import render_def
 from tests.support.builds import build_manifest
 
 from .test_render import split_sections

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dotlab_hpc import manifest as manifest_mod
 from dotlab_hpc.errors import ManifestError, UsageError
-from dotlab_hpc.manifest_core import is_valid_data
-from dotlab_hpc.render import ArrayLayout, JobSpec, job_directives, parse_task_facts, task_facts
+from dotlab_hpc.manifest import models as manifest_mod
+from dotlab_hpc.manifest.light import is_valid_data
+from dotlab_hpc.render.facts import task_facts
+from dotlab_hpc.render.job import job_directives
+from dotlab_hpc.render.spec import ArrayLayout, JobSpec
+from tests.support.expect import parse_task_facts
 from tests.unit.test_render import manifest, task
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from dotlab_hpc import fsio
 from dotlab_hpc.cli import main
 from dotlab_hpc.errors import UsageError
+from dotlab_hpc.fsio import write as fsio
 
 GOOD = Path(__file__).resolve().parents[1] / "data" / "manifests" / "good.yaml"
 PY = "python:3.11-slim@sha256:" + "a" * 64

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from dotlab_hpc.bundle_check import verify_dir
+from dotlab_hpc.bundle.check import verify_dir
+from dotlab_hpc.bundle.pack import PackOptions, pack
+from dotlab_hpc.bundle.reproduce import plan_reproduce
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.pack import PackOptions, pack
-from dotlab_hpc.record import ClaimRecord
-from dotlab_hpc.reproduce import plan_reproduce, side_by_side, verdict_line
+from dotlab_hpc.printers.reports import side_by_side, verdict_line
+from dotlab_hpc.rundir.records import ClaimRecord
 from tests.unit.test_pack_bundle import make_run_dir
 
 

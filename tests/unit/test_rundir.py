@@ -16,25 +16,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dotlab_hpc import cli
+from dotlab_hpc.api import runs as api_runs
 from dotlab_hpc.errors import RunDirError
-from dotlab_hpc.fsio import FileRefused, canonical_json, read_regular
-from dotlab_hpc.rundir import (
+from dotlab_hpc.fsio.jsontext import canonical_json
+from dotlab_hpc.fsio.read import FileRefused, read_regular
+from dotlab_hpc.rundir.directory import RunDir, open_existing
+from dotlab_hpc.rundir.names import (
     MAX_JSON_BYTES,
     RECORD_FILE,
     RUN_FILE,
     STATUS_FILE,
     SUBMISSION_FILE,
-    RunDir,
-    open_existing,
 )
-from dotlab_hpc.slurm import SlurmClient
+from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
     complete_run_dir,
     job_status,
     run_record,
     submission_record,
+    write_run,
     write_status,
+    write_submission,
 )
 
 READERS: dict[str, Callable[[RunDir], object]] = {
@@ -48,8 +51,8 @@ READERS: dict[str, Callable[[RunDir], object]] = {
 def make_rd(tmp_path: Path) -> RunDir:
     rd = RunDir(tmp_path / "run")
     rd.path.mkdir()
-    rd.write_run(run_record())
-    rd.write_submission(submission_record())
+    write_run(rd, run_record())
+    write_submission(rd, submission_record())
     write_status(rd, job_status())
     return rd
 
@@ -71,12 +74,12 @@ def test_files_round_trip_through_the_models(tmp_path: Path) -> None:
 
 def test_the_status_model_is_what_the_job_script_writes() -> None:
     """Every key write_status's printf writes is a field of JobStatus, and nothing else."""
-    template = (Path(__file__).parents[2] / "templates" / "job.sbatch.j2").read_text()
+    template = (Path(__file__).parents[2] / "dotlab_hpc" / "render" / "templates" / "job.sbatch.j2").read_text()
     printf = next(line for line in template.splitlines() if 'printf \'{"version": 1' in line)
     keys = [k.strip(' "') for k in printf.split("'")[1].strip("{}\\n").split(",")]
     keys = [k.split('"')[0] if '"' in k else k.split(":")[0] for k in keys]
     written = {k.split(":")[0].strip().strip('"') for k in keys}
-    from dotlab_hpc.rundir import JobStatus
+    from dotlab_hpc.rundir.models import JobStatus
 
     assert written == set(JobStatus.model_fields)
     # the script gets the file's name from the view model, which takes it from rundir.py
@@ -201,7 +204,7 @@ def test_the_cli_gives_one_line_and_exit_2_on_a_fifo(
     rd = complete_run_dir(tmp_path / "run", with_record=verb != "collect" or name == RECORD_FILE)
     replace_with(rd, name, os.mkfifo)
     never = ScriptedRunner[tuple[str, ...]](lambda args: pytest.fail(f"Slurm asked: {args}"))
-    monkeypatch.setattr(cli, "_client", lambda: SlurmClient(never))
+    monkeypatch.setattr(api_runs, "slurm_client", lambda: SlurmClient(never))
     pack_args = ["-o", str(tmp_path / "b"), "--no-image"] if verb == "pack" else []
     argv = [verb, str(rd.path), *pack_args]
     assert cli.main(argv) == 2
@@ -210,7 +213,7 @@ def test_the_cli_gives_one_line_and_exit_2_on_a_fifo(
 
 
 def test_log_windows_and_the_jobcomp_tail_skip_a_fifo(tmp_path: Path, no_hang: None) -> None:
-    from dotlab_hpc.fsio import read_window
+    from dotlab_hpc.fsio.read import read_window
     from dotlab_hpc.slurm.client import read_tail
 
     os.mkfifo(tmp_path / "fifo")

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from dotlab_hpc.container.sif import SifImage, read_sif
-from dotlab_hpc.container.sif_summary import format_summary
+from dotlab_hpc.container.sif import read_sif
+from dotlab_hpc.container.sif_types import SifImage
+from dotlab_hpc.printers.sif import format_summary
 from tests.support.sif import assert_agrees, load_text
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "apptainer-1.4.5"

@@ -16,11 +16,11 @@ from dotlab_hpc.container.sif import (
     HEADER,
     MAX_DEFFILE_BYTES,
     MAX_DESCRIPTORS,
-    SifImage,
     parse_sif,
 )
-from dotlab_hpc.container.sif_summary import format_summary
+from dotlab_hpc.container.sif_types import SifImage
 from dotlab_hpc.errors import SifError
+from dotlab_hpc.printers.sif import format_summary
 from tests.support.sif import ObjectSpec, pack_sif
 
 DESC_OFF = 4096

@@ -12,16 +12,15 @@ import pytest
 
 from dotlab_hpc.container.sif import (
     DESCRIPTOR,
-    GO_ZERO_TIME,
     HEADER,
     MAX_DEFFILE_BYTES,
     MAX_DESCRIPTORS,
-    SifImage,
     parse_sif,
     read_sif,
 )
-from dotlab_hpc.container.sif_summary import format_summary
+from dotlab_hpc.container.sif_types import GO_ZERO_TIME, SifImage
 from dotlab_hpc.errors import SifError
+from dotlab_hpc.printers.sif import format_summary
 from tests.support.sif import ObjectSpec, pack_sif, partition_extra, signature_extra
 
 DEF = b"Bootstrap: docker\nFrom: debian:12@sha256:" + b"0" * 64 + b"\n"

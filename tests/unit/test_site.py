@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.doctor import HELD, INFO, NOT_HELD, UNKNOWN, Row, exit_code, probe_rows, table
-from dotlab_hpc.site import (
+from dotlab_hpc.container.conf import (
     apptainer_mode,
     conf_findings,
-    gpu_count,
     parse_apptainer_conf,
     parse_apptainer_version,
     parse_buildcfg,
-    parse_partitions,
 )
+from dotlab_hpc.printers.reports import doctor_table
+from dotlab_hpc.site.doctor import HELD, INFO, NOT_HELD, UNKNOWN, Row, exit_code, probe_rows
 from dotlab_hpc.slurm.parse import parse_scontrol_show_config
+from dotlab_hpc.slurm.partitions import gpu_count, parse_partitions
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SITE = DATA / "site"
@@ -146,7 +146,7 @@ def test_a_probe_that_never_ran_is_could_not_check() -> None:
 
 def test_the_table_is_aligned_and_shows_remedies() -> None:
     rows = [Row("a", "x", HELD, "fine"), Row("bb", "longer", NOT_HELD, "bad", "fix it")]
-    lines = table(rows).splitlines()
+    lines = doctor_table(rows).splitlines()
     assert lines[0].split() == ["PROPERTY", "STATE", "MEASURED", "REMEDY"]
     assert len({ln.index("fine") if "fine" in ln else ln.index("bad") for ln in lines[1:]}) == 1
     assert lines[2].endswith("fix it") and not lines[1].endswith(" ")
@@ -154,8 +154,8 @@ def test_the_table_is_aligned_and_shows_remedies() -> None:
 
 
 def test_doctor_refuses_bad_options_before_asking_anything(tmp_path: Path) -> None:
-    from dotlab_hpc.doctor import DoctorOptions, doctor
     from dotlab_hpc.errors import UsageError
+    from dotlab_hpc.site.doctor import DoctorOptions, doctor
 
     class NoRunner:
         def run(self, *a: object, **k: object) -> object:

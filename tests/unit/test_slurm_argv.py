@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.errors import SlurmError
-from dotlab_hpc.slurm import (
+from dotlab_hpc.slurm.argv import (
     sacct_argv,
     sacct_by_name_argv,
     sbatch_argv,
@@ -17,10 +17,10 @@ from dotlab_hpc.slurm import (
     scancel_argv,
     scontrol_show_config_argv,
     scontrol_show_job_argv,
-    slurm_time,
     squeue_argv,
     squeue_by_name_argv,
 )
+from dotlab_hpc.slurm.units import slurm_time
 
 SACCT_O = "JobID,JobIDRaw,JobName,State,ExitCode,Elapsed,Start,End,NodeList,Reason"
 SQUEUE_O = "%i|%T|%r|%M|%S|%e|%N|%j"

@@ -10,7 +10,9 @@ import pytest
 
 from dotlab_hpc.errors import ProcTimeout, SlurmError
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.slurm import SQUEUE_FORMAT, JobState, SlurmClient, read_tail, sbatch_argv
+from dotlab_hpc.slurm.argv import SQUEUE_FORMAT, sbatch_argv
+from dotlab_hpc.slurm.client import SlurmClient, read_tail
+from dotlab_hpc.slurm.states import JobState
 from tests.support.fakes import ScriptedRunner
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.errors import OperatorError, SlurmError
-from dotlab_hpc.slurm import (
+from dotlab_hpc.slurm.failures import (
     AccountingDisabled,
     accounting_disabled,
     classify_query_failure,

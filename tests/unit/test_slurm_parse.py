@@ -13,13 +13,10 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.errors import SlurmError
-from dotlab_hpc.slurm import (
-    AccountingDisabled,
-    JobInfo,
-    JobState,
+from dotlab_hpc.slurm.failures import AccountingDisabled
+from dotlab_hpc.slurm.parse import (
     expand_job_id,
     expand_task_ids,
-    parse_duration,
     parse_exit_code,
     parse_jobcomp,
     parse_key_values,
@@ -30,6 +27,8 @@ from dotlab_hpc.slurm import (
     parse_scontrol_show_job,
     parse_squeue,
 )
+from dotlab_hpc.slurm.states import JobInfo, JobState
+from dotlab_hpc.slurm.units import parse_duration
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 

@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.slurm import (
-    JobInfo,
-    JobState,
-    classify_sbatch_failure,
+from dotlab_hpc.slurm.failures import classify_sbatch_failure
+from dotlab_hpc.slurm.parse import (
     log_says_oom,
     log_says_time_limit,
     parse_jobcomp,
@@ -29,6 +27,7 @@ from dotlab_hpc.slurm import (
     parse_scontrol_show_job,
     parse_squeue,
 )
+from dotlab_hpc.slurm.states import JobInfo, JobState
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm-24.11"
 DATA_2205 = DATA.parent / "slurm"

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dotlab_hpc.slurm import (
-    TERMINAL_STATES,
-    JobInfo,
-    JobState,
-    is_terminal,
-    parse_state,
-)
+from dotlab_hpc.slurm.states import TERMINAL_STATES, JobInfo, JobState, is_terminal, parse_state
 
 
 @pytest.mark.parametrize(

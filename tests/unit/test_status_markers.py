@@ -10,17 +10,22 @@ import pytest
 from pydantic import ValidationError
 
 from dotlab_hpc.errors import RunDirError
-from dotlab_hpc.poll import BadRun, RunState, poll_rows, read_rows
+from dotlab_hpc.follow.poll import poll_rows, read_rows
+from dotlab_hpc.follow.states import BadRun, RunState
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import RunDir, RunHead, RunRecord, SubmissionHead, SubmissionRecord
-from dotlab_hpc.slurm import SlurmClient
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.heads import RunHead, SubmissionHead
+from dotlab_hpc.rundir.models import RunRecord, SubmissionRecord
+from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
     JOB_NAME,
     job_status,
     run_record,
     submission_record,
+    write_run,
     write_status,
+    write_submission,
 )
 
 NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
@@ -32,8 +37,8 @@ def submitted(tmp_path: Path, *, marker: bool, status: bool) -> RunDir:
     ends.mkdir(parents=True, exist_ok=True)
     rd = RunDir(tmp_path / "r")
     rd.path.mkdir()
-    rd.write_run(run_record(run_id=RUN_ID, ends_dir=str(ends)))
-    rd.write_submission(submission_record(job_id="1000"))
+    write_run(rd, run_record(run_id=RUN_ID, ends_dir=str(ends)))
+    write_submission(rd, submission_record(job_id="1000"))
     if status:
         write_status(rd, job_status(job_id="1000", exit_code=3))
     if marker:
@@ -198,8 +203,8 @@ INDEX_MUTATIONS: list[tuple[str, object]] = [
 def test_the_index_status_reads_refuses_what_the_full_model_refuses(
     tmp_path: Path, key: str, value: object
 ) -> None:
-    from dotlab_hpc import rundir
-    from dotlab_hpc.rundir_models import RunIndex
+    from dotlab_hpc.rundir import heads as rundir
+    from dotlab_hpc.rundir.models import RunIndex
 
     data = dict(GOOD_INDEX) if key == "none" else {**GOOD_INDEX, key: value}
     path = tmp_path / "batch-x.index.json"

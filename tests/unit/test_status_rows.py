@@ -11,12 +11,21 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc import cli
-from dotlab_hpc.poll import BadRun, RunState, poll_rows, read_rows
+from dotlab_hpc.api import runs as api_runs
+from dotlab_hpc.follow.poll import poll_rows, read_rows
+from dotlab_hpc.follow.states import BadRun, RunState
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.rundir import RunDir
-from dotlab_hpc.slurm import SlurmClient
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import job_status, run_record, submission_record, write_status
+from tests.support.runfiles import (
+    job_status,
+    run_record,
+    submission_record,
+    write_run,
+    write_status,
+    write_submission,
+)
 
 NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
@@ -24,8 +33,8 @@ NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 def finished_run(path: Path, i: int) -> RunDir:
     rd = RunDir(path)
     path.mkdir(parents=True)
-    rd.write_run(run_record(claim=f"c{i}", run_id=f"r{i}"))
-    rd.write_submission(submission_record(job_id=str(1000 + i)))
+    write_run(rd, run_record(claim=f"c{i}", run_id=f"r{i}"))
+    write_submission(rd, submission_record(job_id=str(1000 + i)))
     write_status(rd, job_status(job_id=str(1000 + i)))
     return rd
 
@@ -76,7 +85,7 @@ def test_status_json_keeps_the_order_and_marks_bad_entries(
 def orphan(path: Path, *, task: int | None, created: datetime) -> RunDir:
     rd = RunDir(path)
     path.mkdir(parents=True)
-    rd.write_run(run_record(job_name="dotlab-b", task_index=task,
+    write_run(rd, run_record(job_name="dotlab-b", task_index=task,
                             created_at=created.strftime("%Y-%m-%dT%H:%M:%SZ")))  # fmt: skip
     return rd
 
@@ -134,7 +143,7 @@ def test_cancel_finds_a_run_without_submission_json_by_its_name(
         calls.append(argv)
         return Completed(argv, 0, "", "") if argv[0] == "scancel" else inner(argv)
 
-    monkeypatch.setattr(cli, "_client", lambda: SlurmClient(ScriptedRunner(answer)))
+    monkeypatch.setattr(api_runs, "slurm_client", lambda: SlurmClient(ScriptedRunner(answer)))
     assert cli.main(["cancel", str(rd.path), str(tmp_path / "absent")]) == 2
     assert ("scancel", "77_1") in calls  # its own task, not the whole array
     out, err = capsys.readouterr()

@@ -11,17 +11,13 @@ import pytest
 
 from dotlab_hpc.errors import SlurmError, UsageError
 from dotlab_hpc.proc import Completed
-from dotlab_hpc.render import parse_task_facts
-from dotlab_hpc.rundir import FACTS_FILE, SCRIPT_NAME, RunDir
-from dotlab_hpc.slurm import SlurmClient
-from dotlab_hpc.submit import (
-    SubmitOptions,
-    backoff_delays,
-    check_out_dirs,
-    execute,
-    plan,
-    submit_once,
-)
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME
+from dotlab_hpc.slurm.client import SlurmClient
+from dotlab_hpc.submit.execute import execute
+from dotlab_hpc.submit.once import backoff_delays, submit_once
+from dotlab_hpc.submit.plan import SubmitOptions, check_out_dirs, plan
+from tests.support.expect import parse_task_facts
 from tests.support.fakes import ScriptedRunner
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)

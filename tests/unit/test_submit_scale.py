@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.errors import OperatorError, SlurmError, UsageError
-from dotlab_hpc.fsio import atomic_write_all
-from dotlab_hpc.render import parse_task_facts
-from dotlab_hpc.rundir import FACTS_FILE, SCRIPT_NAME, RunDir, ended_in
-from dotlab_hpc.slurm import SlurmClient, array_ranges
-from dotlab_hpc.submit import SubmitResult, execute
-from dotlab_hpc.submit_files import Writer
+from dotlab_hpc.fsio.write import Writer, atomic_write_all
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME, ended_in
+from dotlab_hpc.slurm.argv import array_ranges
+from dotlab_hpc.slurm.client import SlurmClient
+from dotlab_hpc.submit.execute import SubmitResult, execute
+from tests.support.expect import parse_task_facts
 
 from .test_submit import ArraySlurm, NoSleep, opts, write_manifest
 
@@ -128,7 +129,7 @@ def enospc_on(name: str) -> Writer:
                     [(path.parent / "ok-before", b"x", 0o644)]
                 )  # something partial on disk first
                 raise_from = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                from dotlab_hpc.fsio import WriteFailed
+                from dotlab_hpc.fsio.write import WriteFailed
 
                 raise WriteFailed(path, raise_from)
         atomic_write_all(files)
@@ -213,7 +214,7 @@ def test_a_refused_later_array_says_which_claims_were_not_submitted(tmp_path: Pa
 def test_many_files_are_synced_per_file_system_not_per_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dotlab_hpc import fsio
+    from dotlab_hpc.fsio import write as fsio
 
     fsyncs: list[int] = []
     syncs: list[int] = []
@@ -236,7 +237,7 @@ def test_many_files_are_synced_per_file_system_not_per_file(
 def test_a_sync_that_reports_a_write_error_names_the_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dotlab_hpc import fsio
+    from dotlab_hpc.fsio import write as fsio
 
     def failing(fd: int) -> int:
         import ctypes
@@ -351,7 +352,7 @@ def test_a_whole_array_file_with_a_run_json_naming_no_task_is_a_bad_row(tmp_path
 def test_status_reads_an_arrays_shared_submission_file_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dotlab_hpc import rundir
+    from dotlab_hpc.rundir import heads as rundir
 
     res = submit(tmp_path, 5, ArraySlurm())
     monkeypatch.setattr(rundir, "_SHARED_HEADS", {})
@@ -388,7 +389,7 @@ def test_run_json_holds_the_resolved_manifest_and_no_file_of_its_own(tmp_path: P
 
 def _heads_reading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The files ``RunDir.read_bytes`` opens from now on (the caches emptied)."""
-    from dotlab_hpc import rundir
+    from dotlab_hpc.rundir import heads as rundir
 
     monkeypatch.setattr(rundir, "_SHARED_HEADS", {})
     monkeypatch.setattr(rundir, "_INDEXES", {})
@@ -492,9 +493,9 @@ def test_a_refused_submission_keeps_its_index_and_one_taken_back_removes_it(
 def test_what_submit_asks_early_is_handed_on_and_a_failure_there_is_left_for_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import argparse
 
-    from dotlab_hpc import checkout, cli
+    from dotlab_hpc.api.submit import ask_early
+    from dotlab_hpc.verify import checkout
 
     asked: list[str] = []
 
@@ -514,11 +515,10 @@ def test_what_submit_asks_early_is_handed_on_and_a_failure_there_is_left_for_lat
         return "a" * 40, []
 
     monkeypatch.setattr(checkout, "inspect_checkout", inspect)
-    args = argparse.Namespace(code_dir=tmp_path / "code", manifest=["a.yaml", "b.yaml"])
-    found = cli._ask_early(args, Client())()  # type: ignore[arg-type]
+    found = ask_early(tmp_path / "code", many=True, client=Client())()  # type: ignore[arg-type]
     assert asked == ["scontrol", "sbatch --version"]  # its failure is not raised here
     asked.clear()  # one claim: no MaxArraySize, as execute would not ask it either
-    cli._ask_early(argparse.Namespace(code_dir=None, manifest=["a.yaml"]), Client())()  # type: ignore[arg-type]
+    ask_early(None, many=False, client=Client())()  # type: ignore[arg-type]
     assert asked == ["sbatch --version"]
     assert found == {os.path.realpath(tmp_path / "code"): ("a" * 40, [])}
     assert seen == [tmp_path / "code"]

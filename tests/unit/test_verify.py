@@ -14,9 +14,13 @@ from typing import Any
 
 import pytest
 
-from dotlab_hpc import hashing, verify
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.manifest import ManifestSpec, validate_data
+from dotlab_hpc.fsio import sha256 as sha256_mod
+from dotlab_hpc.manifest.models import ManifestSpec, validate_data
+from dotlab_hpc.printers import table as table_mod
+from dotlab_hpc.printers.reports import verify_table
+from dotlab_hpc.verify import hashing
+from dotlab_hpc.verify import inputs as verify
 from tests.support.fakes import clean_git
 
 
@@ -114,8 +118,8 @@ def test_hash_paths_many_in_one_pass(tree: Path, tmp_path: Path) -> None:
 
 
 def test_hash_line_escapes_like_sha256sum() -> None:
-    assert hashing.hash_line("ab", "x y") == "ab  x y"
-    assert hashing.hash_line("ab", "a\\b\nc") == "\\ab  a\\\\b\\nc"
+    assert table_mod.hash_line("ab", "x y") == "ab  x y"
+    assert table_mod.hash_line("ab", "a\\b\nc") == "\\ab  a\\\\b\\nc"
 
 
 # --------------------------------------------------------------------------- refusals
@@ -290,14 +294,14 @@ def test_unreadable_file_in_a_dataset_is_a_mismatch(
     (data / "set").mkdir(parents=True)
     (data / "set" / "good.csv").write_text("g")
     (data / "set" / "bad.csv").write_text("b")
-    real_open = hashing.open_regular
+    real_open = sha256_mod.open_regular
 
     def open_regular(path: Any, *, follow_symlinks: bool = True) -> io.FileIO:
         if os.fsdecode(path).endswith("bad.csv"):
             return FailingFile(os.fspath(path), "rb")
         return real_open(path, follow_symlinks=follow_symlinks)
 
-    monkeypatch.setattr(hashing, "open_regular", open_regular)
+    monkeypatch.setattr(sha256_mod, "open_regular", open_regular)
     check = _dataset(_verify(tmp_path, data, [{"name": "s", "path": "set", "sha256": "0" * 64}]))
     assert not check.ok
     assert check.reason == "set/bad.csv cannot be read (Input/output error)"
@@ -437,7 +441,7 @@ def test_table_and_json(tmp_path: Path) -> None:
             {"name": "longer-name", "path": "b.csv", "sha256": "0" * 64},
         ],
     )
-    table = verify.format_table(report).splitlines()
+    table = verify_table(report).splitlines()
     assert table[0].split() == ["CHECK", "NAME", "RESULT", "DETAIL"]
     assert len(table) == 1 + 5
     result_col = table[0].index("RESULT")
@@ -477,7 +481,7 @@ def test_one_cache_hashes_shared_inputs_once(
     image.write_bytes(b"SIF")
     digest = "sha256:" + hashlib.sha256(b"SIF").hexdigest()
     opened: list[bytes] = []
-    real = hashing.sha256_many
+    real = sha256_mod.sha256_many
 
     def counting(paths: Any, **kw: Any) -> Any:
         opened.extend(os.fsencode(p) for p in paths)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc import checkout as checkout_mod
-from dotlab_hpc import verify
 from dotlab_hpc.proc import Completed
+from dotlab_hpc.verify import git as checkout_mod
+from dotlab_hpc.verify import inputs as verify
 from tests.support.fakes import ScriptedRunner
 
 HEAD = "ab" * 20

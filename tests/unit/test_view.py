@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.collect import Collected
+from dotlab_hpc.collect.collect import Collected
 from dotlab_hpc.errors import OperatorError, one_line
-from dotlab_hpc.poll import RunState
-from dotlab_hpc.view import collected_lines, status_lines, table
+from dotlab_hpc.follow.states import RunState
+from dotlab_hpc.printers.runs import collected_lines, status_lines
+from dotlab_hpc.printers.table import table
 from tests.support.runfiles import claim_record
 
 HOSTILE = [

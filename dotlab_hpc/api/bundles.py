@@ -1,0 +1,112 @@
+"""Bundles: keys, the handoff bundle, its check, and a reviewer's rerun, as typed functions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..bundle.pack import PackResult
+    from ..bundle.report import BundleReport
+    from ..collect.collect import Collected
+    from ..follow.states import RunState
+    from ..rundir.records import ClaimRecord
+    from ..submit.execute import SubmitResult
+    from .inputs import PathLike
+
+
+def keygen(key: PathLike) -> tuple[Path, str]:
+    """``dotlab-hpc keygen``: an Ed25519 pair (``KEY`` mode 0600, ``KEY.pub``); (public key
+    path, key id). Never overwrites either file."""
+    from ..bundle.sign import keygen as make
+
+    return make(Path(key))
+
+
+def pack(
+    run_dir: PathLike,
+    output: PathLike,
+    *,
+    include_image: bool = True,
+    image: PathLike | None = None,
+    image_url: str | None = None,
+    sign_key: PathLike | None = None,
+) -> PackResult:
+    """``dotlab-hpc pack``: the paper's handoff bundle of a collected run (folder or .tar);
+    ``sign_key`` signs its provenance statement (``pack --sign``)."""
+    from ..bundle.pack import PackOptions
+    from ..bundle.pack import pack as pack_run
+
+    return pack_run(PackOptions(Path(run_dir), Path(output), include_image=include_image,
+                                image=None if image is None else Path(image),
+                                image_url=image_url,
+                                sign_key=None if sign_key is None else Path(sign_key)))  # fmt: skip
+
+
+def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:
+    """``dotlab-hpc verify-bundle``: the report of every check; ``failed()`` lists the failed.
+    With ``key`` (a ``KEY.pub``), the signature is required and checked."""
+    from ..bundle.check import verify_bundle as check
+    from ..bundle.sign import load_public_key
+
+    public = None if key is None else load_public_key(Path(key))
+    return check(Path(path), public_key=public)
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """A reviewer's rerun: the authors' record, the new submission, and each run collected."""
+
+    original: ClaimRecord
+    submitted: SubmitResult
+    collected: list[Collected]
+
+
+def reproduce(
+    bundle: PathLike,
+    *,
+    code_dir: PathLike,
+    data_dir: PathLike,
+    out_dir: PathLike | None = None,
+    image: PathLike | None = None,
+    key: PathLike | None = None,
+    runs_root: PathLike = "dotlab-runs",
+    run_dir: PathLike | None = None,
+    record: PathLike | None = None,
+    log_file: PathLike | None = None,
+    apptainer: str | None = None,
+    on_submitted: Callable[[SubmitResult], None] | None = None,
+    on_cycle: Callable[[list[RunState]], None] | None = None,
+) -> Reproduction:
+    """``dotlab-hpc reproduce``: check the bundle folder as ``verify-bundle`` does (with ``key``
+    its signature is required), then run its manifest as ``run`` does, with its image or
+    ``image`` (checked against the pinned digest), into ``out_dir`` (default:
+    ``./dotlab-out/<claim>-<time>``)."""
+    from ..bundle.check import verify_dir
+    from ..bundle.reproduce import plan_reproduce
+    from ..bundle.sign import load_public_key
+    from ..clock import SystemClock
+    from .submit import run_all
+
+    root = Path(bundle)
+    if not root.is_dir():
+        raise UsageError(
+            f"{root}: not a bundle folder",
+            hint="extract a .tar first (tar -xf X.tar): the job reads the image from the folder",
+        )
+    public = None if key is None else load_public_key(Path(key))
+    plan = plan_reproduce(root, verify_dir(root, public_key=public),
+                          image=None if image is None else Path(image))  # fmt: skip
+    if out_dir is None:
+        stamp = SystemClock().now().strftime("%Y%m%dT%H%M%SZ")
+        out_dir = Path("dotlab-out") / f"{plan.original.claim}-{stamp}"
+    submitted, collected = run_all(
+        [plan.manifest], code_dir=code_dir, data_dir=data_dir, image=plan.image, out_dir=out_dir,
+        runs_root=runs_root, run_dir=run_dir, apptainer=apptainer, record=record,
+        log_file=log_file, on_submitted=on_submitted, on_cycle=on_cycle,
+    )  # fmt: skip
+    return Reproduction(plan.original, submitted, collected)

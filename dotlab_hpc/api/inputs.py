@@ -1,0 +1,190 @@
+"""Inputs: manifests, hashes, the pre-flight checks, rendering, images, as typed functions.
+
+Imported by ``dotlab-hpc hash`` on every start: nothing here is imported before it is used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import SifError, UsageError
+
+TYPE_CHECKING = False  # no runtime `typing` import: `dotlab-hpc hash` starts in ~50 ms
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..container.dockerfile import DefConversion
+    from ..container.sif_types import SifImage
+    from ..manifest.models import Manifest
+    from ..render.build import BuildResult
+    from ..verify.inputs import VerifyReport
+
+    PathLike = str | os.PathLike[str]
+
+# Where `render` places what it was not told (the script is then a template to read).
+PLACEHOLDER_ROOT = Path("/dotlab")
+
+
+def load_manifest(path: PathLike) -> Manifest:
+    """Read and validate a manifest (.yaml, .yml, .json); ``ManifestError`` lists each problem."""
+    from ..manifest.models import load
+
+    return load(Path(path))
+
+
+def validate(paths: Sequence[PathLike]) -> None:
+    """``dotlab-hpc validate``: ``ManifestError`` with one line per problem of every file.
+
+    A good manifest is decided by pydantic-core alone (no model is built); the models word what
+    is wrong in a bad one.
+    """
+    from ..errors import ManifestError
+    from ..manifest.light import is_valid_file
+
+    problems: list[str] = []
+    for p in paths:
+        try:
+            if is_valid_file(p):
+                continue
+            load_manifest(p)
+        except ManifestError as e:
+            problems += e.problems
+    if problems:
+        raise ManifestError(problems)
+
+
+def schema() -> dict[str, Any]:
+    """The manifest's JSON Schema (``dotlab-hpc schema``)."""
+    from ..manifest.models import json_schema
+
+    return json_schema()
+
+
+def hash_paths(paths: Sequence[Path], *, jobs: int | None = None) -> list[str]:
+    """``dotlab-hpc hash``: the sha256 of each file or folder, as ``verify`` computes it, in one
+    parallel pass of ``jobs`` threads (default: the cores available); a progress line on a
+    terminal. ``UsageError`` names a path that cannot be pinned."""
+    from ..progress import Progress
+    from ..verify.hashing import hash_paths as hash_all
+
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: must be at least 1")
+    with Progress("hashing") as progress:
+        return hash_all(paths, progress=progress, workers=jobs)
+
+
+def verify(
+    manifest: PathLike, *, code_dir: PathLike, data_dir: PathLike, image: PathLike
+) -> VerifyReport:
+    """``dotlab-hpc verify``: every pre-flight check of one manifest's inputs, none submitted.
+
+    The report's ``ok`` says whether all match; ``mismatches()`` names each one that does not.
+    """
+    from ..proc import SubprocessRunner
+    from ..progress import Progress
+    from ..verify.inputs import verify_inputs
+
+    m = load_manifest(manifest)
+    with Progress(f"verifying {m.spec.claim}") as progress:
+        return verify_inputs(m.spec, code_dir=Path(code_dir), data_dir=Path(data_dir),
+                             image=Path(image), runner=SubprocessRunner(),
+                             progress=progress)  # fmt: skip
+
+
+def render(
+    manifest: PathLike,
+    output: PathLike,
+    *,
+    run_dir: PathLike | None = None,
+    code_dir: PathLike | None = None,
+    data_dir: PathLike | None = None,
+    out_dir: PathLike | None = None,
+    image: PathLike | None = None,
+    apptainer: str | None = None,
+) -> list[Path]:
+    """``dotlab-hpc render``: the job script, the task's facts and (with ``image.build``) the
+    .def, written into ``output``, all or none; paths not given are placeholders under
+    /dotlab. With ``run_dir`` equal to ``output`` the two are a complete job."""
+    from ..container.apptainer import find_apptainer
+    from ..fsio.write import atomic_write_all
+    from ..render.deffile import render_def
+    from ..render.facts import task_facts
+    from ..render.job import render_script
+    from ..render.spec import JobSpec, TaskSpec
+    from ..rundir.names import DEF_NAME, FACTS_FILE, SCRIPT_NAME
+
+    m = load_manifest(manifest)
+    out = Path(output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"-o {out}: cannot create the folder ({e.strerror})") from e
+
+    def where(given: PathLike | None, placeholder: str) -> Path:
+        return (Path(given) if given is not None else PLACEHOLDER_ROOT / placeholder).absolute()
+
+    task = TaskSpec(
+        manifest=m,
+        run_dir=where(run_dir, "run"),
+        code_dir=where(code_dir, "code"),
+        data_dir=where(data_dir, "data"),
+        out_dir=where(out_dir, "out"),
+        image=where(image, "image.sif"),
+    )
+    job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}", apptainer=find_apptainer(apptainer))
+    files = [
+        (out / SCRIPT_NAME, render_script(job).encode(), 0o755),
+        (out / FACTS_FILE, task_facts(task, job), 0o644),
+    ]
+    if m.spec.image.build is not None:
+        files.append((out / DEF_NAME, render_def(m).encode(), 0o644))
+    atomic_write_all(files)  # everything rendered first, then all files or none
+    return [path for path, _, _ in files]
+
+
+def convert_dockerfile(dockerfile: PathLike, output: PathLike) -> tuple[Path, DefConversion]:
+    """``render --from-dockerfile``: a pinned .def from a Dockerfile, written into ``output``;
+    the path written and the conversion (its ``warnings`` say what was lost)."""
+    from ..container.dockerfile import convert_dockerfile as convert
+    from ..container.dockerfile import write_def
+
+    conversion = convert(Path(dockerfile))
+    return write_def(conversion, Path(output)), conversion
+
+
+def build(
+    manifest: PathLike,
+    output: PathLike,
+    *,
+    apptainer: str | None = None,
+    force: bool = False,
+    lock: bool = False,
+    sign_image: PathLike | None = None,
+) -> BuildResult:
+    """``dotlab-hpc build``: render the .def, ``apptainer build --fakeroot`` (its output on the
+    terminal), maybe sign the image, and read the digest to pin."""
+    from ..clock import SystemClock
+    from ..proc import SubprocessRunner
+    from ..render.build import build_image
+
+    return build_image(load_manifest(manifest), Path(output), runner=SubprocessRunner(),
+                       now=SystemClock().now(), apptainer=apptainer, force=force, lock=lock,
+                       sign_key=None if sign_image is None else Path(sign_image))  # fmt: skip
+
+
+def inspect(sif: PathLike, *, digest: bool = True) -> SifImage:
+    """``dotlab-hpc inspect``: a SIF file's header, objects, embedded .def and (with
+    ``digest``) the sha256 of its bytes, read in pure Python."""
+    from ..container.sif import read_sif
+
+    return read_sif(Path(sif), digest=digest)
+
+
+def embedded_def(sif: PathLike) -> bytes:
+    """``inspect --def``: the definition file a SIF carries; ``SifError`` when it has none."""
+    image = inspect(sif, digest=False)
+    if image.deffile is None:
+        raise SifError(f"{sif}: holds no definition file (no Def.FILE object)")
+    return image.deffile

@@ -1,0 +1,279 @@
+"""Runs: submit, follow, status, collect, cancel, run, as typed functions (and ``Run``).
+
+One Slurm client for every verb (``slurm_client``) and one rule for a lost job: the follower
+finds it (``follow.lost``), ``collect`` turns it into that run's operator error, ``wait`` raises
+``JobsLost``. The command line calls these same functions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import RunDirError, UsageError
+from ..follow.states import BadRun as BadRun  # api.BadRun: a status row that could not be read
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from ..collect.collect import Collected
+    from ..follow.follower import FollowStats
+    from ..follow.lost import JobsLost
+    from ..follow.states import Local, Row, RunState
+    from ..rundir.records import ClaimRecord
+    from ..slurm.client import SlurmClient
+    from .inputs import PathLike
+
+OnCycle = Callable[["list[RunState]"], None]
+OnRetry = Callable[[int, Exception, float], None]
+
+
+def slurm_client() -> SlurmClient:
+    """The Slurm client every verb uses: the real commands, through the one Runner."""
+    from ..proc import SubprocessRunner
+    from ..slurm.client import SlurmClient
+
+    return SlurmClient(SubprocessRunner())
+
+
+# --------------------------------------------------------------------------- Run
+@dataclass(frozen=True)
+class Run:
+    """One submitted claim: its run directory, and its job while it has one.
+
+    ``mismatch`` is the ``input_mismatch`` record of a claim whose inputs did not match (it was
+    never submitted: ``job_id`` is None and ``collect`` returns that record).
+    """
+
+    run_dir: Path
+    claim: str
+    job_id: str | None
+    mismatch: ClaimRecord | None = None
+
+    def status(self) -> RunState:
+        """What the run directory and one Slurm query say now (``dotlab-hpc status``)."""
+        return status([self])[0]
+
+    def wait(self) -> RunState:
+        """Follow the run until it is final (``status --watch``): files every 2 s, Slurm at
+        most once every ``DOTLAB_FOLLOW_SLURM_S`` (600 s). ``OperatorError`` when it is lost."""
+        return wait([self])[0]
+
+    def collect(self) -> ClaimRecord:
+        """The frozen record (``dotlab-hpc collect``); ``NotFinished`` while the job runs."""
+        return collect([self])[0]
+
+    def cancel(self) -> None:
+        """scancel the run's job (found by its name when ``submission.json`` was not written)."""
+        cancel([self])
+
+
+def open_run(run_dir: PathLike) -> Run:
+    """A run directory made by ``submit`` earlier, by this process or another one."""
+    from ..rundir.directory import open_existing
+
+    rd = open_existing(Path(run_dir))
+    run = rd.run()
+    sub = rd.submission(run)
+    if sub is not None:
+        return Run(rd.path, run.claim, sub.job_id)
+    return Run(rd.path, run.claim, None, rd.record())  # never submitted: input_mismatch
+
+
+# --------------------------------------------------------------------------- follow
+def _trace_to(path: str) -> Callable[[datetime, FollowStats, int], None]:
+    """One JSON line a cycle into ``path`` (``DOTLAB_FOLLOW_TRACE``): what bench/scale and the
+    tests measure."""
+    import json
+
+    def trace(now: datetime, stats: FollowStats, left: int) -> None:
+        line = {"t": now.isoformat(), "left": left, "cycles": stats.cycles,
+                "slurm_calls": stats.slurm_calls, "cycle": stats.last}  # fmt: skip
+        with Path(path).open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+
+    return trace
+
+
+def follow(
+    runs: Sequence[Path | Local],
+    *,
+    on_cycle: OnCycle | None = None,
+    log_file: PathLike | None = None,
+) -> list[RunState]:
+    """Follow runs (run directories, or rows ``status`` read) until every one is final: files
+    every 2 s, Slurm at most once every ``DOTLAB_FOLLOW_SLURM_S`` (600 s). A lost job is final
+    too (state ``LOST``): ``lost_error`` says which."""
+    from ..clock import SystemClock
+    from ..follow.follower import TRACE_ENV, Knobs
+    from ..follow.follower import follow as follow_runs
+    from ..rundir.directory import RunDir
+    from ..rundir.events import step_logger
+
+    dirs = [x if not isinstance(x, Path) else RunDir(x.absolute()) for x in runs]
+    trace_path = os.environ.get(TRACE_ENV)
+    return follow_runs(
+        dirs, slurm_client(), SystemClock(), knobs=Knobs.from_env(), on_cycle=on_cycle,
+        log=step_logger(None if log_file is None else Path(log_file)),
+        trace=_trace_to(trace_path) if trace_path else None,
+    )  # fmt: skip
+
+
+def lost_error(states: Sequence[RunState]) -> JobsLost | None:
+    """The operator error of runs whose job was lost (or whose directory broke), or None."""
+    from ..follow.lost import JobsLost, lost_lines
+
+    lines = lost_lines(states)
+    return JobsLost(lines) if lines else None
+
+
+def wait(
+    runs: Sequence[Run], *, on_cycle: OnCycle | None = None, log_file: PathLike | None = None
+) -> list[RunState]:
+    """Follow the runs until every one is final (``status --watch``); their final states.
+
+    ``JobsLost`` (an ``OperatorError``, the CLI's exit 2) when Slurm lost a job, naming each
+    lost run. A run never submitted (``input_mismatch``) is final already.
+    """
+    states = follow([r.run_dir for r in runs], on_cycle=on_cycle, log_file=log_file)
+    error = lost_error(states)
+    if error is not None:
+        raise error
+    return states
+
+
+# --------------------------------------------------------------------------- status
+def status_rows(run_dirs: Sequence[PathLike]) -> list[Row]:
+    """``dotlab-hpc status``: each run's state with ONE Slurm query for all of them; a run
+    directory that cannot be read is a ``BadRun`` row among the others."""
+    from ..clock import SystemClock
+    from ..follow.poll import poll_rows, read_rows
+
+    return poll_rows(read_rows(run_dirs), slurm_client(), now=SystemClock().now())
+
+
+def watch_rows(run_dirs: Sequence[PathLike], *, on_cycle: OnCycle | None = None) -> list[Row]:
+    """``status --watch``: each readable run followed until it is final; the unreadable ones
+    stay ``BadRun`` rows, in their places."""
+    from ..follow.poll import read_rows
+    from ..follow.states import BadRun
+
+    rows = read_rows(run_dirs)
+    good = [r for r in rows if not isinstance(r, BadRun)]
+    followed = iter(follow(good, on_cycle=on_cycle) if good else [])
+    return [r if isinstance(r, BadRun) else next(followed) for r in rows]
+
+
+def status(runs: Sequence[Run]) -> list[RunState]:
+    """``dotlab-hpc status``: each run's state, with one Slurm query for all of them."""
+    from ..follow.states import BadRun
+
+    out = status_rows([r.run_dir for r in runs])
+    for row in out:
+        if isinstance(row, BadRun):
+            raise RunDirError(row.message)
+    return [row for row in out if not isinstance(row, BadRun)]
+
+
+# --------------------------------------------------------------------------- collect
+def collect_all(
+    run_dirs: Sequence[PathLike],
+    *,
+    record: PathLike | None = None,
+    log_file: PathLike | None = None,
+    lost: dict[Path, str] | None = None,
+) -> list[Collected]:
+    """``dotlab-hpc collect``: each run's record (written once; a second collect reads it) or
+    why there is none, with one Slurm query for all of them. ``record``: also written there
+    (one run only); ``lost``: runs the follower found lost (their operator error)."""
+    if record is not None and len(run_dirs) > 1:
+        raise UsageError("--record takes one run directory")
+    from ..clock import SystemClock
+    from ..collect.collect import collect_runs
+    from ..follow.follower import Knobs
+    from ..rundir.directory import open_existing
+    from ..rundir.events import step_logger
+
+    dirs = [open_existing(Path(p)) for p in run_dirs]
+    return collect_runs(
+        dirs,
+        slurm_client(),
+        now=SystemClock().now(),
+        extra_record=None if record is None else Path(record),
+        log=step_logger(None if log_file is None else Path(log_file)),
+        lost=lost,
+        lost_s=Knobs.from_env().lost_s,
+    )
+
+
+def records(collected: Sequence[Collected]) -> list[ClaimRecord]:
+    """The records, or the first run's error (its message naming that run directory)."""
+    out: list[ClaimRecord] = []
+    for c in collected:
+        if c.error is not None:
+            err = c.error
+            err.message = f"{c.run_dir}: {err.message}"  # as the CLI prints it
+            err.args = (err.message,)
+            raise err
+        if c.record is None:  # pragma: no cover - a Collected holds one or the other
+            raise RunDirError(f"{c.run_dir}: collected neither a record nor an error")
+        out.append(c.record)
+    return out
+
+
+def collect(runs: Sequence[Run]) -> list[ClaimRecord]:
+    """``dotlab-hpc collect``: the record of each run (written once; a second collect reads it).
+
+    Raises the first run's error (``NotFinished`` while a job runs, ``OperatorError`` when the
+    cluster failed it), its message naming that run directory.
+    """
+    return records(collect_all([r.run_dir for r in runs]))
+
+
+# --------------------------------------------------------------------------- cancel
+@dataclass(frozen=True)
+class Cancelled:
+    """What ``cancel`` did: the job ids cancelled, the runs never submitted, the unreadable."""
+
+    job_ids: tuple[str, ...]
+    never_submitted: tuple[Path, ...]
+    unreadable: tuple[BadRun, ...]
+
+
+def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
+    """``dotlab-hpc cancel``: scancel each readable run's job (a run whose submission.json is
+    missing is found by its name), in one call."""
+    from ..clock import SystemClock
+    from ..follow.orphans import adopt_orphans
+    from ..follow.poll import read_rows
+    from ..follow.states import BadRun, Local
+
+    rows = read_rows(run_dirs)
+    good = [r for r in rows if isinstance(r, Local)]
+    client = slurm_client()
+    found, _ = adopt_orphans(good, client, now=SystemClock().now()) if good else ([], {})
+    ids = [lo.job_id for lo in found if lo.job_id is not None]
+    if ids:
+        client.cancel(ids)
+    return Cancelled(
+        job_ids=tuple(ids),
+        never_submitted=tuple(lo.rd.path for lo in found if lo.job_id is None),
+        unreadable=tuple(r for r in rows if isinstance(r, BadRun)),
+    )
+
+
+def cancel(runs: Sequence[Run]) -> list[str]:
+    """``dotlab-hpc cancel``: scancel each run's job; returns the job ids cancelled.
+
+    ``RunDirError`` (nothing cancelled) when a run directory cannot be read.
+    """
+    from ..follow.poll import read_rows
+    from ..follow.states import BadRun
+
+    for row in read_rows([r.run_dir for r in runs]):
+        if isinstance(row, BadRun):
+            raise RunDirError(row.message)
+    return list(cancel_all([r.run_dir for r in runs]).job_ids)

@@ -1,0 +1,106 @@
+"""The bundle's standard metadata: write it (``pack``) and check it (``verify-bundle``).
+
+``pack`` writes, after every other file and before ``SHA256SUMS``: ``ro-crate-metadata.json``
+(``bundle_crate``), the in-toto statement (``bundle_provenance``) and, with ``--sign KEY``, its
+DSSE envelope (``bundle_sign``). ``verify-bundle`` runs the three checks below after its own;
+``--key KEY.pub`` makes the signature required and checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pwd
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from ..fsio.jsontext import canonical_json
+from .crate import crate_json
+from .layout import CRATE, ENVELOPE, STATEMENT
+from .provenance import Dataset, ProvenanceFacts, build_statement
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ..manifest.models import ManifestSpec
+    from ..rundir.records import ClaimRecord
+
+# the statement and the crate are a few KiB per file of the bundle
+META_LIMIT = 16 << 20
+
+
+def agent_name(run_dir: Path) -> str:
+    """Who submitted the run: the login name owning its run directory (or ``uid N``)."""
+    uid = run_dir.stat().st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def run_facts(
+    record: ClaimRecord,
+    spec: ManifestSpec,
+    *,
+    evidence: Mapping[str, Any],
+    manifest_name: str,
+    image_file: str | None,
+    image_url: str | None,
+    agent: str,
+) -> ProvenanceFacts:
+    """The facts the crate and the statement state, from the record, manifest and evidence."""
+    slurm = evidence.get("slurm") or {}
+    paths = {d.name: d.path for d in spec.data}
+    return ProvenanceFacts(
+        claim=record.claim,
+        title=record.title,
+        run_id=record.run_id,
+        outcome=record.outcome,
+        reason=record.reason,
+        commit=record.inputs.commit,
+        repo=spec.code.repo,
+        datasets=tuple(
+            Dataset(name, paths.get(name, name), sha)
+            for name, sha in sorted(record.inputs.datasets.items())
+        ),
+        image_digest=record.inputs.image_digest,
+        image_file=image_file,
+        image_url=image_url,
+        manifest_name=manifest_name,
+        job_id=record.slurm.job_id,
+        node=record.slurm.node,
+        state=record.slurm.state,
+        exit_code=record.slurm.exit_code,
+        array_job_id=slurm.get("array_job_id"),
+        started_at=record.evidence.container_started_at,
+        ended_at=record.evidence.container_ended_at,
+        tool_version=record.tool.version,
+        packed_by=__version__,
+        agent=agent,
+    )
+
+
+def write_metadata(
+    tree: Path,
+    facts: ProvenanceFacts,
+    digests: Mapping[str, str],
+    *,
+    sign: Ed25519PrivateKey | None = None,
+) -> dict[str, str]:
+    """Write the crate, the statement (and its envelope) into ``tree``; return their sha256s."""
+    from .sign import sign_envelope
+
+    out: dict[str, str] = {}
+
+    def write(name: str, data: bytes) -> None:
+        (tree / name).write_bytes(data)
+        (tree / name).chmod(0o644)
+        out[name] = hashlib.sha256(data).hexdigest()
+
+    write(CRATE, canonical_json(crate_json(facts, digests)).encode("utf-8"))
+    statement = canonical_json(build_statement(facts, {**digests, **out})).encode("utf-8")
+    write(STATEMENT, statement)
+    if sign is not None:
+        write(ENVELOPE, canonical_json(sign_envelope(statement, sign)).encode("utf-8"))
+    return out

@@ -1,0 +1,281 @@
+"""Pack: the paper's handoff bundle of a collected run (layout in ``bundle.py``).
+
+The bundle is made in a temporary folder beside the target, checked with ``verify-bundle``'s own
+checks, and only then renamed into place: a bundle is there whole or not at all. ``-o X.tar``
+writes a deterministic tar of the same tree under one folder ``X/``: entries sorted by path
+bytes, mtime 0, uid/gid 0 with no names, modes 0755 (folders) and 0644 (files). Nothing in the
+bundle depends on when it was packed, so packing one run twice gives identical bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import TOOL_NAME, __version__
+from ..collect.facts import read_container_facts
+from ..errors import RunDirError, UsageError, one_line
+from ..fsio.jsontext import canonical_json
+from ..fsio.read import FileRefused, copy_regular
+from ..fsio.sha256 import sha256_files
+from ..rundir.directory import open_existing
+from ..rundir.models import RunRecord
+from ..rundir.names import DEF_NAME, LOG_FILES, RESOLVED_FILE
+from ..rundir.records import ClaimRecord, ToolRecord
+from .check import verify_dir
+from .evidence import derive_evidence
+from .layout import (
+    DEF,
+    EVIDENCE,
+    IMAGE,
+    INDEX,
+    LOGS,
+    README,
+    RECORD,
+    RESOLVED,
+    SUMS,
+    BundleImage,
+    BundleIndex,
+    sums_text,
+    walk_files,
+)
+from .meta import agent_name, run_facts, write_metadata
+from .readme import readme_text
+from .tar import tar_root_name, write_tar
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+_URL_OK = re.compile(r"[^\s\x00-\x1f\x7f]{1,2048}")
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """What ``pack`` was asked for."""
+
+    run_dir: Path
+    output: Path
+    include_image: bool = True
+    image: Path | None = None
+    image_url: str | None = None
+    sign_key: Path | None = None
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """The bundle written."""
+
+    output: Path
+    is_tar: bool
+    claim: str
+    outcome: str
+    files: tuple[str, ...]
+    image_included: bool
+    key_id: str | None = None
+
+
+# --------------------------------------------------------------------------- the run dir
+def _copy(src: Path, dst: Path, *, follow_symlinks: bool = False) -> bool:
+    """Copy a regular file (False when absent); a link, FIFO or device is refused."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        copy_regular(src, dst, follow_symlinks=follow_symlinks)
+    except FileNotFoundError:
+        return False
+    except FileRefused as e:
+        raise RunDirError(f"{one_line(src)}: {e.reason}; a run directory holds only files") from e
+    return True
+
+
+def _write(dst: Path, text: str) -> None:
+    _write_bytes(dst, text.encode("utf-8"))
+
+
+def _write_bytes(dst: Path, data: bytes) -> None:
+    dst.write_bytes(data)
+    dst.chmod(0o644)
+
+
+def _check_target(output: Path, *, is_tar: bool) -> None:
+    try:
+        st = output.lstat()
+    except FileNotFoundError:
+        return
+    if is_tar:
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            return
+        raise UsageError(
+            f"-o {output}: exists; pack never overwrites a bundle", hint="choose another -o"
+        )
+    if not stat.S_ISDIR(st.st_mode) or any(output.iterdir()):
+        raise UsageError(
+            f"-o {output}: exists and is not an empty folder; pack never overwrites a bundle",
+            hint="choose another -o, or remove it",
+        )
+
+
+def _image_source(opts: PackOptions, run: RunRecord, digest: str) -> Path:
+    src = opts.image if opts.image is not None else Path(run.paths.image)
+    if not src.is_file():
+        raise UsageError(
+            f"{src}: the run's image is not there any more",
+            hint=f"give --image F.sif (sha256 {digest.removeprefix('sha256:')}), or --no-image",
+        )
+    return src
+
+
+def build_tree(
+    opts: PackOptions, tree: Path, sign: Ed25519PrivateKey | None = None
+) -> tuple[ClaimRecord, bool]:
+    """Fill the empty folder ``tree`` with the bundle of ``opts.run_dir``."""
+    rd = open_existing(opts.run_dir)
+    got = rd.record_and_bytes()
+    if got is None:
+        raise RunDirError(
+            f"{one_line(rd.path)}: has no record yet; collect first",
+            hint=f"run `dotlab-hpc collect {rd.path}` once the job has finished, then pack",
+        )
+    record, record_bytes = got
+    run = rd.run()
+    manifest = rd.manifest(run)
+    manifest_name = run.manifest_file
+    if manifest.sha256 != record.manifest_sha256:
+        raise RunDirError(
+            f"{one_line(rd.file(manifest_name))}: sha256 {manifest.sha256} is not the record's"
+            f" {record.manifest_sha256}; the run directory was changed after collect"
+        )
+    digest = record.inputs.image_digest
+    image_src = _image_source(opts, run, digest) if opts.include_image else None
+    if opts.image_url is not None and not _URL_OK.fullmatch(opts.image_url):
+        raise UsageError(f"--image-url {opts.image_url!r}: not a URL (spaces or control chars)")
+
+    # The manifest and the record were just read and checked; copy those exact bytes.
+    _write_bytes(tree / manifest_name, manifest.raw)
+    _write_bytes(tree / RECORD, record_bytes)
+    if run.manifest is not None:
+        _write(tree / RESOLVED, canonical_json(run.manifest))
+    else:  # a run directory from before kept it in a file
+        _copy(rd.file(RESOLVED_FILE), tree / RESOLVED)
+    _copy(rd.file(DEF_NAME), tree / DEF)
+    for name in LOG_FILES:
+        _copy(rd.file(name), tree / LOGS / name)
+    size = None
+    if image_src is not None:
+        _copy(image_src, tree / IMAGE, follow_symlinks=True)
+        size = (tree / IMAGE).stat().st_size
+    status = rd.status()
+    evidence = derive_evidence(
+        record,
+        container=read_container_facts(rd, status, manifest.spec.resources.time_s),
+        status=status,
+        submission=rd.submission(run),
+        gpu_claim=manifest.spec.is_gpu,
+    )
+    _write(tree / EVIDENCE, canonical_json(evidence))
+    index = BundleIndex(
+        bundle_version=1,
+        claim=record.claim,
+        run_id=record.run_id,
+        outcome=record.outcome,
+        manifest=manifest_name,
+        deffile=DEF if (tree / DEF).exists() else None,
+        image=BundleImage(
+            digest=digest,
+            file=IMAGE if image_src is not None else None,
+            url=opts.image_url,
+            size=size,
+        ),
+        tool=ToolRecord(name=TOOL_NAME, version=__version__),
+    )
+    _write(tree / INDEX, canonical_json(index.model_dump(mode="json")))
+    _write(tree / README, readme_text(index, record, manifest.spec, signed=sign is not None))
+    files, problems = walk_files(tree)
+    if problems:  # pragma: no cover - the tree holds only what was just written
+        raise RunDirError(f"bundle tree: {'; '.join(problems)}")
+    digests = dict(zip(files, sha256_files([tree / f for f in files]), strict=True))
+    if image_src is not None and f"sha256:{digests[IMAGE]}" != digest:
+        raise UsageError(
+            f"{image_src}: sha256:{digests[IMAGE]} is not the image the run used ({digest})",
+            hint="give --image with the run's .sif, or --no-image",
+        )
+    facts = run_facts(
+        record,
+        manifest.spec,
+        evidence=evidence,
+        manifest_name=manifest_name,
+        image_file=index.image.file,
+        image_url=opts.image_url,
+        agent=agent_name(rd.path),
+    )
+    digests |= write_metadata(tree, facts, digests, sign=sign)
+    _write(tree / SUMS, sums_text(digests))
+    return record, image_src is not None
+
+
+def pack(opts: PackOptions) -> PackResult:
+    """Make the bundle of a collected run at ``opts.output`` (a folder, or a .tar)."""
+    output = opts.output
+    is_tar = output.name.endswith(".tar")
+    _check_target(output, is_tar=is_tar)
+    sign, kid = None, None
+    if opts.sign_key is not None:
+        from .sign import key_id, load_private_key
+
+        sign = load_private_key(opts.sign_key)
+        kid = key_id(sign.public_key())
+    parent = output.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=parent))
+    except OSError as e:
+        raise UsageError(f"-o {output}: cannot write there ({e.strerror})") from e
+    try:
+        tree = work / "bundle"
+        tree.mkdir()
+        record, with_image = build_tree(opts, tree, sign)
+        report = verify_dir(tree, public_key=sign.public_key() if sign else None)
+        if not report.ok:
+            failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.ok)
+            raise RunDirError(
+                f"the bundle of {opts.run_dir} fails its own check ({failed})",
+                hint="the run directory is inconsistent; collect it again or report a bug",
+            )
+        files, _ = walk_files(tree)
+        if is_tar:
+            tmp_tar = work / "bundle.tar"
+            write_tar(tree, tmp_tar, tar_root_name(output))
+            tmp_tar.chmod(0o644)
+            tmp_tar.replace(output)
+        else:
+            tree.chmod(0o755)
+            tree.rename(output)
+        _fsync_dir(parent)
+    except OSError as e:
+        raise UsageError(f"-o {output}: cannot make the bundle ({e.strerror or e})") from e
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return PackResult(
+        output=output,
+        is_tar=is_tar,
+        claim=record.claim,
+        outcome=record.outcome,
+        files=tuple(files),
+        image_included=with_image,
+        key_id=kid,
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

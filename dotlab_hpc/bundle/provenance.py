@@ -1,0 +1,245 @@
+"""The bundle's in-toto Statement (v1) with a SLSA Provenance (v1) predicate: build and check.
+
+Subjects are what the run produced and ran: the record and the image, by sha256. The build
+definition resolves the code commit, every dataset and the image digest; the run details
+carry the Slurm job, its node, the container's start and end written inside the container,
+and the tool's version. Every other file of the bundle is a byproduct, with its sha256: a
+signature over the statement (``bundle_sign``) then covers every file but ``SHA256SUMS``,
+the statement and the envelope themselves.
+(https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md,
+https://slsa.dev/spec/v1.0/provenance)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .layout import ENVELOPE, IMAGE, RECORD, STATEMENT, SUMS
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+BUILD_TYPE = "urn:dotlab-hpc:claim-run:v1"
+BUILDER_ID = "urn:dotlab-hpc:slurm-apptainer"
+# files a statement cannot name: itself, its envelope, and the list that holds both
+NOT_COVERED = frozenset({STATEMENT, ENVELOPE, SUMS})
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One verified dataset: its manifest name, path below --data-dir, sha256."""
+
+    name: str
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ProvenanceFacts:
+    """What the RO-Crate and the statement say about the run (from the record and evidence)."""
+
+    claim: str
+    title: str | None
+    run_id: str
+    outcome: str
+    reason: str
+    commit: str
+    repo: str | None
+    datasets: tuple[Dataset, ...]
+    image_digest: str
+    image_file: str | None
+    image_url: str | None
+    manifest_name: str
+    job_id: str | None
+    node: str | None
+    state: str | None
+    exit_code: int | None
+    array_job_id: str | None
+    started_at: str | None
+    ended_at: str | None
+    tool_version: str
+    packed_by: str
+    agent: str
+
+
+def _hex(digest: str) -> str:
+    return digest.removeprefix("sha256:")
+
+
+def _drop_none(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if v is not None}
+
+
+def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:
+    """The statement; ``digests`` are the bundle's files so far (path → hex sha256)."""
+    image_hex = _hex(facts.image_digest)
+    dependencies: list[dict[str, Any]] = [
+        _drop_none({"name": "code", "uri": facts.repo, "digest": {"gitCommit": facts.commit}})
+    ]
+    dependencies += [
+        {
+            "name": f"data/{d.name}",
+            "digest": {"sha256": d.sha256},
+            "annotations": {"path": d.path},
+        }
+        for d in facts.datasets
+    ]
+    dependencies.append(
+        _drop_none({"name": "image", "uri": facts.image_url, "digest": {"sha256": image_hex}})
+    )
+    byproducts = [
+        {"name": name, "digest": {"sha256": digests[name]}}
+        for name in sorted(digests)
+        if name not in (RECORD, IMAGE) and name not in NOT_COVERED
+    ]
+    slurm = _drop_none(
+        {
+            "jobId": facts.job_id,
+            "arrayJobId": facts.array_job_id,
+            "node": facts.node,
+            "state": facts.state,
+            "exitCode": facts.exit_code,
+        }
+    )
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": RECORD, "digest": {"sha256": digests[RECORD]}},
+            {"name": facts.image_file or IMAGE, "digest": {"sha256": image_hex}},
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": {"claim": facts.claim, "manifest": facts.manifest_name},
+                "internalParameters": {"runId": facts.run_id, "slurm": slurm},
+                "resolvedDependencies": dependencies,
+            },
+            "runDetails": {
+                "builder": {
+                    "id": BUILDER_ID,
+                    "version": {"dotlab-hpc": facts.tool_version, "packed-by": facts.packed_by},
+                },
+                "metadata": _drop_none(
+                    {
+                        "invocationId": facts.run_id,
+                        "startedOn": facts.started_at,
+                        "finishedOn": facts.ended_at,
+                    }
+                ),
+                "byproducts": byproducts,
+            },
+        },
+    }
+
+
+# --------------------------------------------------------------------------- checking
+def _get(obj: Any, *keys: str) -> Any:
+    for k in keys:
+        obj = obj.get(k) if isinstance(obj, dict) else None
+    return obj
+
+
+def _sha(entry: Any) -> Any:
+    return _get(entry, "digest", "sha256")
+
+
+def _named(entries: Any, what: str, problems: list[str]) -> dict[str, Any]:
+    """name → entry of a list of resource descriptors; a problem for a malformed or repeated one."""
+    out: dict[str, Any] = {}
+    if not isinstance(entries, list):
+        problems.append(f"{STATEMENT}: {what} is not a list")
+        return out
+    for e in entries:
+        name = e.get("name") if isinstance(e, dict) else None
+        if not isinstance(name, str):
+            problems.append(f"{STATEMENT}: a {what} entry has no name")
+        elif name in out:
+            problems.append(f"{STATEMENT}: {what} {name!r} is listed twice")
+        else:
+            out[name] = e
+    return out
+
+
+def check_statement(
+    data: bytes,
+    *,
+    commit: str,
+    image_digest: str,
+    datasets: Mapping[str, str],
+    job_id: str | None,
+    digests: Mapping[str, str],
+) -> list[str]:
+    """Problems of a statement against the record's inputs and the bundle's files (none: ok).
+
+    ``digests`` are the files present (path → hex sha256). Each problem names what differs.
+    """
+    try:
+        st = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return [f"{STATEMENT} is not JSON"]
+    if not isinstance(st, dict):
+        return [f"{STATEMENT} is not a JSON object"]
+    problems: list[str] = []
+    if st.get("_type") != STATEMENT_TYPE:
+        problems.append(f"{STATEMENT}: _type {st.get('_type')!r} is not {STATEMENT_TYPE!r}")
+    if st.get("predicateType") != PREDICATE_TYPE:
+        problems.append(
+            f"{STATEMENT}: predicateType {st.get('predicateType')!r} is not {PREDICATE_TYPE!r}"
+        )
+    subjects = _named(st.get("subject"), "subject", problems)
+    image_hex = _hex(image_digest)
+    image_names = [n for n in subjects if n != RECORD]
+    if RECORD not in subjects:
+        problems.append(f"{STATEMENT} does not name {RECORD} as a subject")
+    elif _sha(subjects[RECORD]) != digests.get(RECORD):
+        problems.append(
+            f"{STATEMENT} names {RECORD} sha256 {_sha(subjects[RECORD])}, the bundle's"
+            f" {RECORD} has {digests.get(RECORD)}"
+        )
+    if len(image_names) != 1:
+        problems.append(f"{STATEMENT}: expected the record and one image as subjects")
+    else:
+        have = _sha(subjects[image_names[0]])
+        if have != image_hex:
+            problems.append(f"{STATEMENT} names image sha256:{have}, the record {image_digest}")
+        elif image_names[0] in digests and digests[image_names[0]] != have:
+            problems.append(
+                f"{STATEMENT} names {image_names[0]} sha256:{have}, the file has"
+                f" sha256:{digests[image_names[0]]}"
+            )
+    build = _get(st, "predicate", "buildDefinition")
+    deps = _named(_get(build, "resolvedDependencies"), "resolvedDependency", problems)
+    have_commit = _get(deps.get("code"), "digest", "gitCommit")
+    if have_commit != commit:
+        problems.append(f"{STATEMENT} names code commit {have_commit}, the record {commit}")
+    if _sha(deps.get("image")) != image_hex:
+        problems.append(
+            f"{STATEMENT} names dependency image sha256:{_sha(deps.get('image'))}, the record"
+            f" {image_digest}"
+        )
+    stated = {n.removeprefix("data/"): _sha(e) for n, e in deps.items() if n.startswith("data/")}
+    for name in sorted(set(stated) | set(datasets)):
+        if stated.get(name) != datasets.get(name):
+            problems.append(
+                f"{STATEMENT} names dataset {name} sha256 {stated.get(name)}, the record"
+                f" {datasets.get(name)}"
+            )
+    have_job = _get(build, "internalParameters", "slurm", "jobId")
+    if have_job != job_id:
+        problems.append(f"{STATEMENT} names Slurm job {have_job}, the record {job_id}")
+    byproducts = _named(_get(st, "predicate", "runDetails", "byproducts"), "byproduct", problems)
+    for name, entry in sorted(byproducts.items()):
+        if name not in digests:
+            problems.append(f"{STATEMENT} names {name}, which is not in the bundle")
+        elif _sha(entry) != digests[name]:
+            problems.append(
+                f"{STATEMENT} names {name} sha256 {_sha(entry)}, the file has {digests[name]}"
+            )
+    covered = set(subjects) | set(byproducts) | NOT_COVERED
+    left = sorted(n for n in digests if n not in covered)
+    if left:
+        problems.append(f"not named in {STATEMENT}: {', '.join(left)}")
+    return problems

@@ -1,0 +1,153 @@
+"""The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
+
+from __future__ import annotations
+
+from ..manifest.models import ManifestSpec
+from ..rundir.records import ClaimRecord
+from .layout import (
+    CRATE,
+    ENVELOPE,
+    EVIDENCE,
+    INDEX,
+    LOGS,
+    RECORD,
+    RESOLVED,
+    STATEMENT,
+    SUMS,
+    BundleIndex,
+)
+
+
+# --------------------------------------------------------------------------- README.md
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def readme_text(
+    index: BundleIndex, record: ClaimRecord, spec: ManifestSpec, *, signed: bool = False
+) -> str:
+    """The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
+    lines = [f"# Reproduction bundle: {record.claim}", ""]
+    if record.title:
+        lines += [record.title, ""]
+    lines += [
+        f"The handoff bundle of one dotlab-hpc run of the claim `{record.claim}` (run"
+        f" `{record.run_id}`), packed by {index.tool.name} {index.tool.version}; the record was"
+        f" written by {record.tool.name} {record.tool.version}.",
+        "",
+        "## Outcome",
+        "",
+        f"**{record.outcome}**: {record.reason}",
+        "",
+        "| target | expected | actual | abs_tol | rel_tol | within |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, t in sorted(record.targets.items()):
+        lines.append(
+            f"| {name} | {_fmt(t.expected)} | {_fmt(t.actual)} | {_fmt(t.abs_tol)}"
+            f" | {_fmt(t.rel_tol)} | {'yes' if t.within else 'no'} |"
+        )
+    sl = record.slurm
+    ev = record.evidence
+    lines += [
+        "",
+        f"Slurm job {sl.job_id or '—'} on node {sl.node or '—'}: state {sl.state or '—'},"
+        f" exit code {sl.exit_code if sl.exit_code is not None else '—'}. The container ran"
+        f" from {ev.container_started_at or '—'} to {ev.container_ended_at or '—'} (UTC,"
+        " written inside the container).",
+    ]
+    if ev.gpus:
+        lines += ["", "GPUs seen inside the container (`nvidia-smi -L`):", ""]
+        lines += [f"    {g}" for g in ev.gpus]
+    image = index.image
+    hexdigest = image.digest.removeprefix("sha256:")
+    if image.file is not None:
+        image_here = f"`{image.file}`: the image (`{image.digest}`)"
+        image_step = f"The image is `BUNDLE/{image.file}` (sha256 `{hexdigest}`)."
+        image_arg = f"BUNDLE/{image.file}"
+    else:
+        where = f"<{image.url}>" if image.url else "the authors (it is not in this bundle)"
+        image_here = f"no image: `pack --no-image` left it out; get it from {where}"
+        image_step = f"Get the image from {where}; `sha256sum` must print `{hexdigest}` for it."
+        image_arg = "<the .sif>"
+    lines += [
+        "",
+        "## What is here",
+        "",
+        f"- `{RECORD}`: the record of the run (outcome, targets, Slurm job, verified inputs)",
+        f"- `{EVIDENCE}`: container start and end times written inside the container,"
+        " `nvidia-smi -L` lines for GPU claims, the Slurm job's facts",
+        f"- `{index.manifest}`: the manifest exactly as submitted; `{RESOLVED}`: as read",
+    ]
+    if index.deffile:
+        lines.append(f"- `{index.deffile}`: the Apptainer definition the image is built from")
+    lines += [
+        f"- {image_here}",
+        f"- `{LOGS}/`: the job script, Slurm's log, the container's stdout/stderr, the step log",
+        f"- `{CRATE}`: RO-Crate metadata (Process Run Crate profile): the run as a"
+        " CreateAction, its image, code commit, datasets and record",
+        f"- `{STATEMENT}`: an in-toto Statement with a SLSA Provenance predicate: subjects the"
+        " record and the image, dependencies the commit, the datasets and the image digest",
+    ]
+    if signed:
+        lines.append(f"- `{ENVELOPE}`: that statement signed with Ed25519 (a DSSE envelope)")
+    lines += [
+        f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file",
+        "",
+        "## Check it",
+        "",
+        "    dotlab-hpc verify-bundle ." + (" --key <the authors' KEY.pub>" if signed else ""),
+        "",
+        f"or, with coreutils only: `sha256sum -c {SUMS}`.",
+    ]
+    if signed:
+        lines += [
+            "With `--key` the signature must verify with the authors' public key, and the"
+            " signed statement names the sha256 of every file, so nothing can be changed"
+            f" without it showing (`{SUMS}` alone can be rewritten by anyone).",
+        ]
+    lines += [
+        "",
+        "## Rerun it",
+        "",
+        f"1. Check out the code at commit `{spec.code.commit}`"
+        + (f" of {spec.code.repo}" if spec.code.repo else "")
+        + ", with nothing modified or added.",
+    ]
+    if spec.data:
+        lines.append(
+            "2. Put the data in one folder, each dataset at its path with this sha256"
+            " (`dotlab-hpc hash PATH` computes it):"
+        )
+        lines += [""] + [f"   - `{d.path}` ({d.name}): `{d.sha256}`" for d in spec.data] + [""]
+    else:
+        lines.append("2. This claim uses no data: any empty folder will do.")
+    lines += [
+        f"3. {image_step}",
+        "4. Run it on a Slurm cluster with Apptainer, from a working folder outside the bundle"
+        " (run directories are made there; BUNDLE is this folder):",
+        "",
+        f"       dotlab-hpc run BUNDLE/{index.manifest} \\",
+        f"         --code-dir <checkout of commit {spec.code.commit}> \\",
+        "         --data-dir <data with the listed sha256s> \\",
+        f"         --image {image_arg} --out-dir <an empty folder>",
+        "",
+        "It checks every input against the pinned sha256s and commit first, prints the outcome,"
+        " and exits 0 when the claim is reproduced. Or, in one command that checks this bundle"
+        " first and prints the authors' result and the new one side by side:",
+        "",
+        "       dotlab-hpc reproduce BUNDLE --code-dir <checkout> --data-dir <data>"
+        + ("" if image.file else f" --image {image_arg}"),
+        "",
+        "## ACM artifact badges",
+        "",
+        "- **Artifacts Available**: needs an archival DOI for this bundle (for instance from"
+        " Zenodo), which the authors fill in here: DOI: _to be filled in_.",
+        "- **Artifacts Evaluated - Functional**: supported: the bundle is complete and"
+        " self-checking (`verify-bundle`: every file's sha256, the RO-Crate metadata, the"
+        " provenance" + (", the signature" if signed else "") + "), and documented above;"
+        " it needs a reviewer to check it and to run it.",
+        "- **Results Reproduced**: supported by `dotlab-hpc reproduce` above; it needs a"
+        " reviewer's rerun on their own cluster that ends `REPRODUCED`.",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,55 @@
+"""``reproduce``: a reviewer's rerun of a bundle, and the table of the two results side by side.
+
+The bundle is checked as ``verify-bundle`` checks it; its manifest then goes through the same
+submit, follow and collect as ``run`` (``cli.py``), with the bundle's image or a given one (the
+pre-flight checks it against the pinned digest). What is left here is pure: the plan read from
+a checked bundle, and the comparison of the authors' record with the new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import UsageError, one_line
+from ..fsio.read import FileRefused, read_regular
+from ..rundir.records import ClaimRecord
+from .layout import INDEX, MAX_TEXT_BYTES, RECORD, BundleIndex
+from .report import BundleReport
+
+
+@dataclass(frozen=True)
+class ReproducePlan:
+    """What a checked bundle gives a rerun: its manifest, the image, the authors' record."""
+
+    manifest: Path
+    image: Path
+    original: ClaimRecord
+
+
+def plan_reproduce(root: Path, report: BundleReport, *, image: Path | None) -> ReproducePlan:
+    """The rerun of the bundle folder ``root``, which ``report`` must have found sound."""
+    if not report.ok:
+        raise UsageError(
+            f"{one_line(report.bundle)}: the bundle fails its check ({', '.join(report.failed())});"
+            " a bundle that does not verify is not rerun",
+            hint=f"run `dotlab-hpc verify-bundle {one_line(report.bundle)}` to see what differs",
+        )
+    try:
+        index = BundleIndex.model_validate_json(read_regular(root / INDEX, limit=MAX_TEXT_BYTES))
+        original = ClaimRecord.model_validate_json(
+            read_regular(root / RECORD, limit=MAX_TEXT_BYTES)
+        )
+    except (ValidationError, FileRefused, FileNotFoundError) as e:  # pragma: no cover - checked
+        raise UsageError(f"{one_line(root)}: changed while it was read ({e})") from e
+    if image is None:
+        if index.image.file is None:
+            where = f" from {index.image.url}" if index.image.url else ""
+            raise UsageError(
+                f"{one_line(report.bundle)}: holds no image (packed with --no-image)",
+                hint=f"get it{where} and give --image F.sif ({index.image.digest})",
+            )
+        image = root / index.image.file
+    return ReproducePlan(manifest=root / index.manifest, image=image, original=original)

@@ -1,0 +1,244 @@
+"""The command line's grammar: every verb of docs/contract.md ("Command line") and its options.
+
+Pure: argparse only. Each verb's parser records the verb's name (``args.verb``); ``cli.py``
+runs it. The options that submit, run and reproduce share come from one helper.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import TOOL_NAME, __version__
+from .api.inputs import PLACEHOLDER_ROOT
+
+
+def _add_inputs(p: argparse.ArgumentParser, *, image: bool = True) -> None:
+    p.add_argument("--code-dir", type=Path, required=True, help="git checkout of the code")
+    p.add_argument("--data-dir", type=Path, required=True, help="folder the datasets are in")
+    if image:
+        p.add_argument("--image", type=Path, required=True, help="the .sif image")
+
+
+def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> None:
+    """What submit, run and reproduce share: the inputs, where the runs go, the logs.
+
+    ``bundle``: reproduce's variant (the image and the output folder have defaults).
+    """
+    if bundle:
+        p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
+        _add_inputs(p, image=False)
+        p.add_argument(
+            "--image", type=Path, help="the .sif (default: the bundle's; must match its digest)"
+        )
+        p.add_argument(
+            "--out-dir",
+            type=Path,
+            help="where the analysis writes; must be empty (default: ./dotlab-out/<claim>-<time>)",
+        )
+        p.add_argument(
+            "--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it"
+        )
+        p.add_argument("--run-dir", type=Path, help="the run directory to create")
+    else:
+        p.add_argument(
+            "manifest", nargs="+", type=Path, help="one or more manifests (many → one job array)"
+        )
+        _add_inputs(p)
+        p.add_argument(
+            "--out-dir",
+            type=Path,
+            required=True,
+            help="where the analysis writes; must be empty (created if missing). "
+            "With several manifests, one subfolder per claim",
+        )
+        p.add_argument(
+            "--run-dir", type=Path, help="the run directory to create (one manifest only)"
+        )
+    p.add_argument(
+        "--runs-root",
+        type=Path,
+        default=Path("dotlab-runs"),
+        help="where run directories are created (default: ./dotlab-runs)",
+    )
+    p.add_argument(
+        "--record", type=Path, help="also write the new record here" if bundle else
+        "also write the record here",
+    )  # fmt: skip
+    p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
+    p.add_argument(
+        "--apptainer", help="the apptainer program the job runs (default: found on PATH)"
+    )
+    if not bundle:
+        p.add_argument(
+            "--array-limit",
+            type=int,
+            metavar="N",
+            help="at most N claims of the job array run at once (sbatch --array=...%%N; per"
+            " array where a submission beyond MaxArraySize is split into several)",
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; one subparser per verb of SPEC section 2."""
+    parser = argparse.ArgumentParser(
+        prog=TOOL_NAME,
+        description="Reproduce a paper's claim on Slurm inside Apptainer, with pinned inputs.",
+    )
+    parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    def verb(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_)
+
+    p = verb("validate", "check manifests; print nothing but errors")
+    p.add_argument("manifest", nargs="+", type=Path)
+
+    verb("schema", "print the manifest's JSON Schema")
+
+    p = verb("hash", "print `sha256  path` for files and directories")
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument(
+        "-j", "--jobs", type=int, help="files hashed at once (default: the cores available)"
+    )
+
+    p = verb("verify", "run the pre-flight checks; submit nothing")
+    p.add_argument("manifest", type=Path)
+    _add_inputs(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = verb("render", "write the sbatch script (and the .def) without submitting")
+    p.add_argument("manifest", nargs="?", type=Path)
+    p.add_argument("-o", "--output", type=Path, default=Path(), help="folder to write into")
+    p.add_argument("--from-dockerfile", type=Path, help="convert a Dockerfile into a .def")
+    for flag, what in (
+        ("--code-dir", "code"),
+        ("--data-dir", "data"),
+        ("--out-dir", "output"),
+        ("--run-dir", "run"),
+    ):
+        p.add_argument(
+            flag,
+            type=Path,
+            help=f"the {what} folder to write into the script (default: under {PLACEHOLDER_ROOT})",
+        )
+    p.add_argument("--image", type=Path, help="the .sif path to write into the script")
+    p.add_argument("--apptainer", help="the apptainer program the job runs")
+
+    p = verb("submit", "verify, render and sbatch; print the run directory and job id")
+    _add_run_options(p)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check everything, print the script and apptainer command, submit nothing",
+    )
+    p.add_argument("--wait", action="store_true", help="wait for the job to finish")
+    p.add_argument(
+        "--hold",
+        action="store_true",
+        help="submit held: nothing runs until `scontrol release JOBID` (sbatch --hold)",
+    )
+
+    p = verb("run", "submit --wait, then collect")
+    _add_run_options(p)
+
+    p = verb("doctor", "what this site's Apptainer and Slurm give: exit 0/1/2")
+    p.add_argument(
+        "--image",
+        type=Path,
+        help="a .sif for the probe job (any image with /bin/sh; default: a tiny one made"
+        " here from this node's shell and tools)",
+    )
+    p.add_argument("--partition", help="the partition to check and to run the probe job in")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs the probe job asks for")
+    p.add_argument("--apptainer", help="the apptainer program jobs run")
+    p.add_argument(
+        "--apptainer-conf", type=Path, help="the apptainer.conf to read (default: buildcfg's)"
+    )
+    p.add_argument("--work-dir", type=Path, help="an empty folder for the probe claim (kept)")
+    p.add_argument("--keep", action="store_true", help="keep the probe claim's folder")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds the probe job may take")
+    p.add_argument("--json", action="store_true")
+
+    p = verb("status", "state of one or many runs (one Slurm query for all)")
+    p.add_argument("run_dirs", nargs="+")  # strings: a Path each costs at 10,000 runs
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--watch", action="store_true", help="keep watching until all finished")
+
+    p = verb("collect", "classify a finished run and write its record")
+    p.add_argument("run_dirs", nargs="+", type=Path)
+    p.add_argument("--record", type=Path)
+    p.add_argument("--log-file", type=Path)
+
+    p = verb("cancel", "scancel the jobs of runs")
+    p.add_argument("run_dirs", nargs="+", type=Path)
+
+    p = verb("inspect", "read a .sif in pure Python: header, objects, .def, digest")
+    p.add_argument("sif", type=Path)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--def", dest="deffile", action="store_true", help="print only the .def")
+
+    p = verb("build", "render the .def and run `apptainer build --fakeroot`")
+    p.add_argument("manifest", type=Path)
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, help="the .sif to write (the .def goes beside)"
+    )
+    p.add_argument(
+        "--lock",
+        action="store_true",
+        help="write the build's facts to <manifest stem>.lock.json next to the manifest",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing image and .def")
+    p.add_argument(
+        "--sign-image",
+        type=Path,
+        metavar="KEY",
+        help="apptainer sign the image with KEY (dotlab-hpc keygen) before its digest is printed",
+    )
+    p.add_argument(
+        "--apptainer",
+        help="the apptainer program (default: $DOTLAB_APPTAINER, then apptainer or singularity"
+        " on PATH)",
+    )
+
+    p = verb("pack", "the paper's handoff bundle of a collected run")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="the bundle folder to create (absent or empty), or X.tar for a deterministic tar",
+    )
+    p.add_argument("--no-image", action="store_true", help="leave the .sif out; keep its digest")
+    p.add_argument(
+        "--image", type=Path, help="the run's .sif, when it is no longer where the run says"
+    )
+    p.add_argument("--image-url", help="where the .sif can be fetched (written into the bundle)")
+    p.add_argument(
+        "--sign",
+        type=Path,
+        metavar="KEY",
+        help="sign the in-toto statement with this Ed25519 key (`dotlab-hpc keygen KEY`)",
+    )
+
+    p = verb("verify-bundle", "check a handoff bundle (folder or .tar)")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--key",
+        type=Path,
+        metavar="KEY.pub",
+        help="require the bundle signed by this public key, and check the signature",
+    )
+
+    p = verb(
+        "reproduce",
+        "a reviewer's rerun of a bundle: check it, run it, show both results side by side",
+    )
+    _add_run_options(p, bundle=True)
+
+    p = verb("keygen", "write an Ed25519 key pair for signing bundles")
+    p.add_argument("key", type=Path, help="the private key to write (mode 0600); KEY.pub beside")
+    return parser

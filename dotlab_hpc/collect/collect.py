@@ -1,0 +1,270 @@
+"""Collect: gather what finished jobs left behind, classify each, and write its record.
+
+Many runs cost one Slurm query; a run whose submission.json was never written is found by its
+job name, and a job lost by the controller is an operator error (``follow.lost``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import (
+    NOT_FINISHED_HINT,
+    DotlabError,
+    NotFinished,
+    OperatorError,
+    ProcTimeout,
+    SlurmError,
+)
+from ..follow.lost import lost_error, lost_reason
+from ..follow.orphans import jobs_by_name, own_job
+from ..follow.states import NOT_YET_KNOWN_GRACE, lookup_since, parse_ts
+from ..fsio.write import locked
+from ..rundir.directory import RunDir
+from ..rundir.events import event
+from ..rundir.records import (
+    ClaimRecord,
+    EvidenceRecord,
+    SlurmRecord,
+    Verdict,
+    build_record,
+    write_record,
+)
+from ..slurm.client import SlurmClient
+from ..slurm.states import JobInfo
+from .classify import classify
+from .facts import RunFiles, job_facts, read_facts
+from .isolation import isolation_record
+from .output import read_output
+
+# How long collect waits for Slurm to agree that a job whose status file says it ended has ended.
+SETTLE_S = 60.0
+
+
+def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None) -> ClaimRecord:
+    """Classify one run (raises OperatorError / NotFinished) and build its record.
+
+    ``job_id`` is the run's job when ``submission.json`` does not name it (found by name).
+    """
+    spec = facts.manifest.spec
+    jf = job_facts(facts, info)
+    out_dir = Path(facts.run.paths.out_dir)
+    needs_output = jf.phase == "finished" and jf.container_started and jf.exit_code == 0
+    verdict: Verdict = classify(spec, jf, read_output(out_dir) if needs_output else None)
+    return build_record(
+        verdict=verdict,
+        claim=spec.claim,
+        title=spec.title,
+        run_id=facts.run.run_id,
+        manifest_sha256=facts.manifest.sha256,
+        slurm=SlurmRecord(
+            job_id=facts.submission.job_id if facts.submission else job_id,
+            state=info.state.value if info else None,
+            exit_code=jf.exit_code
+            if jf.exit_code is not None
+            else (info.exit_code if info else None),
+            node=jf.node,
+        ),
+        inputs=facts.run.inputs,
+        evidence=EvidenceRecord(
+            container_started_at=facts.container.started_at,
+            container_ended_at=facts.container.ended_at,
+            gpus=list(facts.container.gpu_lines) if spec.is_gpu else [],
+        ),
+        isolation=isolation_record(facts.container.probe),
+    )
+
+
+def _settle(
+    todo: Sequence[RunFiles],
+    job_of: dict[Path, str],
+    infos: dict[str, JobInfo],
+    client: SlurmClient,
+    *,
+    since: datetime,
+    sleep: Callable[[float], None],
+    settle_s: float,
+) -> dict[str, JobInfo]:
+    """Ask again about jobs that ended by their status file but not yet in Slurm's answer."""
+    waited, pause = 0.0, 1.0
+    while True:
+        lagging = [
+            job_id
+            for f in todo
+            if (job_id := job_of.get(f.run_dir.path)) is not None
+            and f.status is not None
+            and (info := infos.get(job_id)) is not None
+            and not info.terminal
+        ]
+        if not lagging or waited >= settle_s:
+            return infos
+        sleep(pause)
+        waited += pause
+        pause = min(pause * 1.5, 5.0)
+        infos = {**infos, **client.query(lagging, since=since)}
+
+
+def _since(f: RunFiles) -> datetime | None:
+    """When the run's job was submitted (or, never written, when the run was made)."""
+    return parse_ts(f.submission.submitted_at if f.submission else None) or parse_ts(
+        f.run.created_at
+    )
+
+
+def _orphan_jobs(todo: Sequence[RunFiles], client: SlurmClient, now: datetime) -> dict[Path, str]:
+    """The job of each run whose submission.json was never written, found by its name."""
+    orphans = [f for f in todo if f.submission is None]
+    if not orphans:
+        return {}
+    found = jobs_by_name([f.run.job_name for f in orphans], [_since(f) for f in orphans], client,
+                         now=now)  # fmt: skip
+    out: dict[Path, str] = {}
+    for f in orphans:
+        jobs = found.get(f.run.job_name)
+        if jobs:
+            out[f.run_dir.path] = own_job(jobs, f.run.task_index)[0]
+    return out
+
+
+def _lost_runs(
+    todo: Sequence[RunFiles],
+    job_of: dict[Path, str],
+    infos: dict[str, JobInfo],
+    client: SlurmClient,
+    *,
+    now: datetime,
+    lost_s: float,
+) -> dict[Path, str]:
+    """Runs without a status file whose job accounting shows unfinished, ``lost_s`` after
+    submission, asked of the controller (one squeue call for all of them): those it does not
+    hold are lost (``follow.lost.lost_reason``)."""
+    suspects = []
+    for f in todo:
+        job_id = job_of.get(f.run_dir.path)
+        info = infos.get(job_id or "")
+        since = _since(f)
+        if job_id is None or f.status is not None or info is None or info.terminal:
+            continue
+        if since is not None and (age := (now - since).total_seconds()) >= lost_s:
+            suspects.append((f, job_id, info, age))
+    if not suspects:
+        return {}
+    held = client.controller_jobs([job_id for _, job_id, _, _ in suspects])
+    out: dict[Path, str] = {}
+    for f, job_id, info, age in suspects:
+        why = lost_reason(job_id, f.run.job_name, controller=held.get(job_id), accounting=info,
+                          age_s=age, lost_s=lost_s)  # fmt: skip
+        if why is not None:
+            out[f.run_dir.path] = why
+    return out
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The result of collecting one run: its record, or why there is none."""
+
+    run_dir: Path
+    claim: str
+    record: ClaimRecord | None
+    error: DotlabError | None
+    reused: bool
+
+
+def collect_runs(
+    run_dirs: Sequence[RunDir],
+    client: SlurmClient,
+    *,
+    now: datetime,
+    extra_record: Path | None = None,
+    log: Callable[[RunDir, dict[str, Any]], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    settle_s: float = SETTLE_S,
+    lost: Mapping[Path, str] | None = None,
+    lost_s: float = 300.0,
+) -> list[Collected]:
+    """Collect many runs with ONE Slurm query; a run already collected keeps its record.
+
+    A job whose own status file says it has ended can still be RUNNING, COMPLETING or even
+    PENDING in Slurm's answer for a few seconds (slurmdbd hears of the end after the script has
+    written its status): such jobs are asked about again, all in one query per round, for up to
+    ``settle_s`` seconds, so that the record carries Slurm's final state.
+
+    A run whose ``submission.json`` was never written gets the job found under its name. A
+    run in ``lost`` (the follower found its job lost), or whose job accounting shows unfinished
+    while the controller does not know it ``lost_s`` after submission, is an operator error.
+    """
+    done: dict[Path, Collected] = {}
+    todo: list[RunFiles] = []
+    for rd in run_dirs:
+        with locked(rd.lock_path):
+            rec = rd.record()
+        if rec is not None:
+            done[rd.path] = Collected(rd.path, rec.claim, rec, None, True)
+        elif lost and rd.path in lost:
+            err = lost_error(lost[rd.path])
+            done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
+        else:
+            todo.append(read_facts(rd))
+    infos: dict[str, JobInfo] = {}
+    job_of = {f.run_dir.path: f.submission.job_id for f in todo if f.submission}
+    stuck: dict[Path, str] = {}
+    try:
+        job_of.update(_orphan_jobs(todo, client, now))
+        if job_of:
+            since = lookup_since((_since(f) for f in todo), now)
+            infos = client.query(list(job_of.values()), since=since)
+            infos = _settle(todo, job_of, infos, client, since=since, sleep=sleep,
+                            settle_s=settle_s)  # fmt: skip
+            stuck = _lost_runs(todo, job_of, infos, client, now=now, lost_s=lost_s)
+    except (SlurmError, ProcTimeout):
+        infos = {}  # the status files still decide; the record says the state is unknown
+    for f in todo:
+        claim = f.manifest.spec.claim
+        job_id = job_of.get(f.run_dir.path)
+        info = infos.get(job_id or "")
+        if info is not None and not info.is_named(f.run.job_name):
+            info = None  # the id names another job now: this run's job is not known to Slurm
+        try:
+            if f.run_dir.path in stuck:
+                raise lost_error(stuck[f.run_dir.path])
+            sent = _since(f)
+            if info is None and f.status is None and sent and now - sent < NOT_YET_KNOWN_GRACE:
+                # accounting hears of a job a moment after sbatch: not known yet is not lost
+                raise NotFinished(
+                    f"Slurm does not list job {job_id or f.run.job_name} yet (submitted"
+                    f" {max(0, int((now - sent).total_seconds()))} s ago)",
+                    hint=f"{NOT_FINISHED_HINT}; `dotlab-hpc status --watch` follows it",
+                )
+            rec = collect_one(f, info, job_id)
+        except (OperatorError, NotFinished) as e:
+            done[f.run_dir.path] = Collected(f.run_dir.path, claim, None, e, False)
+            continue
+        with locked(f.run_dir.lock_path):
+            again = f.run_dir.record()
+            if again is not None:  # another collect won the race: keep its record
+                done[f.run_dir.path] = Collected(f.run_dir.path, claim, again, None, True)
+                continue
+            write_record(rec, f.run_dir.record_path)
+        if log is not None:
+            log(
+                f.run_dir,
+                event(
+                    "collected",
+                    now,
+                    run_dir=str(f.run_dir.path),
+                    outcome=rec.outcome,
+                    reason=rec.reason,
+                ),
+            )
+        done[f.run_dir.path] = Collected(f.run_dir.path, claim, rec, None, False)
+    results = [done[rd.path] for rd in run_dirs]
+    if extra_record is not None:
+        recs = [c.record for c in results if c.record is not None]
+        if len(run_dirs) == 1 and recs:
+            write_record(recs[0], extra_record)
+    return results

@@ -1,0 +1,362 @@
+"""Follow runs until every one is final, gently on slurmctld, slurmdbd and the shared disk.
+
+Each cycle (every ``file_check_s``, 2 s) looks at the file system only: one listing per end-marker
+folder (``RunRecord.ends_dir``, shared by the runs of one submission: the job drops an empty file
+named after its run id there once ``status.json`` is complete), and one stat per run whose
+run directory predates those folders. A run's files are read again only when its marker (or its
+status file) appeared. So a finished run is noticed within seconds and costs no Slurm call.
+
+Slurm is asked at most once per cycle, whatever the number of runs: once at the start, then every
+``slurm_s`` (600 s, ``DOTLAB_FOLLOW_SLURM_S``; jitter only lengthens it, by up to 5 %) while
+every run is pending or running. That one call is ``squeue`` for every unfinished job, arrays by
+their array job id: the controller knows each job from sbatch until MinJobAge after its end, and
+it alone can tell a job it lost (purged on a restart, while slurmdbd may show it PENDING for
+ever). A job the controller does not list and that wrote no status file is asked of accounting
+(``sacct``, again one call for all such jobs) in the next cycle, ``resolve_s`` later: a final
+state there (CANCELLED, NODE_FAIL, ...) ends the run; none, or one that is not final, makes the
+job LOST once ``lost_s`` (300 s, ``DOTLAB_FOLLOW_LOST_S``) have passed since it was submitted.
+A job whose id Slurm now gives another job's name is LOST at once. LOST is final: the caller
+turns it into an operator error (exit 2, no record). So a cancelled or lost job is noticed
+within one ``slurm_s`` plus ``resolve_s`` (never an endless wait).
+
+``FollowStats`` counts what each cycle cost (Slurm calls, listings, stats, run re-reads) so that a
+benchmark can measure it; ``DOTLAB_FOLLOW_TRACE=FILE`` makes the CLI append one JSON line a cycle.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..errors import DotlabError, OperatorError, ProcTimeout, SlurmError, UsageError
+from ..rundir.directory import RunDir
+from ..rundir.events import Logger, event
+from ..rundir.names import ended_in
+from ..slurm.client import SlurmClient
+from ..slurm.states import JobInfo
+from .lost import ERROR, LOST, lost_reason
+from .orphans import adopt_orphans
+from .poll import from_slurm, read_local, refresh
+from .states import Local, RunState, lookup_since
+
+SLURM_S_ENV = "DOTLAB_FOLLOW_SLURM_S"
+LOST_S_ENV = "DOTLAB_FOLLOW_LOST_S"
+TRACE_ENV = "DOTLAB_FOLLOW_TRACE"
+DEFAULT_SLURM_S = 600.0
+DEFAULT_LOST_S = 300.0
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """How often the follower looks: files, the controller, and when a silent job is lost."""
+
+    file_check_s: float = 2.0
+    slurm_s: float = DEFAULT_SLURM_S
+    lost_s: float = DEFAULT_LOST_S
+    resolve_s: float = 5.0
+    jitter: float = 0.05
+    max_failures: int = 8
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Knobs:
+        """Defaults, with ``DOTLAB_FOLLOW_SLURM_S`` and ``DOTLAB_FOLLOW_LOST_S`` applied."""
+        e = os.environ if env is None else env
+        slurm_s = _seconds(e, SLURM_S_ENV, DEFAULT_SLURM_S)
+        lost_s = _seconds(e, LOST_S_ENV, DEFAULT_LOST_S)
+        return cls(slurm_s=slurm_s, lost_s=lost_s, resolve_s=min(5.0, slurm_s))
+
+
+def _seconds(env: Any, name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (raw.isascii() and 0.1 <= value <= 86400):
+        raise UsageError(f"{name}={raw!r}: must be a number of seconds from 0.1 to 86400")
+    return value
+
+
+@dataclass
+class FollowStats:
+    """What following cost: totals, and the last cycle's file-system operations."""
+
+    cycles: int = 0
+    slurm_calls: int = 0
+    listings: int = 0
+    stats: int = 0
+    rereads: int = 0
+    last: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Run:
+    local: Local
+    state: RunState
+
+
+def _age(run: _Run, now: datetime) -> float:
+    """Seconds since the run's job was submitted (infinite when unknown)."""
+    return (now - run.local.since).total_seconds() if run.local.since else float("inf")
+
+
+def _lost(run: _Run, why: str) -> RunState:
+    s = run.state
+    return RunState(s.run_dir, s.claim, run.local.job_id, LOST, True, s.node, s.elapsed_s,
+                    why, "slurm")  # fmt: skip
+
+
+def _broken(run: _Run, error: DotlabError) -> RunState:
+    s = run.state
+    return RunState(s.run_dir, s.claim, run.local.job_id, ERROR, True, None, None, error.message,
+                    "run-dir")  # fmt: skip
+
+
+def _first_state(lo: Local, infos: dict[str, JobInfo], now: datetime) -> RunState:
+    """Before the first answer: what the lookup by name said, else waiting for Slurm's word."""
+    if lo.job_id is None:
+        note = "being submitted: no job under its name yet"
+    elif lo.job_id in infos:
+        return from_slurm(lo, infos[lo.job_id], now)
+    else:
+        note = "not asked Slurm yet"
+    return RunState(lo.rd.path, lo.claim, lo.job_id, "SUBMITTED", False, None, None, note,
+                    "run-dir")  # fmt: skip
+
+
+class Follower:
+    """The follower's state between cycles; ``follow`` drives it with a clock."""
+
+    def __init__(
+        self,
+        runs: Sequence[Local],
+        client: SlurmClient,
+        knobs: Knobs,
+        rng: random.Random,
+        now: datetime,
+    ) -> None:
+        self.client = client
+        self.knobs = knobs
+        self.rng = rng
+        self.stats = FollowStats()
+        try:
+            adopted, infos = adopt_orphans(runs, client, now=now)
+        except (SlurmError, ProcTimeout):
+            # Slurm unreachable for the first lookup by name: the first cycle asks again, and
+            # goes on asking with the backoff of any call that fails
+            adopted, infos = list(runs), {}
+        self.runs = [_Run(lo, lo.done or _first_state(lo, infos, now)) for lo in adopted]
+        self.next_slurm = now
+        self.resolve: set[int] = set()  # indices of runs to ask accounting about next
+        self.failures = 0
+
+    # ------------------------------------------------------------------ the file system
+    def _ended(self, run: _Run) -> None:
+        try:
+            run.local = refresh(run.local)
+        except DotlabError as e:
+            run.state = _broken(run, e)
+            return
+        if run.local.done is not None:
+            run.state = run.local.done
+
+    def check_files(self) -> dict[str, int]:
+        """One listing per end-marker folder, one stat per run without one; reads on ends."""
+        ops = {"listings": 0, "stats": 0, "rereads": 0}
+        groups: dict[str | None, list[_Run]] = {}
+        for r in self.runs:
+            if not r.state.finished and r.local.job_id is not None:
+                groups.setdefault(r.local.ends_dir, []).append(r)
+        for ends, runs in groups.items():
+            listed = None
+            if ends is not None:
+                ops["listings"] += 1
+                listed = ended_in(Path(ends))
+            for r in runs:
+                if listed is not None:
+                    ended = r.local.run_id in listed
+                else:
+                    ops["stats"] += 1
+                    ended = r.local.rd.has_status()
+                if ended:
+                    ops["rereads"] += 1
+                    self._ended(r)
+        return ops
+
+    # ------------------------------------------------------------------ Slurm
+    def _status_now(self, r: _Run, ops: dict[str, int]) -> bool:
+        """Whether the run's status file appeared (a stat; read when it did)."""
+        ops["stats"] += 1
+        if not r.local.rd.has_status():
+            return False
+        ops["rereads"] += 1
+        self._ended(r)
+        return r.state.finished
+
+    def ask_slurm(self, now: datetime, ops: dict[str, int]) -> None:
+        """ONE Slurm call: squeue for every unfinished job, or sacct for those squeue lost."""
+        orphans = [i for i, r in enumerate(self.runs) if not r.state.finished
+                   and r.local.job_id is None]  # fmt: skip
+        if orphans:  # still being submitted when last looked up by name
+            adopted, infos = adopt_orphans([self.runs[i].local for i in orphans], self.client,
+                                           now=now)  # fmt: skip
+            for i, lo in zip(orphans, adopted, strict=True):
+                self.runs[i] = _Run(lo, lo.done or _first_state(lo, infos, now))
+            self.next_slurm = min(self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s))
+            return
+        live = [i for i, r in enumerate(self.runs) if not r.state.finished and r.local.job_id]
+        if not live:
+            return
+        if self.resolve:
+            self._ask_accounting(now, ops)
+        else:
+            self._ask_controller(live, now, ops)
+
+    def _ask_controller(self, live: list[int], now: datetime, ops: dict[str, int]) -> None:
+        ids = [self.runs[i].local.job_id or "" for i in live]
+        infos = self.client.controller_jobs(ids)
+        for i in live:
+            r = self.runs[i]
+            info = infos.get(r.local.job_id or "")
+            if info is not None and not info.is_named(r.local.job_name):
+                if not self._status_now(r, ops):
+                    r.state = _lost(r, self._lost_reason(r, now, controller=info) or "")
+            elif info is None or info.terminal:
+                if not self._status_now(r, ops):
+                    if info is None:
+                        self.resolve.add(i)
+                        s = r.state
+                        r.state = RunState(s.run_dir, s.claim, s.job_id, s.state, False, s.node,
+                                           s.elapsed_s, "the controller does not list it; asking"
+                                           " accounting", "slurm")  # fmt: skip
+                    else:
+                        r.state = from_slurm(r.local, info, now)
+            else:
+                r.state = from_slurm(r.local, info, now)
+
+    def _ask_accounting(self, now: datetime, ops: dict[str, int]) -> None:
+        todo = sorted(i for i in self.resolve if not self.runs[i].state.finished)
+        self.resolve = set()
+        if not todo:
+            return
+        since = lookup_since((self.runs[i].local.since for i in todo), now)
+        infos = self.client.query([self.runs[i].local.job_id or "" for i in todo], since=since)
+        for i in todo:
+            r = self.runs[i]
+            info: JobInfo | None = infos.get(r.local.job_id or "")
+            if info is not None and info.terminal and info.is_named(r.local.job_name):
+                if not self._status_now(r, ops):
+                    r.state = from_slurm(r.local, info, now)
+                continue
+            if self._status_now(r, ops):
+                continue
+            why = self._lost_reason(r, now, accounting=info)
+            if why is not None:
+                r.state = _lost(r, why)
+            else:
+                # too young to call lost: look again when the bound has passed
+                wait = timedelta(seconds=self.knobs.lost_s - _age(r, now))
+                self.next_slurm = min(self.next_slurm, now + wait)
+
+    def _lost_reason(
+        self,
+        r: _Run,
+        now: datetime,
+        *,
+        controller: JobInfo | None = None,
+        accounting: JobInfo | None = None,
+    ) -> str | None:
+        return lost_reason(r.local.job_id or "", r.local.job_name, controller=controller,
+                           accounting=accounting, age_s=_age(r, now),
+                           lost_s=self.knobs.lost_s)  # fmt: skip
+
+    def cycle(self, now: datetime) -> bool:
+        """One cycle: the files, then Slurm when due. True when something changed."""
+        before = [r.state for r in self.runs]
+        ops = self.check_files()
+        calls = sum(self.client.calls.values())
+        if now >= self.next_slurm and any(not r.state.finished for r in self.runs):
+            interval = self.knobs.slurm_s * (1 + self.knobs.jitter * self.rng.random())
+            self.next_slurm = now + timedelta(seconds=interval)
+            try:
+                self.ask_slurm(now, ops)
+                self.failures = 0
+            except (SlurmError, ProcTimeout) as e:
+                # Slurm may be briefly unreachable: keep waiting, backing off, a few times.
+                self.failures += 1
+                if self.failures > self.knobs.max_failures:
+                    raise OperatorError(
+                        f"cannot ask Slurm about the jobs ({self.failures} tries): {e}",
+                        hint="the jobs may still run; follow them later with `dotlab-hpc status`",
+                    ) from e
+                back = min(self.knobs.slurm_s, 5.0 * 2 ** (self.failures - 1))
+                self.next_slurm = now + timedelta(seconds=back)
+            if self.resolve:
+                resolve_at = now + timedelta(seconds=self.knobs.resolve_s)
+                self.next_slurm = min(self.next_slurm, resolve_at)
+        ops["slurm_calls"] = sum(self.client.calls.values()) - calls
+        st = self.stats
+        st.cycles += 1
+        st.slurm_calls += ops["slurm_calls"]
+        st.listings += ops["listings"]
+        st.stats += ops["stats"]
+        st.rereads += ops["rereads"]
+        st.last = ops
+        return [r.state for r in self.runs] != before
+
+    @property
+    def states(self) -> list[RunState]:
+        """The state of every run, in the order given."""
+        return [r.state for r in self.runs]
+
+
+def follow(
+    run_dirs: Sequence[RunDir | Local],
+    client: SlurmClient,
+    clock: Clock,
+    *,
+    knobs: Knobs | None = None,
+    on_cycle: Callable[[list[RunState]], None] | None = None,
+    log: Logger | None = None,
+    trace: Callable[[datetime, FollowStats, int], None] | None = None,
+    rng: random.Random | None = None,
+) -> list[RunState]:
+    """Wait until every run is final (finished, ended in Slurm, LOST or unreadable).
+
+    ``log`` gets a ``state`` event for each run whose state changed; ``on_cycle`` the states
+    whenever one changed; ``trace`` each cycle's time, the running stats and the runs left.
+    """
+    k = knobs or Knobs()
+    runs = [x if isinstance(x, Local) else read_local(x) for x in run_dirs]
+    f = Follower(runs, client, k, rng or random.Random(), clock.now())
+    by_path = {lo.rd.path: lo.rd for lo in runs}
+    seen: dict[Path, str] = {}
+    first = True
+    while True:
+        now = clock.now()
+        changed = f.cycle(now) or first
+        first = False
+        states = f.states
+        for st in states:
+            if log is not None and seen.get(st.run_dir) != st.state:
+                ev = event("state", now, run_dir=str(st.run_dir), job_id=st.job_id,
+                           state=st.state, node=st.node)  # fmt: skip
+                log(by_path.get(st.run_dir), ev)
+            seen[st.run_dir] = st.state
+        left = sum(not s.finished for s in states)
+        if trace is not None:
+            trace(now, f.stats, left)
+        if on_cycle is not None and states and changed:
+            on_cycle(states)
+        if left == 0:
+            return states
+        until_slurm = (f.next_slurm - clock.now()).total_seconds()
+        clock.sleep(max(0.05, min(k.file_check_s, until_slurm)))

@@ -1,0 +1,243 @@
+"""The manifest (SPEC section 1): frozen pydantic models and ``load(path)``.
+
+Every problem becomes one line ``FILE: field.path: what is wrong``; see ``ManifestError``.
+Reading the file's YAML or JSON is ``manifest.parse``; wording pydantic's errors as those
+lines is ``manifest.problems``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
+
+from ..errors import ManifestError, one_line
+from ..slurm.units import (
+    parse_memory_mib,
+    parse_time_limit,
+)
+from .parse import read_document
+from .problems import problem_lines
+from .rules import (
+    MAX_NUMBER_CHARS,
+    check_gpu_type_needs_gpus,
+    check_unique_datasets,
+    describe,
+    valid_commit,
+    valid_entrypoint,
+    valid_finite,
+    valid_gpu_type,
+    valid_image_digest,
+    valid_label_key,
+    valid_memory,
+    valid_name,
+    valid_non_negative,
+    valid_pinned_from,
+    valid_rel_path,
+    valid_section_text,
+    valid_sha256,
+    valid_single_line,
+    valid_slurm_word,
+    valid_time,
+    valid_time_type,
+    valid_version_one,
+    value_problems,
+)
+
+Name = Annotated[StrictStr, AfterValidator(valid_name)]
+RelPath = Annotated[StrictStr, AfterValidator(valid_rel_path)]
+SlurmWord = Annotated[StrictStr, AfterValidator(valid_slurm_word)]
+SectionText = Annotated[StrictStr, AfterValidator(valid_section_text)]
+SingleLine = Annotated[StrictStr, AfterValidator(valid_single_line)]
+LabelKey = Annotated[StrictStr, AfterValidator(valid_label_key)]
+Number = Annotated[StrictFloat, AfterValidator(valid_finite)]
+Tolerance = Annotated[StrictFloat, AfterValidator(valid_non_negative)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class CodeSpec(_Frozen):
+    """The analysis code: a git checkout pinned by commit."""
+
+    commit: Annotated[StrictStr, AfterValidator(valid_commit)]
+    repo: SingleLine | None = None
+    working_dir: RelPath | None = None
+
+
+class DatasetSpec(_Frozen):
+    """One dataset below ``--data-dir``, pinned by sha256 (SPEC section 3 for directories)."""
+
+    name: Name
+    path: RelPath
+    sha256: Annotated[StrictStr, AfterValidator(valid_sha256)]
+
+
+class BuildSpec(_Frozen):
+    """What ``render``/``build`` turn into an Apptainer .def (Bootstrap docker)."""
+
+    from_: Annotated[StrictStr, AfterValidator(valid_pinned_from)] = Field(alias="from")
+    post: SectionText | None = None
+    environment: SectionText | None = None
+    files: tuple[Annotated[SingleLine, AfterValidator(valid_section_text)], ...] = ()
+    labels: dict[LabelKey, SingleLine] = Field(default_factory=dict)
+    runscript: SectionText | None = None
+    test: SectionText | None = None
+    help: SectionText | None = None
+
+
+class ImageSpec(_Frozen):
+    """The container image: a .sif pinned by the sha256 of its bytes."""
+
+    digest: Annotated[StrictStr, AfterValidator(valid_image_digest)]
+    build: BuildSpec | None = None
+
+
+class TargetSpec(_Frozen):
+    """A number the analysis must reproduce: ``|actual - value| <= abs_tol + rel_tol*|value|``."""
+
+    value: Number
+    abs_tol: Tolerance = 0.0
+    rel_tol: Tolerance = 0.0
+
+
+class ResourcesSpec(_Frozen):
+    """What the job asks Slurm for; ``time`` bounds the entrypoint itself."""
+
+    time: Annotated[
+        StrictStr | StrictInt, AfterValidator(valid_time), BeforeValidator(valid_time_type)
+    ]
+    cpus: Annotated[StrictInt, Field(ge=1, le=4096)] = 1
+    memory: Annotated[StrictStr, AfterValidator(valid_memory)] = "4G"
+    gpus: Annotated[StrictInt, Field(ge=0, le=64)] = 0
+    # the GPU model the claim needs, Slurm's GRES type: sent as --gres=gpu:TYPE:N
+    gpu_type: Annotated[StrictStr, AfterValidator(valid_gpu_type)] | None = None
+    partition: SlurmWord | None = None
+    account: SlurmWord | None = None
+    qos: SlurmWord | None = None
+    constraint: SlurmWord | None = None
+
+    @property
+    def time_s(self) -> int:
+        """The entrypoint's limit in seconds."""
+        return parse_time_limit(self.time)
+
+    @property
+    def memory_mib(self) -> int:
+        """The memory request in MiB."""
+        return parse_memory_mib(self.memory)
+
+
+class SandboxSpec(_Frozen):
+    """How the container is isolated; ``network`` accepts only ``none``.
+
+    ``scratch`` is space on the node's local disk that ``/tmp`` (and ``/var/tmp``) get instead of
+    Apptainer's session tmpfs (64 MiB by default): asked of Slurm with ``--tmp``, checked free
+    before the container starts, removed when the job ends.
+    """
+
+    writable_tmpfs: StrictBool = True
+    network: Literal["none"] = "none"
+    scratch: Annotated[StrictStr, AfterValidator(valid_memory)] | None = None
+
+    @property
+    def scratch_mib(self) -> int | None:
+        """The scratch space asked for, in MiB (None: Apptainer's session tmpfs)."""
+        return None if self.scratch is None else parse_memory_mib(self.scratch)
+
+
+class ManifestSpec(_Frozen):
+    """A claim: pinned inputs, how to run the analysis, and the numbers it must produce."""
+
+    version: Annotated[Literal[1], BeforeValidator(valid_version_one)]
+    claim: Name
+    title: SingleLine | None = None
+    code: CodeSpec
+    data: tuple[DatasetSpec, ...] = ()
+    image: ImageSpec
+    entrypoint: Annotated[StrictStr, AfterValidator(valid_entrypoint)]
+    seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
+    targets: dict[Name, TargetSpec] = Field(min_length=1)
+    resources: ResourcesSpec
+    sandbox: SandboxSpec = SandboxSpec()
+
+    @model_validator(mode="after")
+    def _unique_datasets(self) -> ManifestSpec:
+        # the manifest's rules across fields (rules.unique_datasets applies the same)
+        check_unique_datasets(d.name for d in self.data)
+        check_gpu_type_needs_gpus(self.resources.gpu_type, self.resources.gpus)
+        return self
+
+    @property
+    def is_gpu(self) -> bool:
+        """True for GPU claims (``resources.gpus > 0``)."""
+        return self.resources.gpus > 0
+
+
+# --------------------------------------------------------------------------- loading
+@dataclass(frozen=True)
+class Manifest:
+    """A validated manifest and where it came from (its sha256 goes into labels and records)."""
+
+    spec: ManifestSpec
+    path: Path
+    sha256: str
+    raw: bytes
+
+
+# What ``value_problems`` looks for can only come from an escape (``\0``, ``\ud800``), a raw
+# NUL, or a number literal of more than MAX_NUMBER_CHARS characters (``TooLongNumber``): a JSON
+# integer is that many digits, and a YAML number (``PLAIN_NUMBER_RE``: sign, digits, point,
+# digits, exponent) has at most four other characters, so one run of 33 digits at least. Bytes
+# with none of these need no walk.
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % ((MAX_NUMBER_CHARS - 4) // 3 + 1))
+
+
+def _may_hold_a_bad_value(raw: bytes) -> bool:
+    return b"\\" in raw or b"\0" in raw or _LONG_DIGITS.search(raw) is not None
+
+
+def validate_data(data: Any, label: str, raw: bytes | None = None) -> ManifestSpec:
+    """Plain data → ManifestSpec, or ManifestError with one line per problem.
+
+    ``raw``: the bytes ``data`` was parsed from, when the caller has them (``load``).
+    """
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else describe(data)
+        raise ManifestError([one_line(f"{label}: must be a mapping of fields, not {kind}")])
+    found = value_problems(data, label) if raw is None or _may_hold_a_bad_value(raw) else []
+    if found:
+        raise ManifestError(found)
+    try:
+        return ManifestSpec.model_validate(data)
+    except ValidationError as e:
+        raise ManifestError(problem_lines(e, label, ManifestSpec)) from e
+
+
+def load(path: Path | str) -> Manifest:
+    """Read and validate a manifest file (.yaml, .yml or .json)."""
+    raw, data, label = read_document(path)
+    spec = validate_data(data, label, raw)
+    return Manifest(spec=spec, path=Path(path), sha256=hashlib.sha256(raw).hexdigest(), raw=raw)
+
+
+def json_schema() -> dict[str, Any]:
+    """The manifest's JSON Schema (what ``dotlab-hpc schema`` prints)."""
+    return ManifestSpec.model_json_schema(by_alias=True)

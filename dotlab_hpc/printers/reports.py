@@ -1,0 +1,135 @@
+"""Reports for people: verify's checks, a bundle's checks, a rerun beside the authors' run, the
+doctor's table (pure functions; cli.py prints them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..bundle.report import BundleReport
+from ..errors import one_line
+from ..render.build import BuildResult
+from ..rundir.records import ClaimRecord, TargetRecord
+from ..site.doctor import Row
+from ..verify.inputs import VerifyReport
+from .table import table
+
+if TYPE_CHECKING:
+    pass
+
+
+def bundle_table(report: BundleReport) -> str:
+    """An aligned ``CHECK  RESULT  DETAIL`` table and a verdict line, for people."""
+    from .table import table
+
+    rows = [(c.name, c.status if c.ok else c.status.upper(), c.detail) for c in report.checks]
+    lines = table(rows, ("CHECK", "RESULT", "DETAIL"))
+    if report.ok:
+        lines.append(one_line(f"bundle OK: claim {report.claim}, outcome {report.outcome}"))
+    else:
+        lines.append(f"bundle FAILED: {', '.join(report.failed())}")
+    return "\n".join(lines) + "\n"
+
+
+def verify_table(report: VerifyReport) -> str:
+    """The report as an aligned ``CHECK  NAME  RESULT  DETAIL`` table for people."""
+    from .table import table
+
+    rows = []
+    for c in report.checks:
+        detail = c.reason if not c.ok else _short(c.actual or "")
+        if c.path and c.kind == "dataset":
+            detail = f"{c.path}: {detail}"
+        rows.append((c.kind, c.name, "ok" if c.ok else "MISMATCH", detail))
+    return "\n".join(table(rows, ("CHECK", "NAME", "RESULT", "DETAIL"))) + "\n"
+
+
+def _short(value: str) -> str:
+    head, sep, digest = value.rpartition(":")
+    digest = digest if sep else value
+    if len(digest) >= 40 and all(ch in "0123456789abcdef" for ch in digest):
+        return f"{head}{sep}{digest[:16]}…"
+    return value
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _tolerance(t: TargetRecord) -> str:
+    parts = [f"abs {t.abs_tol:g}"] if t.abs_tol else []
+    parts += [f"rel {t.rel_tol:g}"] if t.rel_tol else []
+    return " + ".join(parts) or "exact"
+
+
+def _within(t: TargetRecord | None) -> str:
+    return "-" if t is None else ("yes" if t.within else "NO")
+
+
+def side_by_side(original: ClaimRecord, new: ClaimRecord) -> list[str]:
+    """Each target's expected value, tolerance, both actuals and verdicts; then the outcome."""
+    rows = []
+    for name in sorted(set(original.targets) | set(new.targets)):
+        o, n = original.targets.get(name), new.targets.get(name)
+        ref = n if n is not None else o
+        if ref is None:  # pragma: no cover - the name came from one of them
+            continue
+        rows.append(
+            [
+                name,
+                _num(ref.expected),
+                _tolerance(ref),
+                _num(o.actual if o else None),
+                _num(n.actual if n else None),
+                f"{_within(o)} / {_within(n)}",
+            ]
+        )
+    header = ("TARGET", "EXPECTED", "TOLERANCE", "ORIGINAL", "NEW", "WITHIN (orig / new)")
+    lines = table(rows, header)
+    lines.append(verdict_line(original, new))
+    return lines
+
+
+def verdict_line(original: ClaimRecord, new: ClaimRecord) -> str:
+    """One line that a claim reproduced for its authors and not here cannot hide in."""
+    was, now = original.outcome, new.outcome
+    if now == "reproduced":
+        if was == "reproduced":
+            return "REPRODUCED: as in the authors' run"
+        return f"REPRODUCED here, though the authors' run was {was}"
+    if was == "reproduced":
+        return f"NOT REPRODUCED HERE: the authors' run reproduced, this one is {now}: {new.reason}"
+    return f"{now.upper()} here, as the authors' run was {was}: {new.reason}"
+
+
+def doctor_table(rows: Sequence[Row]) -> str:
+    """The rows as one aligned table (remedies on the rows not held)."""
+    head = ("", "PROPERTY", "STATE", "MEASURED", "REMEDY")
+    body = [(r.section, r.name, r.state, r.detail, r.remedy) for r in rows]
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(4)]
+    lines = []
+    for cols in [head, *body]:
+        left = "  ".join(c.ljust(w) for c, w in zip(cols[:4], widths, strict=True))
+        lines.append(f"{left}  {cols[4]}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def manifest_snippet(digest: str) -> str:
+    """The exact lines that pin the image in a YAML manifest."""
+    return f"image:\n  digest: {digest}\n"
+
+
+def pin_lines(res: BuildResult, manifest: Path) -> str:
+    """What ``build`` prints: the image, its digest, and how the manifest pins it."""
+    lines = [f"built {res.image} ({res.size} bytes) from {res.deffile}", f"digest: {res.digest}"]
+    if res.lock is not None:
+        lines.append(f"lock file: {res.lock}")
+    elif res.manifest_pins_it:
+        lines.append(f"{manifest} already pins this image")
+    else:
+        lines.append(f"pin it in {manifest} (replacing image.digest):")
+    text = "\n".join(lines) + "\n"
+    if res.lock is None and not res.manifest_pins_it:
+        text += manifest_snippet(res.digest)
+    return text

@@ -1,0 +1,152 @@
+"""Each task's facts file and apptainer argv: the container's environment, working directory,
+scratch folder, the wrapper and the probe, as finished strings (``rundir.names.FACTS_FILE``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from ..container.apptainer import (
+    CODE_MOUNT,
+    DATA_MOUNT,
+    OUT_MOUNT,
+    ExecSpec,
+    check_argv_fits,
+    exec_argv,
+    probe_argv,
+    shared_prefix,
+)
+from ..container.isolation import MIN_TMPFS_MIB
+from ..errors import UsageError
+from ..manifest.models import ManifestSpec
+from ..rundir.names import FACTS_END, FACTS_MAGIC
+from .spec import JobSpec, TaskSpec
+from .templates import probe_script, script_value, wrapper_script
+
+# At most this many processes of the analysis's user inside its container (the wrapper sets
+# RLIMIT_NPROC there, after Apptainer made the user namespace: the kernel then counts only that
+# namespace's processes against it, so a fork bomb stops at this bound and other jobs of the
+# same user are not refused a fork). Slurm's cgroup bounds memory (swap included) and CPUs.
+MAX_PROCESSES = 4096
+
+
+# --------------------------------------------------------------------------- the job
+def container_env(spec: ManifestSpec) -> tuple[tuple[str, str], ...]:
+    """The DOTLAB_* variables of SPEC section 4 (HOME=/tmp is set by the wrapper)."""
+    env = [
+        ("DOTLAB_CLAIM", spec.claim),
+        ("DOTLAB_DATA_DIR", str(DATA_MOUNT)),
+        ("DOTLAB_OUT_DIR", str(OUT_MOUNT)),
+    ]
+    if spec.seed is not None:
+        env.append(("DOTLAB_SEED", str(spec.seed)))
+    return tuple(env)
+
+
+def workdir(spec: ManifestSpec) -> PurePosixPath:
+    """The container's working directory: /work/code or /work/code/<working_dir>."""
+    wd = spec.code.working_dir
+    return CODE_MOUNT / wd if wd and wd != "." else CODE_MOUNT
+
+
+def scratch_dir(task: TaskSpec, root: str) -> PurePosixPath | None:
+    """The task's scratch folder on the node: unique to its run directory, made by the job."""
+    if task.manifest.spec.sandbox.scratch is None:
+        return None
+    if not root.startswith("/") or any(c in root for c in ":,^\\\n"):
+        raise UsageError(
+            f"DOTLAB_SCRATCH_ROOT={root!r}: must be an absolute path Apptainer's --workdir can take"
+        )
+    run_key = hashlib.sha256(str(task.run_dir).encode("utf-8", "surrogateescape")).hexdigest()
+    return PurePosixPath(root) / f"dotlab-scratch-{run_key[:16]}"
+
+
+def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec:
+    """The apptainer exec of one task."""
+    spec = task.manifest.spec
+    return ExecSpec(
+        apptainer=apptainer,
+        image=task.image,
+        code_dir=task.code_dir,
+        data_dir=task.data_dir,
+        out_dir=task.out_dir,
+        workdir=workdir(spec),
+        env=container_env(spec),
+        writable_tmpfs=spec.sandbox.writable_tmpfs,
+        gpu=spec.is_gpu,
+        scratch_dir=scratch_dir(task, scratch_root),
+        wrapper=wrapper_script(),
+        wrapper_args=(str(spec.resources.time_s), str(MAX_PROCESSES), spec.entrypoint),
+    )
+
+
+WRAPPER_ARGS = 3  # how many arguments task_exec_spec gives the wrapper (after its $0)
+
+
+PROBE_NAME = "dotlab-probe"  # the probe's $0 inside the container
+
+
+def probe_args(spec: ManifestSpec) -> tuple[str, ...]:
+    """The probe's arguments from the manifest: GPU, WRITABLE, MIN_TMP_MIB, GPU_TYPE, SCRATCH."""
+    return (
+        "1" if spec.is_gpu else "0",
+        "1" if spec.sandbox.writable_tmpfs else "0",
+        str(MIN_TMPFS_MIB),
+        spec.resources.gpu_type or "",
+        "1" if spec.sandbox.scratch is not None else "0",
+    )
+
+
+# the fields of a submission's facts files, each checked and encoded once: most are the same
+# for every task (the apptainer flags, the wrapper and probe scripts of several KiB, the image)
+_FACT_BYTES: dict[str, bytes] = {}
+
+
+def _fact(value: str) -> bytes:
+    """One field of the facts file: checked as a script value is, then NUL-terminated."""
+    done = _FACT_BYTES.get(value)
+    if done is None:
+        script_value(value)
+        done = value.encode("utf-8") + b"\0"
+        if len(_FACT_BYTES) < 4096:
+            _FACT_BYTES[value] = done
+    return done
+
+
+def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) -> bytes:
+    """The facts file of one task (``rundir.FACTS_FILE``): what its job reads by task id.
+
+    NUL-separated fields, read by the script with ``mapfile -d ''`` and never run or expanded:
+    the magic, image, its digest, the output folder, the scratch folder ('' for none) and its
+    MiB, then the apptainer argv after its length, how many of its first words the probe's argv
+    shares (``k``) and the probe's arguments after their count, and ``end`` (a cut-off file is
+    refused). ``argv``: the task's apptainer argv, when it was built already
+    (``apptainer_argvs``).
+    """
+    if argv is None:
+        argv = exec_argv(task_exec_spec(task, job.apptainer, job.scratch_root))
+    k = shared_prefix(argv, WRAPPER_ARGS)
+    probe = probe_args(task.manifest.spec)
+    check_argv_fits(probe_argv(argv, k, probe_script(), PROBE_NAME, probe))
+    scratch = scratch_dir(task, job.scratch_root)
+    fields = (
+        FACTS_MAGIC,
+        str(task.image),
+        task.manifest.spec.image.digest.removeprefix("sha256:"),
+        str(task.out_dir),
+        str(scratch) if scratch else "",
+        str(task.manifest.spec.sandbox.scratch_mib or 0),
+        str(len(argv)),
+        *argv,
+        str(k),
+        str(len(probe)),
+        *probe,
+        FACTS_END,
+    )
+    return b"".join(_fact(f) for f in fields)
+
+
+def apptainer_argvs(job: JobSpec) -> tuple[tuple[str, ...], ...]:
+    """The exact apptainer argv of each task (what ``submit --dry-run`` prints)."""
+    return tuple(exec_argv(task_exec_spec(t, job.apptainer, job.scratch_root)) for t in job.tasks)

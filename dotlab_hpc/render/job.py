@@ -1,0 +1,162 @@
+"""Render: view models of finished, shell-quoted strings → the sbatch script and the Apptainer .def.
+
+Python decides and quotes everything; the Jinja templates in ``templates/`` only lay it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import TOOL_NAME, __version__
+from ..errors import UsageError
+from ..manifest.models import ManifestSpec
+from ..rundir.names import (
+    CONTAINER_ERR,
+    CONTAINER_OUT,
+    ENDS_SUBDIR,
+    FACTS_END,
+    FACTS_FILE,
+    FACTS_MAGIC,
+    PROBE_OUT,
+    STATUS_FILE,
+)
+from ..slurm.directives import sbatch_directive
+from ..slurm.units import slurm_minutes
+from .facts import PROBE_NAME
+from .spec import JobSpec
+from .templates import environment, probe_script, sh_quote, view_fields
+
+# Slurm sends USR1 to the batch shell this long before the job's limit (`--signal=B:USR1@N`);
+# its resolution is coarse (up to 60 s early, see the notes), so stay well inside the margin.
+USR1_LEAD_S = 90
+
+
+@dataclass(frozen=True)
+class ScriptView:
+    """What ``job.sbatch.j2`` lays out: nothing in it is about one claim of an array."""
+
+    tool: str
+    version: str
+    job_name: str
+    directives: tuple[str, ...]
+    array: bool
+    batch: str  # quoted; '' for a single run
+    runs_root: str  # quoted; '' for a single run
+    run_id: str  # quoted; '' for an array (the task finds its own)
+    run_dir: str  # quoted; '' for an array
+    ends_dir: str
+    # the names of the run files the job reads and writes (rundir.py is where they are named)
+    facts_file: str
+    facts_magic: str
+    facts_end: str
+    status_file: str
+    container_out: str
+    container_err: str
+    probe_out: str
+    # the probe script (quoted) and the name it runs as ($0): the same for every task
+    probe_script: str
+    probe_name: str
+
+
+def job_directives(job: JobSpec) -> tuple[str, ...]:
+    """The #SBATCH lines: the largest request of any task, since an array shares one request."""
+    specs = [t.manifest.spec for t in job.tasks]
+    for field in ("partition", "account", "qos", "constraint"):
+        values = {getattr(s.resources, field) for s in specs}
+        if len(values) > 1:
+            raise UsageError(
+                f"resources.{field} differs between the manifests ({sorted(map(str, values))});"
+                " one job array has one " + field,
+                hint="submit those claims separately",
+            )
+    seconds = max(s.resources.time_s for s in specs) + job.margin_s
+    lead = min(USR1_LEAD_S, max(30, job.margin_s // 2))
+    lines = [
+        sbatch_directive("time", slurm_minutes(seconds)),
+        sbatch_directive("nodes", "1"),
+        sbatch_directive("ntasks", "1"),
+        sbatch_directive("cpus-per-task", str(max(s.resources.cpus for s in specs))),
+        sbatch_directive("mem", f"{max(s.resources.memory_mib for s in specs)}M"),
+    ]
+    gpus = max(s.resources.gpus for s in specs)
+    if gpus:
+        lines.append(sbatch_directive("gres", gres_value(specs, gpus)))
+    scratch = max((s.sandbox.scratch_mib or 0) for s in specs)
+    if scratch:
+        lines.append(sbatch_directive("tmp", f"{scratch}M"))
+    first = specs[0].resources
+    for field in ("partition", "account", "qos", "constraint"):
+        value = getattr(first, field)
+        if value is not None:
+            lines.append(sbatch_directive(field, value))
+    lines += [
+        sbatch_directive("no-requeue"),
+        sbatch_directive("signal", f"B:USR1@{lead}"),
+        sbatch_directive("export", job.export),
+    ]
+    return tuple(lines)
+
+
+def gres_value(specs: Sequence[ManifestSpec], gpus: int) -> str:
+    """``gpu:N``, or ``gpu:TYPE:N`` when the claims name the GPU model (resources.gpu_type)."""
+    types = {s.resources.gpu_type for s in specs if s.is_gpu}
+    if len(types) > 1:
+        raise UsageError(
+            f"resources.gpu_type differs between the manifests ({sorted(map(str, types))});"
+            " one job array asks for one kind of GPU",
+            hint="submit those claims separately",
+        )
+    gpu_type = types.pop() if types else None
+    return f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"
+
+
+def _check_tasks(job: JobSpec) -> None:
+    if not job.tasks:
+        raise UsageError("nothing to render: no claims given")
+    if len({t.index for t in job.tasks}) != len(job.tasks):
+        raise UsageError("two tasks of one job share an array index")
+    if job.array is None and len(job.tasks) > 1:
+        raise UsageError("several claims need a job array (JobSpec.array)")
+
+
+def ends_dir(job: JobSpec) -> Path:
+    """The folder the job drops its end marker into (one per submission)."""
+    if job.ends_dir is not None:
+        return job.ends_dir
+    return job.tasks[0].run_dir / ENDS_SUBDIR
+
+
+def script_view(job: JobSpec) -> ScriptView:
+    """The view model of the sbatch script: directives, and how a task finds its run directory."""
+    _check_tasks(job)
+    array = job.array
+    run_id = job.run_id or job.job_name.removeprefix("dotlab-")
+    return ScriptView(
+        tool=TOOL_NAME,
+        version=__version__,
+        job_name=sh_quote(job.job_name),
+        directives=job_directives(job),
+        array=array is not None,
+        batch=sh_quote(array.batch) if array else "''",
+        runs_root=sh_quote(str(array.runs_root)) if array else "''",
+        run_id="''" if array else sh_quote(run_id),
+        run_dir="''" if array else sh_quote(str(job.tasks[0].run_dir)),
+        ends_dir=sh_quote(str(ends_dir(job))),
+        facts_file=sh_quote(FACTS_FILE),
+        facts_magic=sh_quote(FACTS_MAGIC),
+        facts_end=sh_quote(FACTS_END),
+        status_file=sh_quote(STATUS_FILE),
+        container_out=sh_quote(CONTAINER_OUT),
+        container_err=sh_quote(CONTAINER_ERR),
+        probe_out=sh_quote(PROBE_OUT),
+        probe_script=sh_quote(probe_script()),
+        probe_name=sh_quote(PROBE_NAME),
+    )
+
+
+def render_script(job: JobSpec) -> str:
+    """The sbatch script for ``job``: the same text whatever the number of its claims."""
+    template = environment().get_template("job.sbatch.j2")
+    return template.render(**view_fields(script_view(job)))

@@ -1,0 +1,73 @@
+"""The packaged templates (templates/) and the one quoting function for what reaches a script.
+
+Python decides and quotes everything; the Jinja templates only lay it out (StrictUndefined, so a
+typo fails loudly)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from ..errors import UsageError, one_line
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def script_value(value: str) -> str:
+    """``value`` if a job script (or its facts file) can hold it; UsageError otherwise."""
+    if "\0" in value:
+        raise UsageError("a value for the job script contains a NUL byte, which no shell can hold")
+    if _SURROGATE_RE.search(value):  # a path whose bytes are not UTF-8 (os.fsdecode's escapes)
+        raise UsageError(
+            f"{one_line(value)[:200]}: not valid UTF-8; the job script and records are UTF-8",
+            hint="rename the file or folder so that its name is UTF-8",
+        )
+    return value
+
+
+def sh_quote(value: str) -> str:
+    """The one quoting function for values written into a shell script."""
+    return shlex.quote(script_value(value))
+
+
+# --------------------------------------------------------------------------- templates
+def _template_dir() -> Path:
+    here = Path(__file__).resolve().parent / "templates"  # shipped inside the package
+    if here.is_dir():
+        return here
+    raise UsageError("dotlab-hpc's templates are missing from this installation; reinstall it")
+
+
+@cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_template_dir()),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # noqa: S701 - shell scripts and .def files, not HTML
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+@cache
+def wrapper_script() -> str:
+    """The POSIX sh wrapper that runs inside the container (templates/wrapper.sh)."""
+    return (_template_dir() / "wrapper.sh").read_text(encoding="utf-8")
+
+
+@cache
+def probe_script() -> str:
+    """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
+    text = (_template_dir() / "probe.sh").read_text(encoding="utf-8")
+    # it travels in every task's facts and argv: its comment lines stay in the template
+    kept = (ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
+    return "\n".join(kept) + "\n"
+
+
+def view_fields(view: object) -> dict[str, object]:
+    return {k: getattr(view, k) for k in view.__dataclass_fields__}  # type: ignore[attr-defined]

@@ -1,0 +1,69 @@
+"""The bytes of a new run directory's files, for one batch write
+(``fsio.write.atomic_write_all``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..fsio.jsontext import canonical_json, json_line
+from ..fsio.write import FileBytes
+from .directory import RunDir
+from .names import DEF_NAME, EVENTS, FACTS_FILE, RUN_FILE, SUBMISSION_FILE
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..manifest.models import Manifest
+    from .models import RunRecord, SubmissionRecord
+    from .records import ClaimRecord
+
+
+def _json_bytes(model: BaseModel) -> bytes:
+    return canonical_json(model.model_dump(mode="json")).encode("utf-8")
+
+
+def _bookkeeping_bytes(model: BaseModel) -> bytes:
+    """A run directory's own bookkeeping (run.json, submission.json), which only dotlab-hpc
+    reads back through its model: pydantic's serializer writes it, fields in their model's
+    order, two-space indent (5 ms for 500 run files, against 28 ms for the sorted layout of
+    ``canonical_json`` that records keep)."""
+    return model.model_dump_json(indent=2).encode("utf-8") + b"\n"
+
+
+def new_run_files(
+    rd: RunDir,
+    run: RunRecord,
+    manifest: Manifest,
+    *,
+    facts: bytes | None,
+    def_text: str | None,
+    record: ClaimRecord | None,
+    events: Sequence[dict[str, Any]] = (),
+) -> list[FileBytes]:
+    """Every file ``submit`` puts into a new run directory before sbatch, for one batch write.
+
+    ``events`` are its first lines of events.jsonl (verified, rendered).
+    """
+    files: list[FileBytes] = [(rd.file(run.manifest_file), manifest.raw, 0o644)]
+    if facts is not None:
+        files.append((rd.file(FACTS_FILE), facts, 0o644))
+    if def_text is not None:
+        files.append((rd.file(DEF_NAME), def_text.encode("utf-8"), 0o644))
+    if record is not None:
+        files.append((rd.record_path, _json_bytes(record), 0o644))
+    if events:
+        lines = "".join(json_line(ev) + "\n" for ev in events)
+        files.append((rd.file(EVENTS), lines.encode("utf-8"), 0o644))
+    files.append(run_file(rd, run))
+    return files
+
+
+def run_file(rd: RunDir, run: RunRecord) -> FileBytes:
+    """``run.json`` of a run (the last file a new run directory gets)."""
+    return (rd.file(RUN_FILE), _bookkeeping_bytes(run), 0o644)
+
+
+def submission_file(rd: RunDir, sub: SubmissionRecord) -> FileBytes:
+    """``submission.json`` of a run, for one batch write of a whole array's."""
+    return (rd.file(SUBMISSION_FILE), _bookkeeping_bytes(sub), 0o644)

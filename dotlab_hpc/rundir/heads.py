@@ -1,0 +1,243 @@
+"""What ``status`` reads of a run directory, without pydantic's models: the heads of run.json and
+submission.json, checked by pydantic-core against schemas generated from the models
+(``rundir.head_schemas``), the submission's index, and the shared submission file read once."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ..errors import RunDirError, one_line
+from ..fsio.read import FileRefused, read_regular
+from ..slurm.jobids import task_job_id
+from .names import MAX_JSON_BYTES
+
+# --------------------------------------------------------------------------- what status reads
+# ``status`` of runs that have not ended reads these two. They are checked by pydantic's own
+# validator (pydantic_core) against schemas of the same fields, constraints and strictness as
+# the models of ``rundir_models`` (a unit test holds them to it), built here without pydantic:
+# importing pydantic costs more than reading 10,000 run directories' heads, and its JSON
+# parser skips the fields not asked for without building them (json.loads is 3x slower).
+_STR: dict[str, Any] = {"type": "str", "strict": True}
+
+
+_NAME: dict[str, Any] = {"type": "str", "strict": True, "min_length": 1}
+
+
+_HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
+    "RunRecord": {
+        "run_id": _NAME,
+        "claim": _NAME,
+        "created_at": _STR,
+        "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
+        "job_name": _NAME,
+        "ends_dir": {"type": "default", "schema": {"type": "nullable", "schema": _STR},
+                     "default": None},
+    },
+    "SubmissionRecord": {
+        "job_id": {"type": "str", "strict": True, "pattern": r"^[0-9]+(_[0-9]+)?$"},
+        "array_job_id": {"type": "nullable",
+                         "schema": {"type": "str", "strict": True, "pattern": r"^[0-9]+$"}},
+        "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
+        "submitted_at": _STR,
+        "run_index": {"type": "default", "default": None,
+                      "schema": {"type": "nullable", "schema": _STR}},
+    },
+}  # fmt: skip
+
+
+# ``RunIndex`` (rundir_models), checked as strictly as the model checks it (a unit test holds it)
+_INT: dict[str, Any] = {"type": "int", "strict": True}
+
+
+_COUNT: dict[str, Any] = {"type": "int", "strict": True, "ge": 0}
+
+
+_INDEX_SCHEMA: dict[str, Any] = {
+    "type": "typed-dict", "strict": True, "extra_behavior": "forbid", "fields": {
+        "job_names": {"type": "typed-dict-field", "schema": {
+            "type": "tuple", "strict": True, "items_schema": [_STR], "variadic_item_index": 0}},
+        "created_at": {"type": "typed-dict-field", "schema": _STR},
+        "ends_dir": {"type": "typed-dict-field", "schema": {"type": "nullable", "schema": _STR}},
+        "runs": {"type": "typed-dict-field", "schema": {
+            "type": "dict", "strict": True, "keys_schema": _STR, "values_schema": {
+                "type": "tuple", "strict": True,
+                "items_schema": [_COUNT, _COUNT, _STR, _STR, _INT, _INT, _INT]}}},
+    },
+}  # fmt: skip
+
+
+_HEAD_VALIDATORS: dict[str, Any] = {}
+
+
+# the submissions' indexes read so far, by path (None: unreadable, so each run.json is read)
+_INDEXES: dict[str, dict[str, Any] | None] = {}
+
+
+# the whole-array submission files read so far, by (device, inode, size, mtime): hard-linked
+# into every run directory of the array, each is parsed once however many runs are looked at
+_SHARED_HEADS: dict[tuple[int, int, int, int], SubmissionHead] = {}
+
+
+def _head(kind: str, data: bytes, source: str) -> dict[str, Any]:
+    """The fields of ``_HEAD_SCHEMAS[kind]`` in ``data``; a RunDirError as ``parse_model``'s."""
+    from pydantic_core import ValidationError  # already loaded: a dict lookup per call
+
+    validator = _HEAD_VALIDATORS.get(kind)
+    if validator is None:
+        from pydantic_core import SchemaValidator
+
+        fields = {
+            k: {"type": "typed-dict-field", "schema": v, "required": v["type"] != "default"}
+            for k, v in _HEAD_SCHEMAS[kind].items()
+        }
+        schema = {
+            "type": "typed-dict",
+            "fields": fields,
+            "extra_behavior": "ignore",
+            "strict": True,
+        }
+        validator = _HEAD_VALIDATORS[kind] = SchemaValidator(schema)
+    try:
+        out: dict[str, Any] = validator.validate_json(data)
+    except ValidationError as e:
+        errors = e.errors()
+        if any(err["type"] == "json_invalid" for err in errors):
+            raise RunDirError(f"{one_line(source)}: is not valid JSON") from e
+        loc = ".".join(str(x) for x in errors[0]["loc"]) or "(top)"
+        problem = one_line(f"{loc}: {errors[0]['msg']}")
+        raise RunDirError(
+            f"{one_line(source)}: not a {kind} this version can read ({problem})",
+            hint="was the run directory changed by hand? submit again to get a fresh one",
+        ) from e
+    return out
+
+
+class RunHead(NamedTuple):
+    """What ``status`` needs of ``run.json`` (``RunRecord``'s fields of the same names).
+
+    A NamedTuple (immutable, and built faster than a frozen dataclass: one per run of
+    ``status``), as ``SubmissionHead`` is.
+
+    The rest of the file (tool, paths, inputs) is not looked at: nothing ``status`` decides
+    depends on it. ``collect``, ``pack`` and ``cancel`` read the whole ``RunRecord``.
+    """
+
+    run_id: str
+    claim: str
+    created_at: str
+    task_index: int | None
+    job_name: str
+    ends_dir: str | None
+
+    @classmethod
+    def parse(cls, data: bytes, source: str) -> RunHead:
+        """``run.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
+        return cls(**_head("RunRecord", data, source))
+
+
+def _load_index(path: str) -> dict[str, Any] | None:
+    """A submission's index as ``_INDEX_SCHEMA`` reads it, once per process; None when it is
+    missing or cannot be read (then every run.json is read: the index only saves work)."""
+    if path in _INDEXES:
+        return _INDEXES[path]
+    from pydantic_core import SchemaValidator, ValidationError
+
+    index: dict[str, Any] | None = None
+    try:
+        data = read_regular(path, limit=MAX_JSON_BYTES)
+        validator = _HEAD_VALIDATORS.get("RunIndex")
+        if validator is None:
+            validator = _HEAD_VALIDATORS["RunIndex"] = SchemaValidator(_INDEX_SCHEMA)
+        index = validator.validate_json(data)
+    except (OSError, FileRefused, ValidationError):
+        index = None
+    _INDEXES[path] = index
+    return index
+
+
+def array_without_task(source: str, array_job_id: str | None) -> RunDirError:
+    """An array's shared submission.json beside a run.json that names no task of it."""
+    return RunDirError(
+        f"{one_line(source)}: names array {array_job_id} but run.json no task of it",
+        hint="was the run directory changed by hand? submit again to get a fresh one",
+    )
+
+
+class SubmissionHead(NamedTuple):
+    """What ``status`` needs of ``submission.json``: the job id and when it was submitted."""
+
+    job_id: str
+    array_job_id: str | None
+    task_index: int | None
+    submitted_at: str
+    # an array's shared file: the path of its submission's index (``RunIndex``, ``RunDir.heads``)
+    run_index: str | None = None
+
+    @classmethod
+    def parse(cls, data: bytes, source: str) -> SubmissionHead:
+        """``submission.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
+        return cls(**_head("SubmissionRecord", data, source))
+
+    @property
+    def whole_array(self) -> bool:
+        """Whether this names a whole array (the file its runs share)."""
+        return self.array_job_id is not None and self.task_index is None
+
+    def for_task(self, task_index: int | None, source: str) -> SubmissionHead:
+        """The run's own job when this names a whole array (``SubmissionRecord.for_task``)."""
+        if not self.whole_array:
+            return self
+        if task_index is None:
+            raise array_without_task(source, self.array_job_id)
+        job_id = task_job_id(self.array_job_id or "", task_index)
+        return SubmissionHead(job_id, self.array_job_id, task_index, self.submitted_at)
+
+
+def indexed_run_head(sub: SubmissionHead, name: str, run_json: str) -> RunHead | None:
+    """The run head of run directory ``name`` from its submission's index (``RunIndex``, read
+    once per process), when one lstat shows its ``run.json`` (path ``run_json``) still has the
+    inode, size and modification time it had when ``submit`` wrote it; None otherwise."""
+    index = _load_index(sub.run_index) if sub.run_index else None
+    if index is None:
+        return None
+    entry = index["runs"].get(name)
+    if entry is None or entry[1] >= len(index["job_names"]):  # task, part >= 0
+        return None
+    try:
+        st = os.lstat(run_json)
+    except OSError:
+        return None
+    if (st.st_ino, st.st_size, st.st_mtime_ns) != entry[4:]:
+        return None
+    return RunHead(entry[2], entry[3], index["created_at"], entry[0],
+                   index["job_names"][entry[1]], index["ends_dir"])  # fmt: skip
+
+
+def shared_submission_head(source: str, read: Callable[[], bytes | None]) -> SubmissionHead | None:
+    """``submission.json`` at ``source`` as written (``read`` gives its bytes), or None.
+
+    An array's shared file is read once per process however many of its runs are looked at:
+    a stat tells it is the same (device, inode, size, modification time). ``source`` is its
+    path (the caller's string: a Path per run costs at 10,000 runs).
+    """
+    try:
+        st = os.stat(source, follow_symlinks=False)  # noqa: PTH116 (no Path per run)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        st = None  # reading it says what is wrong
+    key = None
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    head = _SHARED_HEADS.get(key) if key is not None else None
+    if head is None:
+        data = read()
+        if data is None:
+            return None
+        head = SubmissionHead.parse(data, source)
+        if key is not None and head.whole_array:
+            _SHARED_HEADS[key] = head
+    return head

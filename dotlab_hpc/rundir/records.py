@@ -1,0 +1,218 @@
+"""The record (docs/contract.md, "Record") and the verdict it states: persisted facts.
+
+Pydantic models with deferred building: reading a run's record (``status``) builds only what it
+reads, and never the manifest's models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .. import TOOL_NAME, __version__
+from ..container.isolation import State
+from ..errors import UsageError
+from ..fsio.write import atomic_write_json
+
+if TYPE_CHECKING:
+    from ..manifest.models import ManifestSpec
+
+RECORD_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class TargetRecord(_Frozen):
+    """One target: what the manifest expects, what the analysis produced, and the verdict."""
+
+    expected: float
+    actual: float | None
+    abs_tol: float
+    rel_tol: float
+    within: bool
+
+
+class SlurmRecord(_Frozen):
+    """What Slurm and the job said about the job."""
+
+    job_id: str | None
+    state: str | None
+    exit_code: int | None
+    node: str | None
+
+
+class InputsRecord(_Frozen):
+    """The verified inputs: what was pinned and checked before submission."""
+
+    commit: str
+    image_digest: str
+    datasets: dict[str, str]
+
+
+class EvidenceRecord(_Frozen):
+    """What was written inside the container: start and end times, GPU probe lines."""
+
+    container_started_at: str | None
+    container_ended_at: str | None
+    gpus: list[str]
+
+
+class ToolRecord(_Frozen):
+    """The program that wrote the record."""
+
+    name: str
+    version: str
+
+
+class IsolationCheck(BaseModel):
+    """One property as measured: its state and the measured fact in words."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    state: State
+    measured: str
+
+
+class GpuRecord(BaseModel):
+    """One GPU as ``nvidia-smi --query-gpu=uuid,name,driver_version`` named it inside."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    uuid: str
+    name: str
+    driver_version: str
+
+
+class IsolationRecord(BaseModel):
+    """The record's ``isolation``: what ran the container and each measured property and fact."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    sandbox: str
+    runtime: str
+    held: bool
+    properties: dict[str, IsolationCheck]
+    facts: dict[str, str]
+    gpus: list[GpuRecord] = []
+
+
+class ClaimRecord(_Frozen):
+    """The record of one run: an honest outcome and everything needed to check it."""
+
+    record_version: int
+    outcome: str
+    reason: str
+    claim: str
+    title: str | None
+    run_id: str
+    manifest_sha256: str
+    targets: dict[str, TargetRecord]
+    slurm: SlurmRecord
+    inputs: InputsRecord
+    evidence: EvidenceRecord
+    tool: ToolRecord
+    # each property of SPEC section 4 as measured inside the container before the analysis ran
+    # (None: a run submitted before dotlab-hpc measured it)
+    isolation: IsolationRecord | None = None
+
+
+class Outcome(StrEnum):
+    """The four honest answers a record can give."""
+
+    REPRODUCED = "reproduced"
+    NOT_REPRODUCED = "not_reproduced"
+    SPEC_ISSUE = "spec_issue"
+    INPUT_MISMATCH = "input_mismatch"
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """One target compared with what the analysis produced."""
+
+    name: str
+    expected: float
+    actual: float | None
+    abs_tol: float
+    rel_tol: float
+    within: bool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """An outcome, one sentence a person can act on, and the per-target comparison."""
+
+    outcome: Outcome
+    reason: str
+    targets: tuple[TargetResult, ...]
+
+
+def empty_targets(spec: ManifestSpec) -> tuple[TargetResult, ...]:
+    """The targets with no actual values (for outcomes that never reached the numbers)."""
+    return tuple(
+        TargetResult(n, t.value, None, t.abs_tol, t.rel_tol, False) for n, t in spec.targets.items()
+    )
+
+
+def targets_record(targets: tuple[TargetResult, ...]) -> dict[str, TargetRecord]:
+    """The record's ``targets`` mapping."""
+    return {
+        t.name: TargetRecord(
+            expected=t.expected,
+            actual=t.actual,
+            abs_tol=t.abs_tol,
+            rel_tol=t.rel_tol,
+            within=t.within,
+        )
+        for t in targets
+    }
+
+
+def build_record(
+    *,
+    verdict: Verdict,
+    claim: str,
+    title: str | None,
+    run_id: str,
+    manifest_sha256: str,
+    slurm: SlurmRecord,
+    inputs: InputsRecord,
+    evidence: EvidenceRecord,
+    isolation: IsolationRecord | None = None,
+) -> ClaimRecord:
+    """Assemble the record; nothing in it depends on when it was collected."""
+    return ClaimRecord(
+        record_version=RECORD_VERSION,
+        outcome=verdict.outcome.value,
+        reason=verdict.reason,
+        claim=claim,
+        title=title,
+        run_id=run_id,
+        manifest_sha256=manifest_sha256,
+        targets=targets_record(verdict.targets),
+        slurm=slurm,
+        inputs=inputs,
+        evidence=evidence,
+        tool=ToolRecord(name=TOOL_NAME, version=__version__),
+        isolation=isolation,
+    )
+
+
+def record_json(record: ClaimRecord) -> dict[str, Any]:
+    """The record as plain JSON data."""
+    return record.model_dump(mode="json")
+
+
+def write_record(record: ClaimRecord, *paths: Path) -> None:
+    """Write the record atomically to each path (the run directory's and ``--record``)."""
+    data = record_json(record)
+    for p in paths:
+        try:
+            atomic_write_json(p, data)
+        except OSError as e:
+            raise UsageError(f"{p}: cannot write the record ({e.strerror})") from e

@@ -1,0 +1,386 @@
+"""``dotlab-hpc doctor``: what this site's Apptainer and Slurm give, read and measured.
+
+On the login node it reads what the site says (site.py's parsers over the real tools' answers);
+then it runs one short probe claim through the same verify, render, submit and collect path as
+any claim (``dotlab-hpc run`` in a child process), whose probe container measures the sandbox on
+a compute node (templates/probe.sh, read back by isolation.py). Every row is held, not held,
+could not check, or info; exit 0 when all hold, 1 when one does not, 2 when one could not be
+checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..container.apptainer import find_apptainer
+from ..container.conf import (
+    apptainer_mode,
+    conf_findings,
+    parse_apptainer_conf,
+    parse_apptainer_version,
+    parse_buildcfg,
+)
+from ..container.isolation import PROPERTIES, State, fatal_cause, parse_probe, remedy
+from ..errors import DotlabError, UsageError
+from ..fsio.read import read_window
+from ..fsio.sha256 import sha256_file
+from ..proc import Runner
+from ..rundir.names import PROBE_OUT
+from ..slurm.parse import parse_sbatch_version, parse_scontrol_show_config
+from ..slurm.partitions import gpu_count, parse_partitions
+from .probe_image import ProbeImageError, RootPlan, make_probe_image
+
+HELD = "held"
+NOT_HELD = "not held"
+UNKNOWN = "could not check"
+INFO = "info"
+PROBE_CLAIM = "dotlab-doctor-probe"
+# The probe claim's own work: write the one number it must produce.
+PROBE_ENTRYPOINT = "printf '{\"probe\": 1}' > /work/out/results.json"
+_STATE = {State.HELD: HELD, State.NOT_HELD: NOT_HELD, State.UNKNOWN: UNKNOWN}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the doctor's table."""
+
+    section: str
+    name: str
+    state: str
+    detail: str
+    remedy: str = ""
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """What ``doctor`` was asked."""
+
+    image: Path | None
+    partition: str | None
+    gpus: int
+    apptainer: str | None
+    apptainer_conf: Path | None
+    work_dir: Path | None
+    keep: bool
+    timeout_s: float
+
+
+def exit_code(rows: Sequence[Row]) -> int:
+    """1 when a row is not held, else 2 when one could not be checked, else 0."""
+    states = {r.state for r in rows}
+    return 1 if NOT_HELD in states else 2 if UNKNOWN in states else 0
+
+
+def report_json(rows: Sequence[Row]) -> dict[str, object]:
+    """``--json``: the exit code and every row."""
+    return {"exit_code": exit_code(rows), "rows": [asdict(r) for r in rows]}
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """Every row of the doctor's check, and what they add up to."""
+
+    rows: tuple[Row, ...]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every row holds, 1 when one does not, 2 when one could not be checked."""
+        return exit_code(self.rows)
+
+    def to_json(self) -> dict[str, object]:
+        """``doctor --json``: the exit code and every row."""
+        return report_json(self.rows)
+
+
+# --------------------------------------------------------------------------- the login node
+def _run(
+    runner: Runner, argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 30
+) -> tuple[int, str, str]:
+    try:
+        done = runner.run(tuple(argv), timeout=timeout, env=env)
+    except DotlabError as e:
+        return 127, "", e.message
+    return done.returncode, done.stdout, done.stderr
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def apptainer_rows(runner: Runner, apptainer: str, conf_path: Path | None) -> list[Row]:
+    """The Apptainer found: path, version, mode, FUSE, and apptainer.conf's weakening settings."""
+    rows: list[Row] = []
+    sec = "apptainer"
+    rc, out, err = _run(runner, (apptainer, "--version"))
+    version = parse_apptainer_version(out) if rc == 0 else None
+    if version is None:
+        rows.append(
+            Row(
+                sec,
+                "apptainer",
+                NOT_HELD,
+                f"{apptainer}: {_first_line(err) or out}",
+                "install Apptainer, or name it with --apptainer",
+            )
+        )
+        return rows
+    rows.append(Row(sec, "apptainer", HELD, f"{apptainer}, version {version}"))
+    rc, out, _ = _run(runner, (apptainer, "buildcfg"))
+    cfg = parse_buildcfg(out) if rc == 0 else {}
+    path = conf_path or (Path(cfg["APPTAINER_CONF_FILE"]) if "APPTAINER_CONF_FILE" in cfg else None)
+    conf: dict[str, list[str]] = {}
+    if path is None:
+        said = "`apptainer buildcfg` did not name it"
+        rows.append(Row(sec, "apptainer.conf", UNKNOWN, said, "give --apptainer-conf FILE"))
+    else:
+        try:
+            conf = parse_apptainer_conf(path.read_text(encoding="utf-8", errors="replace"))
+            rows.append(Row(sec, "apptainer.conf", HELD, str(path)))
+        except OSError as e:
+            rows.append(
+                Row(
+                    sec,
+                    "apptainer.conf",
+                    UNKNOWN,
+                    f"{path}: {e.strerror}",
+                    "give --apptainer-conf FILE",
+                )
+            )
+    if cfg:
+        starter = Path(cfg.get("LIBEXECDIR", "/usr/libexec")) / "apptainer/bin/starter-suid"
+        try:
+            suid = bool(starter.stat().st_mode & stat.S_ISUID)
+        except OSError:
+            suid = False
+        rows.append(Row(sec, "mode", INFO, apptainer_mode(cfg, conf, suid)))
+    else:
+        rows.append(Row(sec, "mode", INFO, "unknown (`apptainer buildcfg` did not answer)"))
+    for f in conf_findings(conf):
+        state = NOT_HELD if f.drops else INFO
+        rows.append(Row(sec, f.setting, state, f"{f.property}: {f.effect}", f.remedy))
+    fuse = os.access("/dev/fuse", os.R_OK | os.W_OK)
+    squash = shutil.which("squashfuse_ll") or shutil.which("squashfuse")
+    detail = f"/dev/fuse {'usable' if fuse else 'not usable'}; squashfuse {squash or 'missing'}"
+    fix = "" if fuse and squash else "without both, Apptainer extracts the image first (slower)"
+    rows.append(Row(sec, "fuse", INFO, detail, fix))
+    return rows
+
+
+def slurm_rows(
+    runner: Runner, env: Mapping[str, str] | None, partition: str | None, gpus: int
+) -> list[Row]:
+    """Slurm's version, accounting, MaxArraySize, MinJobAge, and the partition's limits."""
+    sec = "slurm"
+    rows: list[Row] = []
+    rc, out, err = _run(runner, ("sbatch", "--version"), env)
+    try:
+        major, minor = parse_sbatch_version(out) if rc == 0 else (0, 0)
+    except DotlabError:
+        major, minor = 0, 0
+    if not major:
+        said = _first_line(err) or "sbatch --version failed"
+        fix = "put Slurm's commands on PATH (and SLURM_CONF in the environment)"
+        rows.append(Row(sec, "slurm", UNKNOWN, said, fix))
+        return rows
+    rows.append(Row(sec, "slurm", HELD, f"version {major}.{minor:02d}"))
+    rc, _, err = _run(runner, ("sacct", "-n", "-X", "-S", "now-1minutes", "-o", "JobID"), env)
+    said = "sacct answers" if rc == 0 else f"sacct does not answer: {_first_line(err)}"
+    rows.append(Row(sec, "accounting", INFO, said))
+    rc, out, err = _run(runner, ("scontrol", "show", "config"), env)
+    cfg = parse_scontrol_show_config(out) if rc == 0 else {}
+    for key in ("MaxArraySize", "MinJobAge"):
+        rows.append(Row(sec, key, INFO, cfg.get(key, f"unknown ({_first_line(err)})")))
+    rc1, scontrol, _ = _run(runner, ("scontrol", "show", "partition", "-o"), env)
+    rc2, sinfo, _ = _run(runner, ("sinfo", "-h", "-o", "%P|%l|%m|%G|%D"), env)
+    parts = parse_partitions(scontrol, sinfo) if rc1 == 0 and rc2 == 0 else {}
+    name = partition or next((p.name for p in parts.values() if p.default), None)
+    part = parts.get(name) if name else None
+    if part is None:
+        state = NOT_HELD if partition and parts else UNKNOWN
+        rows.append(
+            Row(
+                sec,
+                f"partition {name or '?'}",
+                state,
+                "not found",
+                f"one of: {', '.join(sorted(parts)) or '?'}",
+            )
+        )
+        return rows
+    has = gpu_count(part.gres)
+    detail = (
+        f"MaxTime {part.max_time}, MaxMemPerNode {part.max_mem_per_node},"
+        f" GPUs {','.join(part.gres) or 'none'}"
+    )
+    if gpus and has < gpus:
+        rows.append(
+            Row(
+                sec,
+                f"partition {part.name}",
+                NOT_HELD,
+                detail,
+                f"--gpus {gpus}: no node of {part.name} has that many GPUs",
+            )
+        )
+    else:
+        rows.append(Row(sec, f"partition {part.name}", INFO if not gpus else HELD, detail))
+    return rows
+
+
+# --------------------------------------------------------------------------- the probe job
+def _probe_manifest(
+    image: Path, commit: str, partition: str | None, gpus: int
+) -> dict[str, object]:
+    resources: dict[str, object] = {"time": "1", "memory": "256M", "gpus": gpus}
+    if partition:
+        resources["partition"] = partition
+    return {
+        "version": 1,
+        "claim": PROBE_CLAIM,
+        "title": "dotlab-hpc doctor's probe: the sandbox measured on a compute node",
+        "code": {"commit": commit},
+        "image": {"digest": "sha256:" + sha256_file(image)},
+        "entrypoint": PROBE_ENTRYPOINT,
+        "targets": {"probe": {"value": 1}},
+        "resources": resources,
+    }
+
+
+def _git_checkout(runner: Runner, code: Path) -> str:
+    code.mkdir(parents=True)
+    (code / "README").write_text("dotlab-hpc doctor's probe claim: no code runs from here\n")
+    who = {"NAME": "dotlab-hpc", "EMAIL": "doctor@localhost"}
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    env |= {f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER") for k, v in who.items()}
+    for argv in (("init", "-q"), ("add", "-A"), ("commit", "-q", "-m", "probe")):
+        rc, _, err = _run(runner, ("git", "-C", str(code), *argv), env)
+        if rc != 0:
+            raise UsageError(f"git {argv[0]} in {code} failed: {_first_line(err)}")
+    rc, out, err = _run(runner, ("git", "-C", str(code), "rev-parse", "HEAD"), env)
+    if rc != 0:
+        raise UsageError(f"git rev-parse in {code} failed: {_first_line(err)}")
+    return out.strip()
+
+
+def probe_rows(text: str, stderr: str, rc: int) -> list[Row]:
+    """The probe job's measurement as rows; what it could not measure, and why."""
+    report = parse_probe(text)
+    sec = "sandbox"
+    if report.measured:
+        rows = []
+        for name, check in report.checks:
+            state = _STATE[check.state]
+            if name == "gpu_type" and check.state is State.NOT_HELD:
+                state = INFO
+            fix = remedy(name) if state == NOT_HELD else ""
+            rows.append(Row(sec, name, state, check.measured, fix))
+        sandbox = report.fact("sandbox") or "?"
+        rows.insert(0, Row(sec, "sandbox", INFO, f"{sandbox}: {report.fact('runtime') or '?'}"))
+        return rows
+    cause = fatal_cause(report.fatal_lines)
+    why = (
+        (report.fatal_lines[-1] if report.fatal_lines else "")
+        or _first_line(stderr.replace("dotlab-hpc: ", ""))
+        or f"the probe job exited {rc}"
+    )
+    rows = []
+    for name in PROPERTIES:
+        if name in ("gpus", "gpu_type", "image_read_only"):
+            continue
+        if cause is not None and cause.property == name:
+            said = f"Apptainer refused it: {cause.setting} ({why})"
+            rows.append(Row(sec, name, NOT_HELD, said, cause.remedy))
+        else:
+            rows.append(Row(sec, name, UNKNOWN, f"not measured: {why}"))
+    return rows
+
+
+_GIVE_IMAGE = "give --image F.sif (any image with /bin/sh)"
+
+
+def _made_from(plan: RootPlan) -> str:
+    tools = ", ".join(sorted(Path(d).name for d in plan.files if d.startswith("bin/")))
+    said = f"made here (apptainer build) from this node's {tools}"
+    return said + (f"; not found: {', '.join(plan.missing)}" if plan.missing else "")
+
+
+def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str) -> list[Row]:
+    """Submit the probe claim with ``dotlab-hpc run`` and read what its probe measured.
+
+    Without ``--image`` the probe runs in a tiny image made here (``probe_image``).
+    """
+    if opts.image is not None and not opts.image.is_file():
+        raise UsageError(f"--image {opts.image.absolute()}: no such file")
+    made = opts.work_dir is None
+    work = (
+        Path(tempfile.mkdtemp(prefix=".dotlab-doctor-", dir=Path.cwd())) if made else opts.work_dir
+    )
+    assert work is not None
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        if any(work.iterdir()) and not made:
+            raise UsageError(f"--work-dir {work}: must be empty", hint="give a new folder")
+        pre: list[Row] = []
+        if opts.image is not None:
+            image = opts.image.absolute()
+        else:
+            try:
+                image, plan = make_probe_image(runner, apptainer, work.absolute())
+            except ProbeImageError as e:
+                return [Row("sandbox", "probe image", UNKNOWN, e.message, _GIVE_IMAGE)]
+            pre.append(Row("sandbox", "probe image", INFO, _made_from(plan)))
+        commit = _git_checkout(runner, work / "code")
+        (work / "data").mkdir()
+        manifest = work / "probe.json"
+        data = _probe_manifest(image, commit, opts.partition, opts.gpus)
+        manifest.write_text(json.dumps(data, indent=1) + "\n")
+        run_dir = work / "run"
+        argv = (
+            sys.executable,
+            "-m",
+            "dotlab_hpc",
+            "run",
+            str(manifest),
+            "--code-dir",
+            str(work / "code"),
+            "--data-dir",
+            str(work / "data"),
+            "--image",
+            str(image),
+            "--out-dir",
+            str(work / "out"),
+            "--run-dir",
+            str(run_dir),
+            "--apptainer",
+            apptainer,
+        )
+        rc, _, err = _run(runner, argv, timeout=opts.timeout_s)
+        rows = pre + probe_rows(read_window(run_dir / PROBE_OUT), err, rc)
+        state = HELD if rc == 0 else INFO if rc in (1, 2) else UNKNOWN
+        said = f"`dotlab-hpc run` exited {rc}" + (f": {_first_line(err)[:160]}" if rc else "")
+        rows.append(Row("sandbox", "probe job", state, said))
+        return rows
+    finally:
+        if made and not opts.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def doctor(runner: Runner, opts: DoctorOptions, env: Mapping[str, str] | None = None) -> list[Row]:
+    """Every row: the login node's reads, then the probe job's measurement."""
+    if opts.gpus < 0:
+        raise UsageError(f"--gpus {opts.gpus}: must be 0 or more")
+    if opts.image is not None and not opts.image.is_file():
+        raise UsageError(f"--image {opts.image}: no such file", hint="give a .sif file")
+    apptainer = find_apptainer(opts.apptainer)
+    rows = apptainer_rows(runner, apptainer, opts.apptainer_conf)
+    rows += slurm_rows(runner, env, opts.partition, opts.gpus)
+    rows += run_probe(runner, opts, apptainer)
+    return rows

@@ -1,0 +1,258 @@
+"""Submit: plan the run directories, verify the inputs, render, and sbatch exactly once.
+
+The stages are separate functions so that ``submit --dry-run`` can stop after rendering and
+nothing is written before every check has passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..errors import DotlabError, ProcTimeout, SlurmError
+from ..fsio.write import Writer, atomic_write_all
+from ..manifest.models import Manifest
+from ..render.facts import apptainer_argvs, task_facts
+from ..render.job import render_script
+from ..render.spec import ArrayLayout, JobSpec, TaskSpec
+from ..rundir.events import Logger, event
+from ..rundir.files import submission_file
+from ..rundir.names import SCRIPT_NAME
+from ..rundir.records import ClaimRecord
+from ..slurm.argv import array_ranges, sbatch_argv
+from ..slurm.client import SlurmClient
+from ..slurm.jobids import task_job_id
+from .files import NewRuns, share_file, write_new_files
+from .once import submit_once
+from .plan import Plan, PlannedRun, SubmitOptions, check_out_dirs, plan
+from .records import mismatch_record, submission_record, write_index
+
+
+def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
+    """The renderable job for ``runs`` (those that passed verification)."""
+    return JobSpec(
+        tasks=tuple(
+            TaskSpec(
+                manifest=r.manifest,
+                run_dir=r.run_dir,
+                code_dir=p.code_dir,
+                data_dir=p.data_dir,
+                out_dir=r.out_dir,
+                image=p.image,
+                index=r.index,
+            )
+            for r in runs
+        ),
+        job_name=p.job_name,
+        apptainer=p.apptainer,
+        export=export,
+        margin_s=p.margin_s,
+        scratch_root=p.scratch_root,
+        array=ArrayLayout(p.runs_root, p.batch) if p.batch and p.runs_root else None,
+        run_id=None if p.is_array else p.runs[0].run_id,
+        ends_dir=p.ends_dir,
+    )
+
+
+def array_spec(runs: Sequence[PlannedRun], limit: int | None) -> str:
+    """sbatch --array: the runs' task ids as ranges, and the ``%N`` throttle when asked."""
+    spec = array_ranges([r.task for r in runs if r.task is not None])
+    return f"{spec}%{limit}" if limit else spec
+
+
+def submission_argv(
+    p: Plan, script: Path, runs: Sequence[PlannedRun], export: str, part: int = 0
+) -> tuple[str, ...]:
+    """The exact sbatch argv of one array (or the single run): name, log, task ids."""
+    return sbatch_argv(
+        script,
+        job_name=p.part_name(part),
+        output=p.slurm_output(part),
+        export=export,
+        array=array_spec(runs, p.array_limit) if p.is_array else None,
+        extra=(f"--chdir={p.chdir}", *(("--hold",) if p.hold else ())),
+        script_args=(str(part),) if p.parts > 1 else (),
+    )
+
+
+# --------------------------------------------------------------------------- the whole stage
+@dataclass(frozen=True)
+class SubmittedRun:
+    """One claim after ``execute``: its run directory and job, or its input_mismatch record."""
+
+    claim: str
+    run_dir: Path
+    job_id: str | None
+    mismatch: ClaimRecord | None
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What ``execute`` did (or, for a dry run, would do)."""
+
+    runs: tuple[SubmittedRun, ...]
+    script: str | None
+    sbatch_argv: tuple[str, ...] | None  # the first array's (the only one, unless split)
+    apptainer_argvs: tuple[tuple[str, ...], ...]
+    dry_run: bool
+    sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's, in order
+
+
+def _first_events(
+    p: Plan, mismatches: dict[int, list[str]], clock: Clock
+) -> dict[int, list[dict[str, Any]]]:
+    """Each run's first events (verified; rendered when it passed), written with its folder."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in p.runs:
+        bad = mismatches[r.index]
+        evs = [event("verified", clock.now(), run_dir=str(r.run_dir), claim=r.manifest.spec.claim,
+                     ok=not bad, mismatches=bad)]  # fmt: skip
+        if not bad:
+            evs.append(event("rendered", clock.now(), run_dir=str(r.run_dir), script=SCRIPT_NAME))
+        out[r.index] = evs
+    return out
+
+
+def _by_part(runs: Sequence[PlannedRun]) -> list[list[PlannedRun]]:
+    parts: dict[int, list[PlannedRun]] = {}
+    for r in runs:
+        parts.setdefault(r.part, []).append(r)
+    return [parts[k] for k in sorted(parts)]
+
+
+def execute(
+    opts: SubmitOptions,
+    *,
+    client: SlurmClient,
+    clock: Clock,
+    verify_run: Callable[[Manifest], list[str]],
+    dry_run: bool = False,
+    log: Logger | None = None,
+    on_retry: Callable[[int, Exception, float], None] | None = None,
+    write_all: Writer = atomic_write_all,
+    write_new: Writer = write_new_files,
+) -> SubmitResult:
+    """verify → render → write run directories → sbatch (exactly once); nothing on a dry run.
+
+    ``verify_run`` returns the mismatches of one manifest's inputs (empty when all match).
+    ``write_all`` writes files all-or-nothing (``fsio.atomic_write_all``), ``write_new`` the
+    files of the new run directories (each made whole by ``fsio.NewFolders``).
+    """
+    now = clock.now()
+    size = None
+    if len(opts.manifests) > 1:  # every task index must stay below MaxArraySize
+        size = client.max_array_size()
+        if opts.max_array_size is not None:
+            size = min(size, opts.max_array_size)
+    p = plan(opts, now, max_array_size=size)
+    # a non-empty output folder is refused before anything else; a missing one is made only
+    # once verification and rendering have passed, so that a refusal leaves nothing behind
+    check_out_dirs(p, create_missing=False)
+    mismatches = {r.index: verify_run(r.manifest) for r in p.runs}
+    good = [r for r in p.runs if not mismatches[r.index]]
+    try:
+        export = client.export_value()
+    except (SlurmError, ProcTimeout, OSError):
+        export = "NONE"
+    job = job_spec(p, good, export) if good else None
+    script = render_script(job) if job is not None else None
+    argvs = apptainer_argvs(job) if job is not None else ()
+    script_path = good[0].run_dir / SCRIPT_NAME if good else None
+    sbatches = [
+        (runs, submission_argv(p, script_path, runs, export, runs[0].part))
+        for runs in _by_part(good)
+        if script_path is not None
+    ]
+    if dry_run:
+        return SubmitResult(
+            runs=tuple(
+                SubmittedRun(
+                    r.manifest.spec.claim,
+                    r.run_dir,
+                    None,
+                    mismatch_record(r, mismatches[r.index]) if mismatches[r.index] else None,
+                )
+                for r in p.runs
+            ),
+            script=script,
+            sbatch_argv=sbatches[0][1] if sbatches else None,
+            apptainer_argvs=argvs,
+            dry_run=True,
+            sbatch_argvs=tuple(a for _, a in sbatches),
+        )
+    records = {
+        r.index: mismatch_record(r, mismatches[r.index]) for r in p.runs if mismatches[r.index]
+    }
+    events = _first_events(p, mismatches, clock) if log is not None else {}
+    writing = NewRuns(p, write_new)
+    dirs = writing.write(
+        now,
+        facts={
+            r.index: task_facts(t, job, argv)
+            for r, t, argv in zip(good, job.tasks, argvs, strict=True)
+        }
+        if job is not None
+        else {},
+        script=script,
+        records=records,
+        events=events,
+    )
+    index = write_index(p, good, dirs, now, write_all) if p.is_array and good else None
+    writing.made_index = index
+    results = {
+        i: SubmittedRun(p.runs[i].manifest.spec.claim, dirs[i].path, None, rec)
+        for i, rec in records.items()
+    }
+    if log is not None:
+        try:  # the run directories hold these events already: --log-file gets them too
+            for i in sorted(events):
+                for ev in events[i]:
+                    log(None, ev)
+        except (OSError, DotlabError) as e:
+            writing.remove()
+            raise writing.failed_before_sbatch(e) from e
+    for k, (runs, argv) in enumerate(sbatches):
+        try:
+            job_id, adopted = submit_once(
+                client, argv, job_name=p.part_name(runs[0].part), since=now, clock=clock,
+                on_retry=on_retry,
+            )  # fmt: skip
+        except DotlabError as e:
+            # this array's run directories stay (an sbatch that failed may still have made the
+            # job: its name finds it); the arrays never tried go
+            writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
+            if k == 0:
+                raise
+            raise SlurmError(
+                f"{e.message} (array {k} of {len(sbatches)}: the claims from"
+                f" {runs[0].run_dir.name} on were not submitted; the arrays before it were)",
+                hint=e.hint,
+            ) from e
+        sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted,
+                                index=index)  # fmt: skip
+        try:
+            # one file for the whole array, hard-linked into each of its run directories
+            share_file([dirs[r.index] for r in runs], submission_file(dirs[runs[0].index], sub),
+                       write_all)  # fmt: skip
+            for r in runs:
+                rd = dirs[r.index]
+                own = task_job_id(job_id, r.task) if r.task is not None else job_id
+                if log is not None:
+                    log(rd, event("submitted", clock.now(), run_dir=str(rd.path), job_id=own,
+                                  job_name=p.part_name(r.part), adopted=adopted))  # fmt: skip
+                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, own, None)
+        except (OSError, DotlabError) as e:
+            later = [r for rest, _ in sbatches[k + 1 :] for r in rest]
+            writing.remove(unsubmitted=later)
+            raise writing.failed_after_sbatch(e, job_id, p.part_name(runs[0].part), runs) from e
+    return SubmitResult(
+        runs=tuple(results[r.index] for r in p.runs),
+        script=script,
+        sbatch_argv=sbatches[0][1] if sbatches else None,
+        apptainer_argvs=argvs,
+        dry_run=False,
+        sbatch_argvs=tuple(a for _, a in sbatches),
+    )

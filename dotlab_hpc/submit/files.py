@@ -1,0 +1,241 @@
+"""The new run directories of one submission, written all-or-nothing before sbatch runs.
+
+Every file goes through one batched atomic write (``fsio.atomic_write_all``: temporaries, one
+sync per file system, renames), so 10,000 run directories cost two syncs, not 60,000 fsyncs.
+When writing fails (a full disk, a quota, a read-only file system), everything this submission
+created is removed again and the error names the path; when writing ``submission.json`` fails
+after sbatch, the job is not lost: its run.json stays, and its name finds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DotlabError, OperatorError, UsageError, one_line
+from ..fsio.write import (
+    FileBytes,
+    NewFolders,
+    WriteFailed,
+    Writer,
+    fsync_folders,
+    sync_file_systems,
+    write_new_file,
+)
+from ..render.deffile import render_def
+from ..rundir.directory import RunDir
+from ..rundir.files import new_run_files
+from ..rundir.names import ENDS_SUBDIR, SCRIPT_NAME
+from .plan import missing_parents
+
+if TYPE_CHECKING:
+    from ..rundir.records import ClaimRecord
+    from .plan import Plan, PlannedRun
+
+
+def write_new_files(files: Sequence[FileBytes]) -> None:
+    """Create each file (none exists yet) inside folders that ``NewFolders`` makes whole."""
+    for path, data, mode in files:
+        write_new_file(path, data, mode)
+
+
+def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> None:
+    """``file`` (in ``dirs[0]``) written atomically, then hard-linked into every other run
+    directory under its name, and those links synced: one file however many runs share it.
+
+    Where the file system refuses a link, that run directory gets an atomic copy instead.
+    """
+    first, data, mode = file
+    write_all([file])
+    copies: list[FileBytes] = []
+    for rd in dirs[1:]:
+        target = rd.file(first.name)
+        try:
+            os.link(first, target)
+        except OSError as e:
+            if e.errno not in _NO_LINK:
+                raise WriteFailed(target, e) from e
+            copies.append((target, data, mode))
+    if copies:
+        write_all(copies)
+    if len(dirs) > len(copies) + 1:  # the links' names, durable before anyone relies on them
+        try:
+            folders = [rd.path for rd in dirs]
+            sync_file_systems(folders) or fsync_folders(folders)
+        except OSError as e:
+            raise WriteFailed(Path(e.filename or first), e) from e
+
+
+# link(2) refused: the file system has no hard links, or too many to one file (ext4: 65,000)
+_NO_LINK = {errno.EMLINK, errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def _advice(err: int | None) -> str:
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        return "free space there (or raise the quota), or give --runs-root on another file system"
+    if err == errno.EROFS:
+        return "that file system is read-only; give --runs-root (and --out-dir) elsewhere"
+    return "check that file system (its log may say why), or give --runs-root elsewhere"
+
+
+def _where_and_why(e: BaseException) -> tuple[str, str, int | None]:
+    """The path, the reason and the errno of a failed write."""
+    if isinstance(e, WriteFailed):
+        return str(e.path), e.message.rpartition(": cannot write: ")[2], e.errno
+    if isinstance(e, OSError):
+        return str(e.filename or "the run directory"), e.strerror or str(e), e.errno
+    message = e.message if isinstance(e, DotlabError) else str(e)
+    return "", message, None
+
+
+class NewRuns:
+    """The folders and files one submission makes, and how to take them back."""
+
+    def __init__(self, plan: Plan, write_new: Writer = write_new_files) -> None:
+        self.plan = plan
+        self.write_new = write_new
+        self.made_dirs: dict[int, Path] = {}  # run index -> run directory made
+        self.made_out: list[Path] = []
+        self.made_ends: list[Path] = []
+        self.made_index: Path | None = None  # the submission's RunIndex file, once written
+
+    def write(
+        self,
+        now: datetime,
+        *,
+        facts: Mapping[int, bytes],
+        script: str | None,
+        records: Mapping[int, ClaimRecord],
+        events: Mapping[int, Sequence[dict[str, Any]]],
+    ) -> dict[int, RunDir]:
+        """Make every run directory whole, with all its files; on failure none of them is left.
+
+        Each is filled under a hidden temporary name and renamed into place after one sync
+        (``fsio.NewFolders``): no run directory is ever seen half-written.
+        """
+        from .plan import check_out_dirs
+        from .records import run_record
+
+        p = self.plan
+        folders = NewFolders()
+        try:
+            check_out_dirs(p, create_missing=True, made=self.made_out)
+            if p.is_array:
+                self._make_ends(p.ends_dir)
+            tmp = {r.index: RunDir(folders.add(r.run_dir)) for r in p.runs}
+            if not p.is_array:
+                (tmp[0].path / ENDS_SUBDIR).mkdir()
+            files: list[FileBytes] = []
+            good = [r for r in p.runs if r.index in facts]
+            first = tmp[good[0].index] if good else None
+            if script is not None and first is not None:
+                files.append((first.file(SCRIPT_NAME), script.encode("utf-8"), 0o644))
+            for r in p.runs:
+                m = r.manifest
+                files += new_run_files(
+                    tmp[r.index],
+                    run_record(p, r, now),
+                    m,
+                    facts=facts.get(r.index),
+                    def_text=render_def(m) if m.spec.image.build is not None else None,
+                    record=records.get(r.index),
+                    events=events.get(r.index, ()),
+                )
+            self.write_new(files)
+            if first is not None:
+                self._link_script(first, [tmp[r.index] for r in good[1:]])
+            folders.commit()
+            self.made_dirs = {r.index: r.run_dir for r in p.runs}
+        except FileExistsError as e:
+            self._undo(folders)
+            raise UsageError(
+                f"{one_line(e.filename)}: run directory exists; run directories are never reused",
+                hint="choose another --run-dir or leave it out to get a fresh one",
+            ) from e
+        except (OSError, DotlabError) as e:
+            self._undo(folders)
+            raise self.failed_before_sbatch(e) from e
+        return {r.index: RunDir(r.run_dir) for r in p.runs}
+
+    def _undo(self, folders: NewFolders) -> None:
+        """Take back the temporary folders, those already renamed, and the folders made."""
+        folders.abort()
+        runs = self.plan.runs  # renamed in the order they were added: the plan's
+        self.made_dirs = {runs[i].index: final for i, final in enumerate(folders.renamed)}
+        self.remove()
+
+    def _make_ends(self, path: Path) -> None:
+        missing = [path, *missing_parents(path)]
+        path.mkdir(parents=True)
+        self.made_ends += reversed(missing)
+
+    def _link_script(self, first: RunDir, others: Sequence[RunDir]) -> None:
+        """The one script into every other run directory: a hard link each, else a copy."""
+        source = first.file(SCRIPT_NAME)
+        copies: list[FileBytes] = []
+        for rd in others:
+            try:
+                os.link(source, rd.file(SCRIPT_NAME))
+            except OSError as e:
+                if e.errno not in _NO_LINK:
+                    raise WriteFailed(rd.file(SCRIPT_NAME), e) from e
+                copies.append((rd.file(SCRIPT_NAME), source.read_bytes(), 0o644))
+        if copies:
+            self.write_new(copies)
+
+    def remove(self, unsubmitted: Sequence[PlannedRun] | None = None) -> None:
+        """Take back what was made: every run directory, or only those of ``unsubmitted``."""
+        indices = list(self.made_dirs) if unsubmitted is None else [r.index for r in unsubmitted]
+        outs = {r.index: r.out_dir for r in self.plan.runs}
+        made_out = set(self.made_out)
+        for i in indices:
+            path = self.made_dirs.pop(i, None)
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+            if outs[i] in made_out:
+                _rmdir(outs[i])
+        if unsubmitted is None:
+            if self.made_index is not None:
+                with contextlib.suppress(OSError):
+                    self.made_index.unlink()
+            for folder in reversed(self.made_out):
+                _rmdir(folder)
+            for folder in reversed(self.made_ends):
+                _rmdir(folder)
+
+    def failed_before_sbatch(self, e: BaseException) -> DotlabError:
+        """One line: what could not be written, that nothing was submitted, what to do."""
+        if isinstance(e, DotlabError) and not isinstance(e, WriteFailed):
+            return e  # already one line naming its path (a run directory that exists…)
+        where, why, err = _where_and_why(e)
+        return UsageError(
+            f"{one_line(where)}: cannot write ({why}); nothing was submitted and the run"
+            " directories were removed",
+            hint=_advice(err),
+        )
+
+    def failed_after_sbatch(
+        self, e: BaseException, job_id: str, job_name: str, runs: Sequence[PlannedRun]
+    ) -> DotlabError:
+        """The job runs although its submission file could not be written: say how to find it."""
+        where, why, err = _where_and_why(e)
+        first = runs[0].run_dir
+        what = f"{first}" if len(runs) == 1 else f"{first} and {len(runs) - 1} more run directories"
+        return OperatorError(
+            f"{one_line(where or first)}: cannot write ({why}) after sbatch: job {job_id}"
+            f" ({job_name}) was submitted and runs for {one_line(what)}",
+            hint=f"{_advice(err)}; `dotlab-hpc status` finds the job by its name {job_name},"
+            " and `dotlab-hpc cancel` stops it",
+        )
+
+
+def _rmdir(path: Path) -> None:
+    """Remove a folder this submission made, if it is still empty."""
+    with contextlib.suppress(OSError):
+        path.rmdir()

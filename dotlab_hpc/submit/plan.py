@@ -1,0 +1,282 @@
+"""Plan a submission: load the manifests, decide every run directory, job name and log path.
+
+Nothing is written here. A submission of many claims is one job array, or, beyond the
+cluster's MaxArraySize (every task index stays below it), several: array K holds the claims
+K*M .. K*M+M-1 as its tasks 0 .. M-1, runs in ``<batch>.K-<task>`` and is named
+``dotlab-<batch>.K``, so a run's job name and task id are known before sbatch runs.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import TypedDict
+
+from ..container.apptainer import find_apptainer
+from ..errors import UsageError
+from ..manifest import models as manifest_mod
+from ..manifest.models import Manifest
+from ..render.spec import DEFAULT_MARGIN_S, DEFAULT_SCRATCH_ROOT
+from ..rundir.names import ENDS_ROOT, ENDS_SUBDIR, SLURM_LOG, new_batch_id, new_run_id
+from ..verify.overlap import check_overlaps
+
+
+def missing_parents(path: Path) -> list[Path]:
+    """The parents of ``path`` that do not exist, nearest first."""
+    out = []
+    for q in path.parents:
+        if q.exists():
+            break
+        out.append(q)
+    return out
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """What the command line asked for."""
+
+    manifests: tuple[Path, ...]
+    code_dir: Path
+    data_dir: Path
+    out_dir: Path
+    image: Path
+    run_dir: Path | None = None
+    runs_root: Path = Path("dotlab-runs")
+    apptainer: str | None = None
+    margin_s: int = DEFAULT_MARGIN_S
+    scratch_root: str = DEFAULT_SCRATCH_ROOT
+    hold: bool = False  # sbatch --hold: submitted held, released with scontrol release
+    array_limit: int | None = None  # sbatch --array=...%N: at most N tasks of an array at once
+    # at most this many tasks per array (DOTLAB_MAX_ARRAY_SIZE): a site's own bound below
+    # the controller's MaxArraySize, which is always asked for
+    max_array_size: int | None = None
+
+
+class EnvKnobs(TypedDict):
+    """The site's knobs of a submission, from the environment (``env_knobs``)."""
+
+    margin_s: int
+    scratch_root: str
+    max_array_size: int | None
+
+
+def env_knobs(env: Mapping[str, str] | None = None) -> EnvKnobs:
+    """``DOTLAB_TIME_MARGIN_S``, ``DOTLAB_SCRATCH_ROOT`` and ``DOTLAB_MAX_ARRAY_SIZE``, checked
+    (UsageError naming the variable), for ``SubmitOptions``: the CLI and the API alike."""
+    env = os.environ if env is None else env
+    margin = env.get("DOTLAB_TIME_MARGIN_S")
+    # ASCII digits only: int() also takes non-ASCII ones
+    if margin is not None and not (margin.isascii() and margin.isdigit() and len(margin) <= 6):
+        raise UsageError(f"DOTLAB_TIME_MARGIN_S={margin!r}: must be a whole number of seconds")
+    size = env.get("DOTLAB_MAX_ARRAY_SIZE") or None
+    if size is not None and not (size.isascii() and size.isdigit() and 0 < int(size) <= 4_000_001):
+        raise UsageError(f"DOTLAB_MAX_ARRAY_SIZE={size!r}: must be a whole number from 1")
+    return EnvKnobs(
+        margin_s=DEFAULT_MARGIN_S if margin is None else int(margin),
+        scratch_root=env.get("DOTLAB_SCRATCH_ROOT") or DEFAULT_SCRATCH_ROOT,
+        max_array_size=None if size is None else int(size),
+    )
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One claim of the submission, before anything is written.
+
+    ``task`` is its array task id in the array ``part`` (None for a single run): the array of
+    claims ``part*M .. part*M+M-1``, M being MaxArraySize, when the submission is split.
+    """
+
+    index: int
+    manifest: Manifest
+    run_id: str
+    run_dir: Path
+    out_dir: Path
+    task: int | None = None
+    part: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The whole submission: runs, the job names, and where Slurm writes its logs."""
+
+    runs: tuple[PlannedRun, ...]
+    job_name: str  # the submission's name: dotlab-<run id>, or dotlab-<batch> for arrays
+    chdir: Path
+    code_dir: Path
+    data_dir: Path
+    image: Path
+    apptainer: str
+    margin_s: int
+    scratch_root: str
+    hold: bool
+    ends_dir: Path
+    batch: str | None = None  # the array's id; None for a single run
+    runs_root: Path | None = None
+    parts: int = 1  # how many arrays (more than one beyond MaxArraySize)
+    array_limit: int | None = None
+
+    @property
+    def is_array(self) -> bool:
+        """Several claims go as a job array (or, beyond MaxArraySize, several)."""
+        return self.batch is not None
+
+    def part_name(self, part: int) -> str:
+        """The job name of array ``part``: the run id is in it before sbatch runs."""
+        return f"{self.job_name}.{part}" if self.parts > 1 else self.job_name
+
+    def slurm_output(self, part: int = 0) -> str:
+        """sbatch --output: the run directory's slurm.out (``%a`` is the array task id)."""
+        if self.batch is None or self.runs_root is None:
+            return _slurm_pattern(self.runs[0].run_dir / SLURM_LOG)
+        prefix = f"{self.batch}.{part}" if self.parts > 1 else self.batch
+        return _slurm_pattern(self.runs_root) + f"/{prefix}-%a/{SLURM_LOG}"
+
+
+def _safe_path(p: Path, what: str) -> Path:
+    text = str(p)
+    if any(c in text for c in "\n\r\\\0"):
+        raise UsageError(f"{what} {text!r}: paths with newlines or backslashes are not supported")
+    return p
+
+
+def _slurm_pattern(p: Path) -> str:
+    """A path for sbatch --output, with Slurm's % patterns escaped."""
+    return str(p).replace("%", "%%")
+
+
+def _existing_dir(p: Path, flag: str) -> Path:
+    if not p.exists():
+        raise UsageError(f"{flag} {p}: no such directory")
+    if not p.is_dir():
+        raise UsageError(f"{flag} {p}: not a directory")
+    return _safe_path(p.absolute(), flag)
+
+
+def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = None) -> Plan:
+    """Load the manifests and decide every path and name; writes nothing.
+
+    ``max_array_size`` (MaxArraySize: every task index is below it) splits a larger array.
+    """
+    if not opts.manifests:
+        raise UsageError("give at least one manifest")
+    manifests = [manifest_mod.load(p) for p in opts.manifests]
+    claims = [m.spec.claim for m in manifests]
+    dupes = sorted(c for c, n in Counter(claims).items() if n > 1)
+    if dupes:
+        raise UsageError(f"claim {dupes[0]} is given twice; each claim of one submission is unique")
+    code_dir = _existing_dir(opts.code_dir, "--code-dir")
+    data_dir = _existing_dir(opts.data_dir, "--data-dir")
+    image = _safe_path(opts.image.absolute(), "--image")
+    if not image.is_file():
+        raise UsageError(f"--image {opts.image}: no such file")
+    out_root = _safe_path(opts.out_dir.absolute(), "--out-dir")
+    runs_root = _safe_path(opts.runs_root.absolute(), "--runs-root")
+    common = partial(
+        Plan,
+        code_dir=code_dir,
+        data_dir=data_dir,
+        image=image,
+        apptainer=find_apptainer(opts.apptainer),
+        margin_s=opts.margin_s,
+        scratch_root=opts.scratch_root,
+        hold=opts.hold,
+        array_limit=opts.array_limit,
+    )
+    if len(manifests) == 1:
+        m = manifests[0]
+        run_id = new_run_id(m.spec.claim, now)
+        if opts.run_dir is not None:
+            # The run id stays the generated one: the job name must be unique on the cluster,
+            # whatever the user calls the folder (exactly-once submission looks it up by name).
+            run_dir = _safe_path(opts.run_dir.absolute(), "--run-dir")
+        else:
+            run_dir = runs_root / run_id
+        runs: tuple[PlannedRun, ...] = (PlannedRun(0, m, run_id, run_dir, out_root),)
+        check_overlaps(
+            code_dir=code_dir,
+            data_dir=data_dir,
+            out_dir=out_root,
+            run_dirs=(run_dir,),
+            run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
+            run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
+        )
+        return common(
+            runs=runs, job_name=f"dotlab-{run_id}", chdir=run_dir, ends_dir=run_dir / ENDS_SUBDIR
+        )
+    if opts.run_dir is not None:
+        raise UsageError("--run-dir names one run; with several manifests use --runs-root")
+    batch = new_batch_id(now)
+    size = max_array_size or len(manifests)
+    parts = -(-len(manifests) // size)
+
+    def planned(i: int, m: Manifest) -> PlannedRun:
+        part, task = divmod(i, size) if parts > 1 else (0, i)
+        run_id = f"{batch}.{part}-{task}" if parts > 1 else f"{batch}-{i}"
+        return PlannedRun(i, m, run_id, runs_root / run_id, out_root / m.spec.claim, task, part)
+
+    runs = tuple(planned(i, m) for i, m in enumerate(manifests))
+    check_overlaps(  # every run directory is a new folder right below runs_root: check one
+        code_dir=code_dir,
+        data_dir=data_dir,
+        out_dir=out_root,
+        run_dirs=(runs[0].run_dir,),
+        run_flag="--runs-root",
+        run_given=opts.runs_root,
+    )
+    return common(
+        runs=runs,
+        job_name=f"dotlab-{batch}",
+        chdir=runs_root,
+        ends_dir=runs_root / ENDS_ROOT / batch,
+        batch=batch,
+        runs_root=runs_root,
+        parts=parts,
+    )
+
+
+def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = None) -> None:
+    """Each output directory must be empty (created when missing); refuse before anything else.
+
+    ``made`` gets the folders it created (removed again when the submission fails before sbatch).
+    """
+    for run in p.runs:
+        d = run.out_dir
+        try:
+            st: os.stat_result | None = os.lstat(d)  # one lstat: 500 claims, 500 folders
+        except FileNotFoundError:
+            st = None
+        except OSError as e:
+            raise UsageError(f"--out-dir {d}: cannot be read ({e.strerror})") from e
+        if st is not None and not stat.S_ISDIR(st.st_mode):  # a link is refused, too
+            raise UsageError(f"--out-dir {d}: not a directory")
+        if st is not None:
+            try:
+                with os.scandir(d) as entries:
+                    has_entries = next(entries, None) is not None
+            except OSError as e:
+                raise UsageError(f"--out-dir {d}: cannot be read ({e.strerror})") from e
+            if has_entries:
+                raise UsageError(
+                    f"--out-dir {d}: not empty; a result must come from this run alone",
+                    hint="give an empty or new folder",
+                )
+        elif create_missing:
+            try:
+                d.mkdir()  # its parent is there but for the first of many
+                missing = [d]
+            except FileNotFoundError:
+                missing = [d, *missing_parents(d)]
+                try:
+                    d.mkdir(parents=True)
+                except OSError as e:
+                    raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
+            except OSError as e:
+                raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
+            if made is not None:
+                made += reversed(missing)

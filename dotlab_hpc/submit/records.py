@@ -1,0 +1,156 @@
+"""What a submission writes about each run: run.json before sbatch, submission.json after, the
+submission's index for ``status``, and the input_mismatch record of a claim never submitted."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from .. import TOOL_NAME, __version__
+from ..clock import utc_text
+from ..errors import DotlabError
+from ..fsio.jsontext import json_line
+from ..fsio.write import Writer
+from ..manifest.models import Manifest
+from ..rundir.directory import RunDir
+from ..rundir.models import RunIndex, RunPaths, RunRecord, SubmissionRecord
+from ..rundir.names import MANIFEST_PREFIX, RUN_FILE, SLURM_LOG, index_path
+from ..rundir.records import (
+    ClaimRecord,
+    EvidenceRecord,
+    InputsRecord,
+    SlurmRecord,
+    ToolRecord,
+    build_record,
+)
+from .plan import Plan, PlannedRun
+
+TOOL = ToolRecord(name=TOOL_NAME, version=__version__)
+
+
+def inputs_record(m: Manifest) -> InputsRecord:
+    """The pinned inputs of a manifest, as the record states them."""
+    return InputsRecord(
+        commit=m.spec.code.commit,
+        image_digest=m.spec.image.digest,
+        datasets={d.name: d.sha256 for d in m.spec.data},
+    )
+
+
+def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
+    """The run file of one planned run: its job's name and array task, before sbatch runs."""
+    m = run.manifest
+    return RunRecord(
+        run_id=run.run_id,
+        claim=m.spec.claim,
+        created_at=utc_text(now),
+        tool=TOOL,
+        task_index=run.task,
+        job_name=p.part_name(run.part),
+        manifest_file=f"{MANIFEST_PREFIX}{m.path.suffix.lower().removeprefix('.')}",
+        manifest_sha256=m.sha256,
+        manifest_path=str(m.path.absolute()),
+        apptainer=p.apptainer,
+        paths=RunPaths(
+            run_dir=str(run.run_dir),
+            code_dir=str(p.code_dir),
+            data_dir=str(p.data_dir),
+            out_dir=str(run.out_dir),
+            image=str(p.image),
+        ),
+        inputs=inputs_record(m),
+        ends_dir=str(p.ends_dir),
+        manifest=m.spec.model_dump(mode="json", by_alias=True),
+    )
+
+
+def mismatch_record(run: PlannedRun, reasons: Sequence[str]) -> ClaimRecord:
+    """The record of a claim whose inputs did not match: nothing was submitted."""
+    from ..rundir.records import Outcome, Verdict, empty_targets
+
+    m = run.manifest
+    return build_record(
+        verdict=Verdict(Outcome.INPUT_MISMATCH, "; ".join(reasons), empty_targets(m.spec)),
+        claim=m.spec.claim,
+        title=m.spec.title,
+        run_id=run.run_id,
+        manifest_sha256=m.sha256,
+        slurm=SlurmRecord(job_id=None, state=None, exit_code=None, node=None),
+        inputs=inputs_record(m),
+        evidence=EvidenceRecord(container_started_at=None, container_ended_at=None, gpus=[]),
+    )
+
+
+def run_index(
+    p: Plan, runs: Sequence[PlannedRun], dirs: Mapping[int, RunDir], now: datetime
+) -> RunIndex:
+    """What ``status`` needs of each ``run.json`` of the submission (``RunIndex``), as written.
+
+    The same values ``run_record`` wrote, with each file's inode, size and modification time;
+    a run.json that cannot be stat'ed is left out (``status`` then reads it).
+    """
+    parts = sorted({r.part for r in runs})
+    entries: dict[str, tuple[int, int, str, str, int, int, int]] = {}
+    for r in runs:
+        rd = dirs[r.index]
+        try:
+            st = os.stat(rd.file(RUN_FILE))  # noqa: PTH116 (the three numbers, one call)
+        except OSError:
+            continue
+        if r.task is not None:  # every run of an array has its task
+            entries[rd.path.name] = (
+                r.task, parts.index(r.part), r.run_id, r.manifest.spec.claim,
+                st.st_ino, st.st_size, st.st_mtime_ns,
+            )  # fmt: skip
+    return RunIndex(
+        job_names=tuple(p.part_name(k) for k in parts),
+        created_at=utc_text(now),
+        ends_dir=str(p.ends_dir),
+        runs=entries,
+    )
+
+
+def write_index(
+    p: Plan, runs: Sequence[PlannedRun], dirs: Mapping[int, RunDir], now: datetime,
+    write_all: Writer,
+) -> Path | None:  # fmt: skip
+    """The submission's index file (``rundir.index_path``), or None where it could not be
+    written: it only saves ``status`` work, and a full disk is reported by what follows."""
+    path = index_path(p.ends_dir)
+    try:
+        data = json_line(run_index(p, runs, dirs, now).model_dump(mode="json")) + "\n"
+        write_all([(path, data.encode("utf-8"), 0o644)])
+    except (OSError, DotlabError):
+        return None
+    return path
+
+
+def submission_record(
+    p: Plan,
+    run: PlannedRun,
+    *,
+    job_id: str,
+    argv: Sequence[str],
+    now: datetime,
+    adopted: bool,
+    index: Path | None = None,
+) -> SubmissionRecord:
+    """The submission file of a run: a plain job's own, or the one its array's runs share.
+
+    Each array gets ``--array`` of the task ids of its runs that passed verification, so task
+    ``_<task>`` of the array is a run's (its ``run.json`` holds the task index), even when an
+    earlier claim failed verification and has no task (``SubmissionRecord.for_task``).
+    """
+    whole = p.is_array
+    return SubmissionRecord(
+        job_id=job_id,
+        array_job_id=job_id if whole else None,
+        task_index=None,
+        submitted_at=utc_text(now),
+        sbatch_argv=tuple(argv),
+        adopted_after_retry=adopted,
+        slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
+        run_index=str(index) if whole and index is not None else None,
+    )

@@ -1,0 +1,43 @@
+"""Readers and builders the tests hold the code against: a facts file read as the job script
+reads it, the probe's exec spec built from the task's own, one poll of run directories."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from dotlab_hpc.container.apptainer import ExecSpec
+from dotlab_hpc.follow.poll import poll_rows, read_rows
+from dotlab_hpc.follow.states import RunState
+from dotlab_hpc.render.facts import probe_args, task_exec_spec
+from dotlab_hpc.render.spec import TaskSpec
+from dotlab_hpc.render.templates import probe_script
+from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.slurm.client import SlurmClient
+
+
+def parse_task_facts(data: bytes) -> tuple[str, ...]:
+    """The fields of a facts file, as the job script reads them (``mapfile -d ''``)."""
+    if not data.endswith(b"\0"):
+        raise ValueError("a facts file ends with a NUL byte")
+    return tuple(f.decode("utf-8") for f in data[:-1].split(b"\0"))
+
+
+def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec:
+    """The probe's apptainer exec: the task's own sandbox, the probe script instead of the
+    wrapper (what the job script builds from the task's facts)."""
+    return replace(
+        task_exec_spec(task, apptainer, scratch_root),
+        wrapper=probe_script(),
+        wrapper_args=probe_args(task.manifest.spec),
+    )
+
+
+def poll_once(run_dirs: Sequence[RunDir], client: SlurmClient, *, now: datetime) -> list[RunState]:
+    """The state of every run (``poll_rows``); the first unreadable run directory raises."""
+    rows = poll_rows(read_rows([rd.path for rd in run_dirs]), client, now=now)
+    for row in rows:
+        if not isinstance(row, RunState):
+            raise row.error
+    return [row for row in rows if isinstance(row, RunState)]
