@@ -113,7 +113,7 @@ def dotlab_argv() -> list[str]:
 
 
 def dir_digest_from_sha256sum(text: str) -> str:
-    """The SPEC section 3 directory hash, from ``sha256sum DIR/*`` output (files only)."""
+    """The docs/contract.md §3 directory hash, from ``sha256sum DIR/*`` output (files only)."""
     lines = []
     for line in text.splitlines():
         digest, _, path = line.partition("  ")

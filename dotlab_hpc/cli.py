@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any, NoReturn
 
-    from .collect.collect import Collected
-    from .follow.states import RunState
-    from .submit.execute import SubmitResult
+    from .api import Collected, RunState, SubmitResult
 
 
 def _print_error(line: str) -> None:

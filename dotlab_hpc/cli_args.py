@@ -80,7 +80,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line; one subparser per verb of SPEC section 2."""
+    """The whole command line; one subparser per verb of docs/contract.md §2."""
     parser = argparse.ArgumentParser(
         prog=TOOL_NAME,
         description="Reproduce a paper's claim on Slurm inside Apptainer, with pinned inputs.",

@@ -23,29 +23,17 @@ class Completed:
 
 
 class Runner(Protocol):
-    """Runs one program to completion and returns what it printed."""
+    """Runs one program to completion and returns what it printed (``SubprocessRunner.run``)."""
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed: ...
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None, stdin: str | None = None) -> Completed: ...  # fmt: skip
 
 
 class StreamingRunner(Runner, Protocol):
     """A Runner that can also run a program on the terminal (long builds a person watches)."""
 
-    def stream(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-    ) -> int: ...
+    def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+               cwd: Path | None = None) -> int: ...  # fmt: skip
 
 
 @dataclass

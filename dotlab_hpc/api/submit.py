@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from ..errors import UsageError
 from .runs import OnCycle, OnRetry, Run, collect_all, follow, records, slurm_client
@@ -57,24 +57,36 @@ def ask_early(code_dir: Path | None, *, many: bool, client: SlurmClient) -> Call
     return wait
 
 
+class RunInputs(TypedDict, total=False):
+    """Where a submission's inputs are and where its runs go: the keywords ``submit``, ``run``
+    and their kin share (the options of ``dotlab-hpc submit``)."""
+
+    code_dir: Required[PathLike]  # the git checkout of the code (--code-dir)
+    data_dir: Required[PathLike]  # the folder the datasets are in (--data-dir)
+    image: Required[PathLike]  # the .sif (--image)
+    out_dir: Required[PathLike]  # where the analysis writes; empty or new (--out-dir)
+    runs_root: PathLike  # where run directories are made (default: ./dotlab-runs)
+    run_dir: PathLike | None  # the run directory of a single claim (--run-dir)
+    apptainer: str | None  # the apptainer the job runs (default: found on PATH)
+    array_limit: int | None  # at most this many claims of an array at once (--array-limit)
+
+
 def submission(
     manifests: Sequence[PathLike],
     *,
-    code_dir: PathLike,
-    data_dir: PathLike,
-    image: PathLike,
-    out_dir: PathLike,
-    runs_root: PathLike = "dotlab-runs",
-    run_dir: PathLike | None = None,
-    apptainer: str | None = None,
     hold: bool = False,
-    array_limit: int | None = None,
     dry_run: bool = False,
     log_file: PathLike | None = None,
     on_retry: OnRetry | None = None,
+    **where: Unpack[RunInputs],
 ) -> SubmitResult:
     """What ``submit`` does (and, with ``dry_run``, would do): verify every claim, render, write
-    the run directories, then one sbatch per array, exactly once. The one definition of it."""
+    the run directories, then one sbatch per array, exactly once. The one definition of it.
+
+    ``where``: see ``RunInputs``; ``hold`` submits held (``sbatch --hold``); ``log_file`` gets
+    one JSON object per step; ``on_retry`` hears of each sbatch attempt that failed.
+    """
+    run_dir, array_limit = where.get("run_dir"), where.get("array_limit")
     if not manifests:
         raise UsageError("give at least one manifest")
     if run_dir is not None and len(manifests) > 1:
@@ -82,7 +94,7 @@ def submission(
     if array_limit is not None and array_limit < 1:
         raise UsageError(f"--array-limit {array_limit}: must be at least 1")
     client = slurm_client()
-    answers = ask_early(Path(code_dir), many=len(manifests) > 1, client=client)
+    answers = ask_early(Path(where["code_dir"]), many=len(manifests) > 1, client=client)
     from ..clock import SystemClock
     from ..rundir.events import step_logger
     from ..submit.execute import execute
@@ -91,13 +103,13 @@ def submission(
 
     opts = SubmitOptions(
         manifests=tuple(Path(m) for m in manifests),
-        code_dir=Path(code_dir),
-        data_dir=Path(data_dir),
-        out_dir=Path(out_dir),
-        image=Path(image),
+        code_dir=Path(where["code_dir"]),
+        data_dir=Path(where["data_dir"]),
+        out_dir=Path(where["out_dir"]),
+        image=Path(where["image"]),
         run_dir=None if run_dir is None else Path(run_dir),
-        runs_root=Path(runs_root),
-        apptainer=apptainer,
+        runs_root=Path(where.get("runs_root", "dotlab-runs")),
+        apptainer=where.get("apptainer"),
         hold=hold,
         array_limit=array_limit,
         **env_knobs(),
@@ -120,54 +132,34 @@ def submitted_runs(res: SubmitResult) -> list[Run]:
 
 
 def submit(
-    manifests: Sequence[PathLike],
-    *,
-    code_dir: PathLike,
-    data_dir: PathLike,
-    image: PathLike,
-    out_dir: PathLike,
-    runs_root: PathLike = "dotlab-runs",
-    run_dir: PathLike | None = None,
-    apptainer: str | None = None,
-    hold: bool = False,
-    array_limit: int | None = None,
+    manifests: Sequence[PathLike], *, hold: bool = False, **where: Unpack[RunInputs]
 ) -> list[Run]:
     """``dotlab-hpc submit``: verify every claim, then one job (or one array for several).
 
-    A claim whose inputs do not match is not submitted: its ``Run`` carries the
-    ``input_mismatch`` record. ``run_dir`` names the run directory of a single claim.
+    ``where``: ``code_dir``, ``data_dir``, ``image`` and ``out_dir``, and optionally
+    ``runs_root``, ``run_dir`` (the run directory of a single claim), ``apptainer`` and
+    ``array_limit`` (``RunInputs``); ``hold`` submits held. A claim whose inputs do not match
+    is not submitted: its ``Run`` carries the ``input_mismatch`` record.
     """
-    res = submission(manifests, code_dir=code_dir, data_dir=data_dir, image=image,
-                     out_dir=out_dir, runs_root=runs_root, run_dir=run_dir, apptainer=apptainer,
-                     hold=hold, array_limit=array_limit)  # fmt: skip
-    return submitted_runs(res)
+    return submitted_runs(submission(manifests, hold=hold, **where))
 
 
 # --------------------------------------------------------------------------- run
 def run_all(
     manifests: Sequence[PathLike],
     *,
-    code_dir: PathLike,
-    data_dir: PathLike,
-    image: PathLike,
-    out_dir: PathLike,
-    runs_root: PathLike = "dotlab-runs",
-    run_dir: PathLike | None = None,
-    apptainer: str | None = None,
-    array_limit: int | None = None,
     record: PathLike | None = None,
     log_file: PathLike | None = None,
     on_retry: OnRetry | None = None,
     on_submitted: Callable[[SubmitResult], None] | None = None,
     on_cycle: OnCycle | None = None,
+    **where: Unpack[RunInputs],
 ) -> tuple[SubmitResult, list[Collected]]:
     """``dotlab-hpc run``: submit, follow until every run is final, collect every run (a lost
     job is that run's operator error). ``on_submitted`` hears of the submission first."""
     if record is not None and len(manifests) > 1:
         raise UsageError("--record takes one claim; each run directory holds its own record")
-    res = submission(manifests, code_dir=code_dir, data_dir=data_dir, image=image,
-                     out_dir=out_dir, runs_root=runs_root, run_dir=run_dir, apptainer=apptainer,
-                     array_limit=array_limit, log_file=log_file, on_retry=on_retry)  # fmt: skip
+    res = submission(manifests, log_file=log_file, on_retry=on_retry, **where)
     if on_submitted is not None:
         on_submitted(res)
     submitted = [r.run_dir for r in res.runs if r.job_id]
@@ -180,21 +172,8 @@ def run_all(
     return res, collect_all(dirs, record=record, log_file=log_file, lost=lost)
 
 
-def run(
-    manifests: Sequence[PathLike],
-    *,
-    code_dir: PathLike,
-    data_dir: PathLike,
-    image: PathLike,
-    out_dir: PathLike,
-    runs_root: PathLike = "dotlab-runs",
-    run_dir: PathLike | None = None,
-    apptainer: str | None = None,
-    array_limit: int | None = None,
-) -> list[ClaimRecord]:
-    """``dotlab-hpc run``: submit, follow until every run is final, collect every record;
-    the first run's error is raised (a lost job's is an ``OperatorError``)."""
-    _, collected = run_all(manifests, code_dir=code_dir, data_dir=data_dir, image=image,
-                           out_dir=out_dir, runs_root=runs_root, run_dir=run_dir,
-                           apptainer=apptainer, array_limit=array_limit)  # fmt: skip
-    return records(collected)
+def run(manifests: Sequence[PathLike], **where: Unpack[RunInputs]) -> list[ClaimRecord]:
+    """``dotlab-hpc run``: submit, follow until every run is final, collect every record
+    (``where``: as for ``submit``); the first run's error is raised (a lost job's is an
+    ``OperatorError``)."""
+    return records(run_all(manifests, **where)[1])

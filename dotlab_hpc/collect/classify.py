@@ -1,4 +1,4 @@
-"""Classify a finished run (SPEC section 6): pure, from facts gathered by ``collect``.
+"""Classify a finished run (docs/contract.md §6): pure, from facts gathered by ``collect``.
 
 An outcome is a finding about the claim. Anything that is the cluster's or the runtime's fault
 raises ``OperatorError`` instead: no record, exit 2, and a message saying what to do.
@@ -122,7 +122,7 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
     if job.phase == "isolation_failed":
         what, fix = job.isolation_failure or ("a property was not held", "see the run's probe.out")
         raise _operator(
-            f"the sandbox on node {job.node or '?'} does not hold what SPEC section 4 promises,"
+            f"the sandbox on node {job.node or '?'} does not hold what docs/contract.md §4 promises,"
             f" so the entrypoint was not run: {what}",
             fix,
         )

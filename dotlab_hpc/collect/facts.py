@@ -60,7 +60,7 @@ def _seconds(text: str) -> float:
 def container_facts(
     stdout_head: str, stderr: str, probe: str, status: JobStatus | None, limit_s: int
 ) -> ContainerFacts:
-    """The facts of SPEC section 7's evidence from the run's files (pure)."""
+    """The facts of docs/contract.md §7's evidence from the run's files (pure)."""
     first = stdout_head.split("\n", 1)[0]
     stamp = first.removeprefix(START_MARKER) if first.startswith(START_MARKER) else ""
     started = stamp if _UTC_TIME.fullmatch(stamp) else None

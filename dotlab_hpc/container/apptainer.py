@@ -1,6 +1,6 @@
 """Frozen Apptainer command builders: the exact `apptainer exec`/`build` argv dotlab-hpc emits.
 
-Flag semantics are in shared/notes/apptainer-slurm-facts.md section 1; the sources are
+Why each flag is given: docs/platform-facts.md §1; the sources are
 https://apptainer.org/docs/user/latest/cli/apptainer_exec.html and
 https://apptainer.org/docs/user/latest/bind_paths_and_mounts.html.
 """
@@ -125,13 +125,26 @@ def check_argv_fits(argv: Sequence[str]) -> None:
 
 
 def build_argv(
-    apptainer: str, deffile: Path, output: Path, *, force: bool = False
+    apptainer: str, source: Path, output: Path, *, force: bool = False, fakeroot: bool = True
 ) -> tuple[str, ...]:
-    """`apptainer build --fakeroot OUT DEF`: never sudo (see the fakeroot docs)."""
-    argv = [apptainer, "build", "--fakeroot"]
+    """`apptainer build [--fakeroot] [--force] OUT SOURCE`: a .def (``--fakeroot``: never sudo,
+    see the fakeroot docs), or a folder holding a root file system (no ``--fakeroot`` needed)."""
+    argv = [apptainer, "build"]
+    if fakeroot:
+        argv.append("--fakeroot")
     if force:
         argv.append("--force")
-    return (*argv, str(output), str(deffile))
+    return (*argv, str(output), str(source))
+
+
+def version_argv(apptainer: str) -> tuple[str, ...]:
+    """`apptainer --version` (prints ``apptainer version 1.4.5``)."""
+    return (apptainer, "--version")
+
+
+def buildcfg_argv(apptainer: str) -> tuple[str, ...]:
+    """`apptainer buildcfg`: the install's build settings, ``KEY=value`` lines."""
+    return (apptainer, "buildcfg")
 
 
 def find_apptainer(explicit: str | None) -> str:

@@ -23,7 +23,7 @@ class ConfFinding:
     """One apptainer.conf setting that drops or weakens what dotlab-hpc asks Apptainer for."""
 
     setting: str  # `key = value` as the file says it
-    property: str  # the SPEC section 4 property it concerns (isolation.PROPERTIES)
+    property: str  # the docs/contract.md §4 property it concerns (isolation.PROPERTIES)
     effect: str
     remedy: str
     # False: the setting weakens Apptainer in general, but --containall (which dotlab-hpc
@@ -65,7 +65,7 @@ def _last(conf: Mapping[str, list[str]], key: str) -> str | None:
 
 
 def conf_findings(conf: Mapping[str, list[str]]) -> list[ConfFinding]:
-    """Each setting of apptainer.conf that drops or weakens a property of SPEC section 4."""
+    """Each setting of apptainer.conf that drops or weakens a property of docs/contract.md §4."""
     found: list[ConfFinding] = []
 
     def no(key: str, prop: str, effect: str) -> None:

@@ -1,7 +1,7 @@
 """Isolation measured inside the container: the probe's report, read back (pure).
 
 ``templates/probe.sh`` runs before the analysis, in a container with the analysis's own flags,
-and prints what it measured and whether each property of SPEC section 4 held; its output is
+and prints what it measured and whether each property of docs/contract.md §4 held; its output is
 kept outside, in the run directory. This module parses that output, gives each property its
 promise in words and, for one that did not hold, the ``apptainer.conf`` setting (or the option)
 that drops it. ``collect`` turns it into the record's ``isolation`` section, ``doctor`` into its
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 # The least /tmp and the writable overlay must give: Apptainer's default session tmpfs
-# (`sessiondir max size = 64`, in MiB), which SPEC section 1 names as what a claim can count on.
+# (`sessiondir max size = 64`, in MiB), which docs/contract.md §1 names as what a claim can count on.
 MIN_TMPFS_MIB = 64
 # What the probe exits with (templates/probe.sh) when a property did not hold.
 ISOLATION_FAILED_RC = 4
@@ -36,7 +36,7 @@ class State(StrEnum):
 
 @dataclass(frozen=True)
 class Property:
-    """One property of SPEC section 4: the promise, and what to change when it does not hold."""
+    """One property of docs/contract.md §4: the promise, and what to change when it does not hold."""
 
     name: str
     promise: str

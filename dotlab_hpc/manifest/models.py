@@ -1,4 +1,4 @@
-"""The manifest (SPEC section 1): frozen pydantic models and ``load(path)``.
+"""The manifest (docs/contract.md §1): frozen pydantic models and ``load(path)``.
 
 Every problem becomes one line ``FILE: field.path: what is wrong``; see ``ManifestError``.
 Reading the file's YAML or JSON is ``manifest.parse``; wording pydantic's errors as those
@@ -83,7 +83,7 @@ class CodeSpec(_Frozen):
 
 
 class DatasetSpec(_Frozen):
-    """One dataset below ``--data-dir``, pinned by sha256 (SPEC section 3 for directories)."""
+    """One dataset below ``--data-dir``, pinned by sha256 (docs/contract.md §3 for directories)."""
 
     name: Name
     path: RelPath

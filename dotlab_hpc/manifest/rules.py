@@ -262,7 +262,7 @@ def _text_problem(text: str) -> str | None:
 def value_problems(data: Any, label: str) -> list[str]:
     """Lines for what no field may hold: NUL, lone surrogates, numbers too long to convert.
 
-    SPEC section 1: every text value is valid Unicode. Checked on the parsed document, keys
+    docs/contract.md §1: every text value is valid Unicode. Checked on the parsed document, keys
     included, before any model sees it, so each line names the field as the user wrote it.
     """
     lines: list[str] = []

@@ -50,7 +50,7 @@ def dry_run_text(res: SubmitResult) -> str:
     out = [f"# {r.claim}: input_mismatch: {r.mismatch.reason}\n" for r in res.runs if r.mismatch]
     if res.script is None:
         return "".join(out) + "# nothing would be submitted\n"
-    argvs = res.sbatch_argvs or ((res.sbatch_argv,) if res.sbatch_argv else ())
+    argvs = res.sbatch_argvs
     if len(argvs) > 1:
         out.append(f"# {len(argvs)} sbatch commands (MaxArraySize splits the submission):\n")
         out.extend(f"{shlex.join(a)}\n" for a in argvs)

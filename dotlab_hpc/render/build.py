@@ -38,7 +38,7 @@ from typing import Any
 
 from .. import TOOL_NAME, __version__
 from ..clock import utc_text
-from ..container.apptainer import build_argv, find_apptainer
+from ..container.apptainer import build_argv, find_apptainer, version_argv
 from ..container.deffile import local_base
 from ..container.sif import read_sif
 from ..errors import OperatorError, ToolMissing, UsageError
@@ -110,7 +110,7 @@ def find_builder(explicit: str | None) -> str:
 def builder_version(runner: StreamingRunner, program: str) -> str | None:
     """What ``program --version`` printed (one line), or None."""
     try:
-        done = runner.run((program, "--version"), timeout=VERSION_TIMEOUT_S)
+        done = runner.run(version_argv(program), timeout=VERSION_TIMEOUT_S)
     except OperatorError:
         return None
     line = done.stdout.strip().splitlines()[0:1]

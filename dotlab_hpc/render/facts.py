@@ -33,7 +33,7 @@ MAX_PROCESSES = 4096
 
 # --------------------------------------------------------------------------- the job
 def container_env(spec: ManifestSpec) -> tuple[tuple[str, str], ...]:
-    """The DOTLAB_* variables of SPEC section 4 (HOME=/tmp is set by the wrapper)."""
+    """The DOTLAB_* variables of docs/contract.md §4 (HOME=/tmp is set by the wrapper)."""
     env = [
         ("DOTLAB_CLAIM", spec.claim),
         ("DOTLAB_DATA_DIR", str(DATA_MOUNT)),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import TOOL_NAME, __version__
+from ..container.isolation import ISOLATION_FAILED_RC
 from ..errors import UsageError
 from ..manifest.models import ManifestSpec
 from ..rundir.names import (
@@ -22,8 +23,7 @@ from ..rundir.names import (
     PROBE_OUT,
     STATUS_FILE,
 )
-from ..slurm.directives import sbatch_directive
-from ..slurm.units import slurm_minutes
+from ..slurm.directives import directive_lines, gres_gpus
 from .facts import PROBE_NAME
 from .spec import JobSpec
 from .templates import environment, probe_script, sh_quote, view_fields
@@ -58,6 +58,8 @@ class ScriptView:
     # the probe script (quoted) and the name it runs as ($0): the same for every task
     probe_script: str
     probe_name: str
+    # what the probe exits with when a property did not hold (container.isolation)
+    isolation_failed_rc: str
 
 
 def job_directives(job: JobSpec) -> tuple[str, ...]:
@@ -71,32 +73,18 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
                 " one job array has one " + field,
                 hint="submit those claims separately",
             )
-    seconds = max(s.resources.time_s for s in specs) + job.margin_s
-    lead = min(USR1_LEAD_S, max(30, job.margin_s // 2))
-    lines = [
-        sbatch_directive("time", slurm_minutes(seconds)),
-        sbatch_directive("nodes", "1"),
-        sbatch_directive("ntasks", "1"),
-        sbatch_directive("cpus-per-task", str(max(s.resources.cpus for s in specs))),
-        sbatch_directive("mem", f"{max(s.resources.memory_mib for s in specs)}M"),
-    ]
     gpus = max(s.resources.gpus for s in specs)
-    if gpus:
-        lines.append(sbatch_directive("gres", gres_value(specs, gpus)))
-    scratch = max((s.sandbox.scratch_mib or 0) for s in specs)
-    if scratch:
-        lines.append(sbatch_directive("tmp", f"{scratch}M"))
     first = specs[0].resources
-    for field in ("partition", "account", "qos", "constraint"):
-        value = getattr(first, field)
-        if value is not None:
-            lines.append(sbatch_directive(field, value))
-    lines += [
-        sbatch_directive("no-requeue"),
-        sbatch_directive("signal", f"B:USR1@{lead}"),
-        sbatch_directive("export", job.export),
-    ]
-    return tuple(lines)
+    return directive_lines(
+        time_s=max(s.resources.time_s for s in specs) + job.margin_s,
+        cpus=max(s.resources.cpus for s in specs),
+        mem_mib=max(s.resources.memory_mib for s in specs),
+        gres=gres_value(specs, gpus) if gpus else None,
+        tmp_mib=max((s.sandbox.scratch_mib or 0) for s in specs) or None,
+        where=tuple((f, getattr(first, f)) for f in ("partition", "account", "qos", "constraint")),
+        usr1_lead_s=min(USR1_LEAD_S, max(30, job.margin_s // 2)),
+        export=job.export,
+    )
 
 
 def gres_value(specs: Sequence[ManifestSpec], gpus: int) -> str:
@@ -108,8 +96,7 @@ def gres_value(specs: Sequence[ManifestSpec], gpus: int) -> str:
             " one job array asks for one kind of GPU",
             hint="submit those claims separately",
         )
-    gpu_type = types.pop() if types else None
-    return f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"
+    return gres_gpus(gpus, types.pop() if types else None)
 
 
 def _check_tasks(job: JobSpec) -> None:
@@ -153,6 +140,7 @@ def script_view(job: JobSpec) -> ScriptView:
         probe_out=sh_quote(PROBE_OUT),
         probe_script=sh_quote(probe_script()),
         probe_name=sh_quote(PROBE_NAME),
+        isolation_failed_rc=str(ISOLATION_FAILED_RC),
     )
 
 

@@ -15,60 +15,14 @@ from ..slurm.jobids import task_job_id
 from .names import MAX_JSON_BYTES
 
 # --------------------------------------------------------------------------- what status reads
-# ``status`` of runs that have not ended reads these two. They are checked by pydantic's own
-# validator (pydantic_core) against schemas of the same fields, constraints and strictness as
-# the models of ``rundir_models`` (a unit test holds them to it), built here without pydantic:
+# ``status`` of runs that have not ended reads run.json's and submission.json's heads and the
+# submissions' indexes. They are checked by pydantic's own validator (pydantic_core) against the
+# schemas of ``rundir.head_schemas``, generated from the models of ``rundir.models`` (same
+# fields, constraints and strictness; a unit test holds the file to them), without pydantic:
 # importing pydantic costs more than reading 10,000 run directories' heads, and its JSON
 # parser skips the fields not asked for without building them (json.loads is 3x slower).
-_STR: dict[str, Any] = {"type": "str", "strict": True}
 
-
-_NAME: dict[str, Any] = {"type": "str", "strict": True, "min_length": 1}
-
-
-_HEAD_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
-    "RunRecord": {
-        "run_id": _NAME,
-        "claim": _NAME,
-        "created_at": _STR,
-        "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
-        "job_name": _NAME,
-        "ends_dir": {"type": "default", "schema": {"type": "nullable", "schema": _STR},
-                     "default": None},
-    },
-    "SubmissionRecord": {
-        "job_id": {"type": "str", "strict": True, "pattern": r"^[0-9]+(_[0-9]+)?$"},
-        "array_job_id": {"type": "nullable",
-                         "schema": {"type": "str", "strict": True, "pattern": r"^[0-9]+$"}},
-        "task_index": {"type": "nullable", "schema": {"type": "int", "strict": True, "ge": 0}},
-        "submitted_at": _STR,
-        "run_index": {"type": "default", "default": None,
-                      "schema": {"type": "nullable", "schema": _STR}},
-    },
-}  # fmt: skip
-
-
-# ``RunIndex`` (rundir_models), checked as strictly as the model checks it (a unit test holds it)
-_INT: dict[str, Any] = {"type": "int", "strict": True}
-
-
-_COUNT: dict[str, Any] = {"type": "int", "strict": True, "ge": 0}
-
-
-_INDEX_SCHEMA: dict[str, Any] = {
-    "type": "typed-dict", "strict": True, "extra_behavior": "forbid", "fields": {
-        "job_names": {"type": "typed-dict-field", "schema": {
-            "type": "tuple", "strict": True, "items_schema": [_STR], "variadic_item_index": 0}},
-        "created_at": {"type": "typed-dict-field", "schema": _STR},
-        "ends_dir": {"type": "typed-dict-field", "schema": {"type": "nullable", "schema": _STR}},
-        "runs": {"type": "typed-dict-field", "schema": {
-            "type": "dict", "strict": True, "keys_schema": _STR, "values_schema": {
-                "type": "tuple", "strict": True,
-                "items_schema": [_COUNT, _COUNT, _STR, _STR, _INT, _INT, _INT]}}},
-    },
-}  # fmt: skip
-
-
+# the validators built so far, by the name of the model they check as
 _HEAD_VALIDATORS: dict[str, Any] = {}
 
 
@@ -81,25 +35,29 @@ _INDEXES: dict[str, dict[str, Any] | None] = {}
 _SHARED_HEADS: dict[tuple[int, int, int, int], SubmissionHead] = {}
 
 
-def _head(kind: str, data: bytes, source: str) -> dict[str, Any]:
-    """The fields of ``_HEAD_SCHEMAS[kind]`` in ``data``; a RunDirError as ``parse_model``'s."""
-    from pydantic_core import ValidationError  # already loaded: a dict lookup per call
-
+def _validator(kind: str) -> Any:
+    """The validator of model ``kind``'s schema in ``head_schemas``, built once per process."""
     validator = _HEAD_VALIDATORS.get(kind)
     if validator is None:
         from pydantic_core import SchemaValidator
 
-        fields = {
-            k: {"type": "typed-dict-field", "schema": v, "required": v["type"] != "default"}
-            for k, v in _HEAD_SCHEMAS[kind].items()
+        from .head_schemas import RUN_HEAD, RUN_INDEX, SUBMISSION_HEAD
+
+        schemas = {
+            "RunRecord": RUN_HEAD,
+            "SubmissionRecord": SUBMISSION_HEAD,
+            "RunIndex": RUN_INDEX,
         }
-        schema = {
-            "type": "typed-dict",
-            "fields": fields,
-            "extra_behavior": "ignore",
-            "strict": True,
-        }
-        validator = _HEAD_VALIDATORS[kind] = SchemaValidator(schema)
+        validator = _HEAD_VALIDATORS[kind] = SchemaValidator(schemas[kind])
+    return validator
+
+
+def _head(kind: str, data: bytes, source: str) -> dict[str, Any]:
+    """The fields of model ``kind`` that ``status`` reads in ``data``; a RunDirError as
+    ``parse_model``'s."""
+    from pydantic_core import ValidationError  # already loaded: a dict lookup per call
+
+    validator = _validator(kind)
     try:
         out: dict[str, Any] = validator.validate_json(data)
     except ValidationError as e:
@@ -139,19 +97,16 @@ class RunHead(NamedTuple):
 
 
 def _load_index(path: str) -> dict[str, Any] | None:
-    """A submission's index as ``_INDEX_SCHEMA`` reads it, once per process; None when it is
+    """A submission's index as ``RUN_INDEX`` reads it, once per process; None when it is
     missing or cannot be read (then every run.json is read: the index only saves work)."""
     if path in _INDEXES:
         return _INDEXES[path]
-    from pydantic_core import SchemaValidator, ValidationError
+    from pydantic_core import ValidationError
 
     index: dict[str, Any] | None = None
     try:
         data = read_regular(path, limit=MAX_JSON_BYTES)
-        validator = _HEAD_VALIDATORS.get("RunIndex")
-        if validator is None:
-            validator = _HEAD_VALIDATORS["RunIndex"] = SchemaValidator(_INDEX_SCHEMA)
-        index = validator.validate_json(data)
+        index = _validator("RunIndex").validate_json(data)
     except (OSError, FileRefused, ValidationError):
         index = None
     _INDEXES[path] = index

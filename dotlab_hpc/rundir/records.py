@@ -117,7 +117,7 @@ class ClaimRecord(_Frozen):
     inputs: InputsRecord
     evidence: EvidenceRecord
     tool: ToolRecord
-    # each property of SPEC section 4 as measured inside the container before the analysis ran
+    # each property of docs/contract.md §4 as measured inside the container before the analysis ran
     # (None: a run submitted before dotlab-hpc measured it)
     isolation: IsolationRecord | None = None
 

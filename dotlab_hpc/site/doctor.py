@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..container.apptainer import find_apptainer
+from ..container.apptainer import buildcfg_argv, find_apptainer, version_argv
 from ..container.conf import (
     apptainer_mode,
     conf_findings,
@@ -34,6 +34,13 @@ from ..fsio.read import read_window
 from ..fsio.sha256 import sha256_file
 from ..proc import Runner
 from ..rundir.names import PROBE_OUT
+from ..slurm.argv import (
+    sacct_answers_argv,
+    sbatch_version_argv,
+    scontrol_show_config_argv,
+    scontrol_show_partitions_argv,
+    sinfo_partitions_argv,
+)
 from ..slurm.parse import parse_sbatch_version, parse_scontrol_show_config
 from ..slurm.partitions import gpu_count, parse_partitions
 from .probe_image import ProbeImageError, RootPlan, make_probe_image
@@ -119,7 +126,7 @@ def apptainer_rows(runner: Runner, apptainer: str, conf_path: Path | None) -> li
     """The Apptainer found: path, version, mode, FUSE, and apptainer.conf's weakening settings."""
     rows: list[Row] = []
     sec = "apptainer"
-    rc, out, err = _run(runner, (apptainer, "--version"))
+    rc, out, err = _run(runner, version_argv(apptainer))
     version = parse_apptainer_version(out) if rc == 0 else None
     if version is None:
         rows.append(
@@ -133,7 +140,7 @@ def apptainer_rows(runner: Runner, apptainer: str, conf_path: Path | None) -> li
         )
         return rows
     rows.append(Row(sec, "apptainer", HELD, f"{apptainer}, version {version}"))
-    rc, out, _ = _run(runner, (apptainer, "buildcfg"))
+    rc, out, _ = _run(runner, buildcfg_argv(apptainer))
     cfg = parse_buildcfg(out) if rc == 0 else {}
     path = conf_path or (Path(cfg["APPTAINER_CONF_FILE"]) if "APPTAINER_CONF_FILE" in cfg else None)
     conf: dict[str, list[str]] = {}
@@ -180,7 +187,7 @@ def slurm_rows(
     """Slurm's version, accounting, MaxArraySize, MinJobAge, and the partition's limits."""
     sec = "slurm"
     rows: list[Row] = []
-    rc, out, err = _run(runner, ("sbatch", "--version"), env)
+    rc, out, err = _run(runner, sbatch_version_argv(), env)
     try:
         major, minor = parse_sbatch_version(out) if rc == 0 else (0, 0)
     except DotlabError:
@@ -191,15 +198,15 @@ def slurm_rows(
         rows.append(Row(sec, "slurm", UNKNOWN, said, fix))
         return rows
     rows.append(Row(sec, "slurm", HELD, f"version {major}.{minor:02d}"))
-    rc, _, err = _run(runner, ("sacct", "-n", "-X", "-S", "now-1minutes", "-o", "JobID"), env)
+    rc, _, err = _run(runner, sacct_answers_argv(), env)
     said = "sacct answers" if rc == 0 else f"sacct does not answer: {_first_line(err)}"
     rows.append(Row(sec, "accounting", INFO, said))
-    rc, out, err = _run(runner, ("scontrol", "show", "config"), env)
+    rc, out, err = _run(runner, scontrol_show_config_argv(), env)
     cfg = parse_scontrol_show_config(out) if rc == 0 else {}
     for key in ("MaxArraySize", "MinJobAge"):
         rows.append(Row(sec, key, INFO, cfg.get(key, f"unknown ({_first_line(err)})")))
-    rc1, scontrol, _ = _run(runner, ("scontrol", "show", "partition", "-o"), env)
-    rc2, sinfo, _ = _run(runner, ("sinfo", "-h", "-o", "%P|%l|%m|%G|%D"), env)
+    rc1, scontrol, _ = _run(runner, scontrol_show_partitions_argv(), env)
+    rc2, sinfo, _ = _run(runner, sinfo_partitions_argv(), env)
     parts = parse_partitions(scontrol, sinfo) if rc1 == 0 and rc2 == 0 else {}
     name = partition or next((p.name for p in parts.values() if p.default), None)
     part = parts.get(name) if name else None

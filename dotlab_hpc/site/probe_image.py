@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..container.apptainer import build_argv
 from ..errors import DotlabError
 from ..proc import Runner
 
@@ -138,7 +139,7 @@ def make_probe_image(
     env = {**os.environ, "APPTAINER_TMPDIR": str(work)}
     try:
         done = runner.run(
-            (apptainer, "build", "--force", str(sif), str(root)),
+            build_argv(apptainer, root, sif, force=True, fakeroot=False),
             timeout=BUILD_TIMEOUT_S,
             env=env,
             cwd=work,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import SlurmError
 from .jobids import check_job_ids
+from .partitions import SINFO_PARTITION_FORMAT
 from .units import slurm_time
 
 # sacct -P columns, in this order (parse.parse_sacct reads them by position)
@@ -146,10 +147,20 @@ def squeue_by_name_argv(name: str) -> tuple[str, ...]:
     )
 
 
-def scontrol_show_job_argv(job_id: str) -> tuple[str, ...]:
-    """``scontrol -o show job ID``: one line of ``Key=Value`` per job (or array task)."""
-    (one,) = check_job_ids([job_id])
-    return ("scontrol", "-o", "show", "job", one)
+def sacct_answers_argv() -> tuple[str, ...]:
+    """A sacct of the last minute's allocations, ids only: whether accounting answers here."""
+    return ("sacct", "-n", "-X", "-S", "now-1minutes", "-o", "JobID")
+
+
+def scontrol_show_partitions_argv() -> tuple[str, ...]:
+    """``scontrol show partition -o``: one line of ``Key=Value`` per partition."""
+    return ("scontrol", "show", "partition", "-o")
+
+
+def sinfo_partitions_argv() -> tuple[str, ...]:
+    """``sinfo`` of each partition's name, time limit, memory, GRES and nodes
+    (``partitions.SINFO_PARTITION_FORMAT``)."""
+    return ("sinfo", "-h", "-o", SINFO_PARTITION_FORMAT)
 
 
 def scontrol_show_config_argv() -> tuple[str, ...]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ..errors import UsageError
+from .units import slurm_minutes
 
 # The only options a rendered script may carry as #SBATCH lines.
 SBATCH_OPTIONS = frozenset(
@@ -41,3 +43,43 @@ def sbatch_directive(option: str, value: str | None = None) -> str:
             f"#SBATCH --{option}: value {value!r} has characters an sbatch directive cannot hold"
         )
     return f"#SBATCH --{option}={value}"
+
+
+def gres_gpus(count: int, gpu_type: str | None = None) -> str:
+    """``--gres`` for GPUs: ``gpu:N``, or ``gpu:TYPE:N`` for one model (Slurm's GRES type)."""
+    return f"gpu:{gpu_type}:{count}" if gpu_type else f"gpu:{count}"
+
+
+def directive_lines(
+    *,
+    time_s: int,
+    cpus: int,
+    mem_mib: int,
+    gres: str | None,
+    tmp_mib: int | None,
+    where: Sequence[tuple[str, str | None]],
+    usr1_lead_s: int,
+    export: str,
+) -> tuple[str, ...]:
+    """A job's #SBATCH lines: one node, one task; its time (whole minutes, rounded up), CPUs,
+    memory, GRES and local disk (``--tmp``); ``where`` (partition, account, qos, constraint:
+    those set); never requeued; USR1 to the batch shell ``usr1_lead_s`` before the time limit
+    (``--signal=B:USR1@N``); the environment passed (``--export``)."""
+    lines = [
+        sbatch_directive("time", slurm_minutes(time_s)),
+        sbatch_directive("nodes", "1"),
+        sbatch_directive("ntasks", "1"),
+        sbatch_directive("cpus-per-task", str(cpus)),
+        sbatch_directive("mem", f"{mem_mib}M"),
+    ]
+    if gres:
+        lines.append(sbatch_directive("gres", gres))
+    if tmp_mib:
+        lines.append(sbatch_directive("tmp", f"{tmp_mib}M"))
+    lines += [sbatch_directive(option, value) for option, value in where if value is not None]
+    lines += [
+        sbatch_directive("no-requeue"),
+        sbatch_directive("signal", f"B:USR1@{usr1_lead_s}"),
+        sbatch_directive("export", export),
+    ]
+    return tuple(lines)

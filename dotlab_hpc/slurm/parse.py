@@ -219,32 +219,6 @@ def _user_facing_ids(fields: dict[str, str]) -> list[str]:
     return [fields.get("JobId", "")]
 
 
-def parse_scontrol_show_job(stdout: str) -> dict[str, JobInfo]:
-    """``scontrol -o show job`` (one ``Key=Value`` line per job or array task) by job id."""
-    out: dict[str, JobInfo] = {}
-    for line in stdout.splitlines():
-        if not line.strip():
-            continue
-        fields = parse_key_values(line.strip())
-        if "JobId" not in fields or "JobState" not in fields:
-            raise SlurmError(f"cannot read scontrol output line {line[:200]!r}")
-        exit_code, signal = parse_exit_code(fields.get("ExitCode", ""))
-        for task_id in _user_facing_ids(fields):
-            out[task_id] = _info(
-                task_id,
-                fields["JobState"],
-                exit_code=exit_code,
-                signal=signal,
-                node=_value(fields.get("NodeList", "")),
-                reason=_value(fields.get("Reason", "")),
-                elapsed_s=parse_duration(fields.get("RunTime", "")),
-                start=_value(fields.get("StartTime", "")),
-                end=_value(fields.get("EndTime", "")),
-                name=_value(fields.get("JobName", "")),
-            )
-    return out
-
-
 def parse_jobcomp(text: str, *, since: str | None = None) -> dict[str, JobInfo]:
     """Lines of the jobcomp/filetxt file by job id; a later line for the same id wins.
 

@@ -33,7 +33,7 @@ class JobState(StrEnum):
 
 
 # PREEMPTED, NODE_FAIL and BOOT_FAIL are followed by a requeue only for requeueable jobs;
-# dotlab-hpc submits with --no-requeue (SPEC section 8), so for its jobs they are final.
+# dotlab-hpc submits with --no-requeue (docs/contract.md §8), so for its jobs they are final.
 # REQUEUED is the moment a job goes back to the queue under the same id: not done.
 # UNKNOWN is not terminal: the caller decides (truth file in the run directory, grace period).
 TERMINAL_STATES: frozenset[JobState] = frozenset(

@@ -95,10 +95,9 @@ class SubmitResult:
 
     runs: tuple[SubmittedRun, ...]
     script: str | None
-    sbatch_argv: tuple[str, ...] | None  # the first array's (the only one, unless split)
     apptainer_argvs: tuple[tuple[str, ...], ...]
     dry_run: bool
-    sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's, in order
+    sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's sbatch argv, in order
 
 
 def _first_events(
@@ -178,7 +177,6 @@ def execute(
                 for r in p.runs
             ),
             script=script,
-            sbatch_argv=sbatches[0][1] if sbatches else None,
             apptainer_argvs=argvs,
             dry_run=True,
             sbatch_argvs=tuple(a for _, a in sbatches),
@@ -251,7 +249,6 @@ def execute(
     return SubmitResult(
         runs=tuple(results[r.index] for r in p.runs),
         script=script,
-        sbatch_argv=sbatches[0][1] if sbatches else None,
         apptainer_argvs=argvs,
         dry_run=False,
         sbatch_argvs=tuple(a for _, a in sbatches),

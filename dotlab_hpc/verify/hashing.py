@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         def advance(self, amount: float = ...) -> None: ...
 
 
-REFUSED_NAME_CHARS = (b"\n", b"\r", b"\\")  # sha256sum escapes these, so the SPEC rule cannot
+REFUSED_NAME_CHARS = (b"\n", b"\r", b"\\")  # sha256sum escapes these, so the contract's rule cannot
 
 
 # --------------------------------------------------------------------------- files and folders
@@ -88,7 +88,7 @@ def _kind_of(mode: int) -> str:
 
 
 def scan(path: Path, *, shown: str, follow_top: bool) -> Tree:
-    """Plan the hash of ``path``: refuse what the SPEC refuses, list the regular files."""
+    """Plan the hash of ``path``: refuse what the contract refuses, list the regular files."""
     raw = os.fsencode(path)
     try:
         # bytes paths (names need not be UTF-8), which pathlib cannot hold
@@ -208,7 +208,7 @@ def _read_refusal(tree: Tree, e: OSError) -> Refused:
 def hash_paths(
     paths: Sequence[Path], *, progress: Progress | None = None, workers: int | None = None
 ) -> list[str]:
-    """Hex sha256 of each file or folder (SPEC section 3) in one parallel pass; UsageError if
+    """Hex sha256 of each file or folder (docs/contract.md §3) in one parallel pass; UsageError if
     a path is refused. What ``dotlab-hpc hash`` prints."""
     trees: list[Tree] = []
     for p in paths:

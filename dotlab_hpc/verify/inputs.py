@@ -1,4 +1,4 @@
-"""Pre-flight checks (SPEC section 3): dataset hashes, the git checkout, the image digest.
+"""Pre-flight checks (docs/contract.md §3): dataset hashes, the git checkout, the image digest.
 
 ``verify_inputs`` runs every check and returns a ``VerifyReport``; it raises only for usage
 errors (a ``--code-dir``, ``--data-dir`` or ``--image`` that does not exist). Paths named by the
@@ -210,7 +210,7 @@ def _check_working_dir(
 
     The checkout is what the manifest pins (or the commit check already says it is not), so
     this is not a mismatch of inputs: the manifest contradicts its own commit and no other
-    checkout can fix that. A usage error (exit 2), as for any invalid manifest (SPEC section 2).
+    checkout can fix that. A usage error (exit 2), as for any invalid manifest (docs/contract.md §2).
     """
     wd = spec.code.working_dir
     if not wd or wd == "." or not commit.ok:
@@ -248,7 +248,7 @@ def verify_inputs(
     cache: HashCache | None = None,
     checkouts: CheckoutMemo | None = None,
 ) -> VerifyReport:
-    """Every pre-flight check of SPEC section 3; UsageError for paths that do not exist.
+    """Every pre-flight check of docs/contract.md §3; UsageError for paths that do not exist.
 
     Pass one ``cache`` and one ``checkouts`` to the calls of one submission so shared inputs
     are hashed once and a shared checkout is inspected once.

@@ -1,6 +1,6 @@
 """Where a submission's folders may lie: no output inside the code or data, no run dir in output.
 
-SPEC section 3: overlapping directories are usage errors, refused before anything happens.
+docs/contract.md §3: overlapping directories are usage errors, refused before anything happens.
 Paths are compared after resolving symbolic links (of the parts that exist), so a link cannot
 hide an overlap.
 """

@@ -1,7 +1,7 @@
 """`dotlab-hpc build` for real: `apptainer build --fakeroot` of a rendered .def, as the test user.
 
 No image registry is reachable here, so the base is a local SIF pinned by its sha256
-(``image.build.from: localimage:PATH@sha256:…``, SPEC section 1); its ``%post`` runs. The built
+(``image.build.from: localimage:PATH@sha256:…``, docs/contract.md §1); its ``%post`` runs. The built
 image's digest then goes into a manifest that is submitted and must come out ``reproduced``.
 """
 

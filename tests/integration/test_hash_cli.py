@@ -1,4 +1,4 @@
-"""`dotlab-hpc hash`: the directory hash equals the SPEC's shell pipeline; output and errors."""
+"""`dotlab-hpc hash`: the directory hash equals the contract's shell pipeline; output and errors."""
 
 from __future__ import annotations
 

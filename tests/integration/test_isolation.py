@@ -1,4 +1,4 @@
-"""Isolation measured inside every job, on the REAL local Slurm cluster (SPEC section 4).
+"""Isolation measured inside every job, on the REAL local Slurm cluster (docs/contract.md §4).
 
 Before the entrypoint, the job's probe container (the analysis's own flags) measures each
 property; the record's ``isolation`` section carries the facts, and a property that does not

@@ -1,4 +1,4 @@
-"""The pipeline end to end on the REAL local Slurm cluster: every row of SPEC section 6.
+"""The pipeline end to end on the REAL local Slurm cluster: every row of docs/contract.md §6.
 
 Each test submits real jobs with the real CLI (a separate process, as a user would run it). The
 container is the real Apptainer on the rooted Debian 13 cluster, and the stand-in apptainer

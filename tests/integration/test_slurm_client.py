@@ -14,9 +14,8 @@ import pytest
 
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.proc import SubprocessRunner
-from dotlab_hpc.slurm.argv import sbatch_argv, scontrol_show_job_argv
+from dotlab_hpc.slurm.argv import sbatch_argv
 from dotlab_hpc.slurm.client import SlurmClient
-from dotlab_hpc.slurm.parse import parse_scontrol_show_job
 from dotlab_hpc.slurm.states import JobState
 
 from .conftest import WaitFor
@@ -203,8 +202,7 @@ def test_find_by_name_sees_a_job_at_once(
     )
     try:
         assert slurm_client.find_by_name(name, since=slurm_since) == [job_id]
-        shown = SubprocessRunner().run(scontrol_show_job_argv(job_id), timeout=30)
-        info = parse_scontrol_show_job(shown.stdout)[job_id]
+        info = slurm_client.controller_jobs([job_id])[job_id]
         assert (info.state, info.reason) == (JobState.PENDING, "JobHeldUser")
     finally:
         slurm_client.cancel([job_id])

@@ -1,4 +1,4 @@
-"""The stand-in apptainer (tests/bin/apptainer) really enforces what SPEC section 4 promises.
+"""The stand-in apptainer (tests/bin/apptainer) really enforces what docs/contract.md §4 promises.
 
 Every check runs a real bubblewrap sandbox and looks from the inside. Without bwrap, mksquashfs
 or siftool these tests are skipped, unless ``CI`` is set: then they fail.

@@ -25,7 +25,7 @@ GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",
 }
 
-# One analysis for every row of SPEC section 6; the mode is its first argument.
+# One analysis for every row of docs/contract.md §6; the mode is its first argument.
 ANALYSIS = r"""
 import json, os, resource, socket, sys, time
 

@@ -29,7 +29,7 @@ def test_the_largest_entrypoint_validate_accepts_fits_one_argument() -> None:
     m = manifest(entrypoint="\U0001f600" * (MAX_ENTRYPOINT_BYTES // 4))
     (argv,) = apptainer_argvs(job(task(m)))
     assert max(len(a.encode()) + 1 for a in argv) <= MAX_ARG_STRLEN
-    assert MAX_ENTRYPOINT_BYTES + 1 <= MAX_ARG_STRLEN  # the SPEC's cap is below the kernel's
+    assert MAX_ENTRYPOINT_BYTES + 1 <= MAX_ARG_STRLEN  # the contract's cap is below the kernel's
 
 
 def test_one_argument_past_the_kernel_limit_is_refused() -> None:

@@ -1,4 +1,4 @@
-"""Classification (SPEC section 6) from facts: every row, and the operator cases."""
+"""Classification (docs/contract.md §6) from facts: every row, and the operator cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The manifest (SPEC section 1): one line per problem, naming the file and the field path."""
+"""The manifest (docs/contract.md §1): one line per problem, naming the file and the field path."""
 
 from __future__ import annotations
 

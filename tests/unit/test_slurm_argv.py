@@ -16,7 +16,6 @@ from dotlab_hpc.slurm.argv import (
     sbatch_version_argv,
     scancel_argv,
     scontrol_show_config_argv,
-    scontrol_show_job_argv,
     squeue_argv,
     squeue_by_name_argv,
 )
@@ -152,7 +151,6 @@ def test_squeue_by_name() -> None:
 
 
 def test_scontrol_and_scancel() -> None:
-    assert scontrol_show_job_argv("12_1") == ("scontrol", "-o", "show", "job", "12_1")
     assert scontrol_show_config_argv() == ("scontrol", "show", "config")
     assert scancel_argv(["7", "12"]) == ("scancel", "7", "12")
 
@@ -165,7 +163,6 @@ def test_job_ids_are_checked(bad: str) -> None:
         lambda: sacct_argv([bad], since=SINCE),
         lambda: squeue_argv(["1", bad]),
         lambda: scancel_argv([bad]),
-        lambda: scontrol_show_job_argv(bad),
     ]
     for build in builders:
         with pytest.raises(SlurmError, match="not a Slurm job id"):

@@ -24,7 +24,6 @@ from dotlab_hpc.slurm.parse import (
     parse_sbatch_parsable,
     parse_sbatch_version,
     parse_scontrol_show_config,
-    parse_scontrol_show_job,
     parse_squeue,
 )
 from dotlab_hpc.slurm.states import JobInfo, JobState
@@ -289,60 +288,12 @@ def test_key_values() -> None:
     }
 
 
-@pytest.mark.parametrize(
-    ("case", "job_id", "state", "exit_code", "signal", "reason"),
-    [
-        ("scontrol_show_job_completed", "8", JobState.COMPLETED, 0, None, None),
-        ("scontrol_show_job_failed", "9", JobState.FAILED, 3, None, "NonZeroExitCode"),
-        ("scontrol_show_job_cancelled", "10", JobState.CANCELLED, 0, 15, None),
-        ("scontrol_show_job_oom", "11", JobState.OUT_OF_MEMORY, 0, 125, "OutOfMemory"),
-        ("scontrol_show_job_timeout", "7", JobState.TIMEOUT, 0, 15, "TimeLimit"),
-        ("scontrol_show_job_running", "7", JobState.RUNNING, 0, None, None),
-        ("scontrol_show_job_held", "14", JobState.PENDING, 0, None, "JobHeldUser"),
-        ("scontrol_show_job_array_task", "12_1", JobState.COMPLETED, 0, None, None),
-    ],
-)
-def test_scontrol_show_job(
-    case: str,
-    job_id: str,
-    state: JobState,
-    exit_code: int,
-    signal: int | None,
-    reason: str | None,
-) -> None:
-    jobs = parse_scontrol_show_job(out(case))
-    assert list(jobs) == [job_id]
-    info = jobs[job_id]
-    assert (info.state, info.exit_code, info.signal, info.reason) == (
-        state,
-        exit_code,
-        signal,
-        reason,
-    )
 
 
-def test_scontrol_details() -> None:
-    timeout = parse_scontrol_show_job(out("scontrol_show_job_timeout"))["7"]
-    assert (timeout.elapsed_s, timeout.node, timeout.name) == (77, "localhost", "rec-timeout")
-    assert (timeout.start, timeout.end) == ("2026-11-29T07:47:58", "2026-11-29T07:49:15")
-    held = parse_scontrol_show_job(out("scontrol_show_job_held"))["14"]
-    assert held.node is None
 
 
-def test_scontrol_throttled_array_expands_the_pending_tasks() -> None:
-    jobs = parse_scontrol_show_job(out("scontrol_show_job_array_throttled"))
-    assert sorted(jobs) == [f"13_{i}" for i in range(6)]
-    assert jobs["13_5"].state is JobState.PENDING
-    assert jobs["13_0"].state is JobState.RUNNING
-    # JobId=17 is task 0's raw id: never a key
-    assert "17" not in jobs
 
 
-def test_scontrol_invalid() -> None:
-    assert out("scontrol_show_job_invalid") == ""
-    assert "Invalid job id specified" in err("scontrol_show_job_invalid")
-    with pytest.raises(SlurmError):
-        parse_scontrol_show_job("not key value output\n")
 
 
 # ------------------------------------------------------------------ jobcomp, config

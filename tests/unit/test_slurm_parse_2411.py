@@ -24,7 +24,6 @@ from dotlab_hpc.slurm.parse import (
     parse_sbatch_parsable,
     parse_sbatch_version,
     parse_scontrol_show_config,
-    parse_scontrol_show_job,
     parse_squeue,
 )
 from dotlab_hpc.slurm.states import JobInfo, JobState
@@ -261,48 +260,8 @@ def test_squeue_gone_ids() -> None:
     assert err("squeue_invalid_single") == "slurm_load_jobs error: Invalid job id specified\n"
 
 
-# ------------------------------------------------------------------ scontrol
-@pytest.mark.parametrize(
-    ("case", "job_id", "state", "exit_code", "signal", "reason"),
-    [
-        ("scontrol_show_job_completed", OK2, JobState.COMPLETED, 0, None, None),
-        ("scontrol_show_job_failed", FAIL, JobState.FAILED, 3, None, "NonZeroExitCode"),
-        ("scontrol_show_job_cancelled", CAN, JobState.CANCELLED, 0, 15, None),
-        ("scontrol_show_job_oom", OOM, JobState.OUT_OF_MEMORY, 0, 125, "OutOfMemory"),
-        ("scontrol_show_job_timeout", TO, JobState.TIMEOUT, 0, 15, "TimeLimit"),
-        ("scontrol_show_job_running", TO, JobState.RUNNING, 0, None, None),
-        ("scontrol_show_job_held", HELD, JobState.PENDING, 0, None, "JobHeldUser"),
-        ("scontrol_show_job_array_task", f"{ARR}_1", JobState.COMPLETED, 0, None, None),
-        ("scontrol_show_job_export_none", NONE_ENV, JobState.COMPLETED, 0, None, None),
-    ],
-)
-def test_scontrol_show_job(
-    case: str,
-    job_id: str,
-    state: JobState,
-    exit_code: int,
-    signal: int | None,
-    reason: str | None,
-) -> None:
-    assert rc(case) == 0
-    jobs = parse_scontrol_show_job(out(case))
-    assert list(jobs) == [job_id]
-    info = jobs[job_id]
-    assert (info.state, info.exit_code, info.signal, info.reason) == (
-        state,
-        exit_code,
-        signal,
-        reason,
-    )
 
 
-def test_scontrol_details() -> None:
-    timeout = parse_scontrol_show_job(out("scontrol_show_job_timeout"))[TO]
-    assert (timeout.node, timeout.name) == (NODE, "rec-timeout")
-    assert timeout.elapsed_s == _seconds(timeout)
-    assert timeout.elapsed_s == parse_sacct(out("sacct_final"))[TO].elapsed_s
-    held = parse_scontrol_show_job(out("scontrol_show_job_held"))[HELD]
-    assert (held.node, held.start, held.end) == (None, None, None)
 
 
 def test_scontrol_24_11_fields() -> None:
@@ -319,18 +278,6 @@ def test_scontrol_24_11_fields() -> None:
     assert (held["NumNodes"], held["AllocTRES"]) == ("1-1", "(null)")
 
 
-def test_scontrol_throttled_array_expands_the_pending_tasks() -> None:
-    text = out("scontrol_show_job_array_throttled")
-    assert f"JobId={THR} ArrayJobId={THR} ArrayTaskId=2-5%2 ArrayTaskThrottle=2 " in text
-    jobs = parse_scontrol_show_job(text)
-    assert sorted(jobs) == [f"{THR}_{i}" for i in range(6)]
-    assert jobs[f"{THR}_5"].state is JobState.PENDING
-    assert jobs[f"{THR}_5"].reason == "JobArrayTaskLimit"
-    assert jobs[f"{THR}_0"].state is JobState.RUNNING
-    # the tasks' own JobIds (raw ids) are never keys
-    raw = {parse_key_values(line)["JobId"] for line in text.splitlines()} - {THR}
-    assert len(raw) == 2
-    assert not raw & set(jobs)
 
 
 def test_scontrol_invalid() -> None:

@@ -49,7 +49,7 @@ def spec(data: list[dict[str, str]], digest: str) -> ManifestSpec:
 
 
 def spec_text_hash(root: Path) -> str:
-    """The SPEC section 3 directory rule, written independently of verify.py."""
+    """The docs/contract.md §3 directory rule, written independently of verify.py."""
     entries = []
     for dirpath, _dirs, files in os.walk(os.fsencode(root)):
         for name in files:

@@ -2,7 +2,7 @@
 # analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE MIN_TMP_MIB GPU_TYPE SCRATCH`,
 # followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE.
 # Nothing of the analysis runs yet, and this output is kept outside, in the run directory: the
-# analysis can neither see nor alter it. It measures each property of SPEC section 4 from inside
+# analysis can neither see nor alter it. It measures each property of docs/contract.md §4 from inside
 # (the one measuring code: the record's `isolation` and `dotlab-hpc doctor` both read it) and
 # judges it; lines are `@@iso fact NAME VALUE`, `@@iso check PROPERTY held|not_held|unknown
 # WHAT-WAS-MEASURED` and `@@gpu LINE` (nvidia-smi -L). Exit 4: a property did not hold (the
