@@ -1,4 +1,4 @@
-"""Runs: submit, follow, status, collect, cancel, run, as typed functions (and ``Run``).
+"""Runs: follow, status, collect and cancel, as typed functions, and ``Run``.
 
 One Slurm client for every verb (``slurm_client``) and one rule for a lost job: the follower
 finds it (``follow.lost``), ``collect`` turns it into that run's operator error, ``wait`` raises

@@ -5,7 +5,7 @@ A bundle is a folder (or a .tar of one folder) that ``pack`` makes from a collec
     README.md               what this is, the outcome, how to check and rerun it
     SHA256SUMS              ``<hex>  <relative path>`` for every other file (``sha256sum -c``)
     bundle.json             the index: claim, run, outcome, which manifest, image digest/file/url
-    RECORD                  the record (docs/contract.md §7), as collect wrote it (``rundir``'s name)
+    RECORD                  the record (docs/contract.md §7) as collect wrote it (rundir's name)
     evidence.json           facts derived from the logs: container times, GPUs, the Slurm job
     ro-crate-metadata.json  RO-Crate (Process Run Crate) metadata of the run (``bundle_crate``)
     provenance.intoto.json  an in-toto Statement with a SLSA Provenance predicate

@@ -1,4 +1,5 @@
-"""The bundle's standard metadata: write it (``pack``) and check it (``verify-bundle``).
+"""The bundle's standard metadata as ``pack`` writes it: RO-Crate, the in-toto statement and
+its DSSE envelope (``bundle.meta_checks`` checks them).
 
 ``pack`` writes, after every other file and before ``SHA256SUMS``: ``ro-crate-metadata.json``
 (``bundle_crate``), the in-toto statement (``bundle_provenance``) and, with ``--sign KEY``, its

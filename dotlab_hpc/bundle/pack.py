@@ -1,4 +1,4 @@
-"""Pack: the paper's handoff bundle of a collected run (layout in ``bundle.py``).
+"""Pack: the paper's handoff bundle of a collected run (layout in ``bundle.layout``).
 
 The bundle is made in a temporary folder beside the target, checked with ``verify-bundle``'s own
 checks, and only then renamed into place: a bundle is there whole or not at all. ``-o X.tar``

@@ -122,7 +122,8 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
     if job.phase == "isolation_failed":
         what, fix = job.isolation_failure or ("a property was not held", "see the run's probe.out")
         raise _operator(
-            f"the sandbox on node {job.node or '?'} does not hold what docs/contract.md §4 promises,"
+            f"the sandbox on node {job.node or '?'} does not hold what docs/contract.md §4"
+            " promises,"
             f" so the entrypoint was not run: {what}",
             fix,
         )

@@ -1,4 +1,4 @@
-"""Frozen Apptainer command builders: the exact `apptainer exec`/`build` argv dotlab-hpc emits.
+"""Apptainer command builders: the exact `apptainer exec`, `build`, `--version`, `buildcfg` argv.
 
 Why each flag is given: docs/platform-facts.md §1; the sources are
 https://apptainer.org/docs/user/latest/cli/apptainer_exec.html and

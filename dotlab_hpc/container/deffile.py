@@ -35,8 +35,9 @@ DOCKER_REF_RE = re.compile(
 # The labels the tool writes itself; no manifest or Dockerfile may set one.
 TOOL_LABEL_PREFIX = "dotlab."
 _FULL_DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
-# A local base image pinned by the sha256 of its file (docs/contract.md §1): a relative path of plain
-# characters (no '#', spaces or '\\', which Apptainer's header line would cut or join), no "..".
+# A local base image pinned by the sha256 of its file (docs/contract.md §1): a relative path of
+# plain characters (no '#', spaces or '\\', which Apptainer's header line would cut or join), no
+# "..".
 LOCALIMAGE_PREFIX = "localimage:"
 _LOCAL_PATH = r"[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*"
 LOCALIMAGE_RE = re.compile(rf"localimage:(?P<path>{_LOCAL_PATH})@sha256:(?P<hex>[0-9a-f]{{64}})")

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 # The least /tmp and the writable overlay must give: Apptainer's default session tmpfs
-# (`sessiondir max size = 64`, in MiB), which docs/contract.md §1 names as what a claim can count on.
+# (`sessiondir max size = 64`, in MiB), which docs/contract.md §1 names as what a claim can
+# count on.
 MIN_TMPFS_MIB = 64
 # What the probe exits with (templates/probe.sh) when a property did not hold.
 ISOLATION_FAILED_RC = 4
@@ -36,7 +37,7 @@ class State(StrEnum):
 
 @dataclass(frozen=True)
 class Property:
-    """One property of docs/contract.md §4: the promise, and what to change when it does not hold."""
+    """One property of docs/contract.md §4: the promise, and what to change when it fails."""
 
     name: str
     promise: str

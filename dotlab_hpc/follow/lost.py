@@ -93,8 +93,3 @@ def lost_runs(states: Sequence[RunState]) -> dict[Path, str]:
     return {s.run_dir: s.reason for s in states if s.state == LOST}
 
 
-def check_none_lost(states: Sequence[RunState]) -> None:
-    """``JobsLost`` when a run was lost or its directory broke while it was followed."""
-    lines = lost_lines(states)
-    if lines:
-        raise JobsLost(lines)

@@ -1,4 +1,4 @@
-"""Write ``manifest.light``: the manifest models' pydantic-core schema without the models.
+"""Write ``manifest.light_schema``: the manifest models' pydantic-core schema without the models.
 
     python -m dotlab_hpc.manifest._gen_light_schema > dotlab_hpc/manifest/light_schema.py
     ruff format dotlab_hpc/manifest/light_schema.py

@@ -1,5 +1,5 @@
-"""The manifest's checks that need no pydantic: each field's rule, the limits, the parsers of
-Slurm times and sizes, and what no field may hold.
+"""The manifest's checks that need no pydantic: each field's rule, the limits, and what no field
+may hold (Slurm's notations of time and size are read by ``slurm.units``).
 
 The models in ``manifest.models`` apply the field rules through pydantic; ``manifest.light``
 applies the same rules through ``pydantic_core`` alone, so that ``validate`` of a good manifest

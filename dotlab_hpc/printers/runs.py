@@ -1,4 +1,5 @@
-"""Output for people: short, aligned lines (pure functions; cli.py prints them)."""
+"""The lines people read about runs: status, a submission, a dry run, what was collected
+(pure functions; cli.py prints them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Render: view models of finished, shell-quoted strings → the sbatch script and the Apptainer .def.
+"""The sbatch script: the job's #SBATCH request and the view model the job template lays out.
 
 Python decides and quotes everything; the Jinja templates in ``templates/`` only lay it out.
 """

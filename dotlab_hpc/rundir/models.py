@@ -1,4 +1,4 @@
-"""The pydantic models of the files of a run directory (``rundir`` names and reads the files).
+"""The pydantic models of the files of a run directory (``rundir.directory`` reads the files).
 
 Kept apart from ``rundir`` so that ``status`` over runs that have not ended reads what it needs
 (``rundir.RunHead``, ``rundir.SubmissionHead``) without importing pydantic at all.

@@ -63,7 +63,7 @@ CONTAINER_OUT = "container.out"
 CONTAINER_ERR = "container.err"
 
 
-PROBE_OUT = "probe.out"  # the probe container's output (GPU claims), before the analysis ran
+PROBE_OUT = "probe.out"  # the probe container's output (every claim), before the analysis ran
 
 
 # The task's own facts (image, output folder, apptainer argv…), NUL-separated: the job script,

@@ -1,4 +1,4 @@
-"""The record (docs/contract.md, "Record") and the verdict it states: persisted facts.
+"""The record (docs/contract.md §7) and the verdict it states: persisted facts.
 
 Pydantic models with deferred building: reading a run's record (``status``) builds only what it
 reads, and never the manifest's models.

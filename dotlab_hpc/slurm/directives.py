@@ -1,4 +1,5 @@
-"""#SBATCH lines: allow-listed options and plain values only, from this one function."""
+"""#SBATCH lines: allow-listed options and plain values only (``sbatch_directive``), and a
+job's whole request as those lines."""
 
 from __future__ import annotations
 

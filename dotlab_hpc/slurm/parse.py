@@ -1,4 +1,4 @@
-"""Pure parsers for what sbatch, sacct, squeue, scontrol and the jobcomp file print.
+"""Pure parsers for what sbatch, sacct, squeue, scontrol show config and the jobcomp file print.
 
 Every parser keys its result by the user-facing job id (``12`` or ``12_3``), never JobIDRaw:
 for the last task of an array Slurm reuses the array's own number as the raw id.

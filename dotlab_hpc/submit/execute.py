@@ -1,4 +1,4 @@
-"""Submit: plan the run directories, verify the inputs, render, and sbatch exactly once.
+"""Submit: plan, verify the inputs, render, write the run directories, sbatch exactly once.
 
 The stages are separate functions so that ``submit --dry-run`` can stop after rendering and
 nothing is written before every check has passed.

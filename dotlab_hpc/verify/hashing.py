@@ -1,4 +1,4 @@
-"""The hash of a pinned file or folder (docs/contract.md, "Pre-flight checks").
+"""The hash of a pinned file or folder (docs/contract.md §3).
 
 A file's hash is the sha256 of its bytes; a folder's is the sha256 of one line
 ``<hex>  <relative/posix/path>\n`` per regular file below it, sorted by path bytes. Symlinks,

@@ -210,7 +210,8 @@ def _check_working_dir(
 
     The checkout is what the manifest pins (or the commit check already says it is not), so
     this is not a mismatch of inputs: the manifest contradicts its own commit and no other
-    checkout can fix that. A usage error (exit 2), as for any invalid manifest (docs/contract.md §2).
+    checkout can fix that. A usage error (exit 2), as for any invalid manifest
+    (docs/contract.md §2).
     """
     wd = spec.code.working_dir
     if not wd or wd == "." or not commit.ok:

@@ -16,7 +16,7 @@ GOOD_YAML = Path(__file__).resolve().parents[1] / "data" / "manifests" / "good.y
 def test_validate_of_good_manifests_never_imports_pydantic() -> None:
     code = (
         "import sys; from dotlab_hpc.cli import main; rc = main(['validate', sys.argv[1]]);"
-        " print(rc, 'pydantic' in sys.modules, 'dotlab_hpc.manifest' in sys.modules)"
+        " print(rc, 'pydantic' in sys.modules, 'dotlab_hpc.manifest.models' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(GOOD_YAML)], capture_output=True, text=True, check=True

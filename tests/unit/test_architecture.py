@@ -10,6 +10,7 @@ an import hidden from the interpreter still counts. Regenerate the map with
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 from functools import cache
@@ -67,13 +68,10 @@ def modules() -> dict[str, Path]:
 def _layer(module: str) -> int:
     """The index of the module's layer (the longest declared prefix of its name)."""
     rest = module.removeprefix("dotlab_hpc").removeprefix(".")
-    best = None
-    for i, (name, _) in enumerate(LAYERS):
-        if rest == name or (name and rest.startswith(name + ".")) or (not name and not rest):
-            if best is None or len(name) > len(LAYERS[best][0]):
-                best = i
-    assert best is not None, f"{module}: in no declared layer; add it to LAYERS"
-    return best
+    held = [i for i, (name, _) in enumerate(LAYERS)
+            if rest == name or (name and rest.startswith(name + "."))]  # fmt: skip
+    assert held, f"{module}: in no declared layer; add it to LAYERS"
+    return max(held, key=lambda i: len(LAYERS[i][0]))
 
 
 @cache
@@ -268,7 +266,7 @@ def test_no_block_of_six_lines_is_written_twice() -> None:
     twice = [
         f"{a[0]}#{a[1]} ~ {b[0]}#{b[1]}"
         for spots in places.values()
-        for a, b in zip(spots, spots[1:], strict=False)
+        for a, b in itertools.pairwise(spots)
         if a[0] != b[0] or b[1] - a[1] >= 6
     ]
     assert twice == []

@@ -1,4 +1,4 @@
-"""Overlapping folders are usage errors, refused before anything is written (docs/contract.md §3)."""
+"""Overlapping folders are usage errors, refused before anything is written (contract §3)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,8 @@ def test_files_round_trip_through_the_models(tmp_path: Path) -> None:
 
 def test_the_status_model_is_what_the_job_script_writes() -> None:
     """Every key write_status's printf writes is a field of JobStatus, and nothing else."""
-    template = (Path(__file__).parents[2] / "dotlab_hpc" / "render" / "templates" / "job.sbatch.j2").read_text()
+    templates = Path(__file__).parents[2] / "dotlab_hpc" / "render" / "templates"
+    template = (templates / "job.sbatch.j2").read_text()
     printf = next(line for line in template.splitlines() if 'printf \'{"version": 1' in line)
     keys = [k.strip(' "') for k in printf.split("'")[1].strip("{}\\n").split(",")]
     keys = [k.split('"')[0] if '"' in k else k.split(":")[0] for k in keys]

@@ -288,14 +288,6 @@ def test_key_values() -> None:
     }
 
 
-
-
-
-
-
-
-
-
 # ------------------------------------------------------------------ jobcomp, config
 def test_jobcomp() -> None:
     jobs = parse_jobcomp((DATA / "jobcomp.txt").read_text())

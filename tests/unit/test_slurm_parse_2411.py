@@ -260,10 +260,6 @@ def test_squeue_gone_ids() -> None:
     assert err("squeue_invalid_single") == "slurm_load_jobs error: Invalid job id specified\n"
 
 
-
-
-
-
 def test_scontrol_24_11_fields() -> None:
     # 24.11 prints ReqTRES= and AllocTRES= where 22.05 printed TRES=, and no Power=;
     # a held job's NumNodes reads "1-1". The parser uses none of these.
@@ -276,8 +272,6 @@ def test_scontrol_24_11_fields() -> None:
     assert fields["StdOut"].endswith(f"/rec-ok-{OK2}.out")
     held = parse_key_values(out("scontrol_show_job_held").strip())
     assert (held["NumNodes"], held["AllocTRES"]) == ("1-1", "(null)")
-
-
 
 
 def test_scontrol_invalid() -> None:
