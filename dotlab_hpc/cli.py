@@ -200,8 +200,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         sys.stdout.write(dry_run_text(res))
     else:
         _print_submitted(res)
-        submitted = [r for r in api.submitted_runs(res) if r.job_id]
-        if args.wait and submitted:
+        submitted = [r for r in api.submitted_runs(res) if r.job_id] if args.wait else []
+        if submitted:
             api.wait(submitted, on_cycle=_live_table(), log_file=args.log_file)
     return 1 if any(r.mismatch for r in res.runs) else 0
 

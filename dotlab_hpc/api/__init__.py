@@ -78,7 +78,8 @@ if TYPE_CHECKING:
 _HOME = {
     "inputs": ("build", "convert_dockerfile", "embedded_def", "hash_paths", "inspect",
                "load_manifest", "render", "schema", "validate", "verify"),
-    "runs": ("BadRun", "Cancelled", "Run", "cancel", "cancel_all", "collect", "collect_all",
+    "..follow.states": ("BadRun",),  # a status row whose run directory could not be read
+    "runs": ("Cancelled", "Run", "cancel", "cancel_all", "collect", "collect_all",
              "follow", "lost_error", "open_run", "records", "status", "status_rows", "wait",
              "watch_rows"),
     "submit": ("run", "run_all", "submission", "submit", "submitted_runs"),
@@ -140,6 +141,6 @@ def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    value = getattr(import_module(module if module[0] == "." else f".{module}", __name__), name)
     globals()[name] = value
     return value

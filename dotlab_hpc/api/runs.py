@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import RunDirError, UsageError
-from ..follow.states import BadRun as BadRun  # api.BadRun: a status row that could not be read
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..follow.follower import FollowStats
     from ..follow.lost import JobsLost
-    from ..follow.states import Local, Row, RunState
+    from ..follow.states import BadRun, Local, Row, RunState
     from ..rundir.records import ClaimRecord
     from ..slurm.client import SlurmClient
     from .inputs import PathLike

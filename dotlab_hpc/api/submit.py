@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from ..errors import UsageError
-from .runs import OnCycle, OnRetry, Run, collect_all, follow, records, slurm_client
 
 if TYPE_CHECKING:
     from ..collect.collect import Collected
@@ -16,6 +15,7 @@ if TYPE_CHECKING:
     from ..slurm.client import SlurmClient
     from ..submit.execute import SubmitResult
     from .inputs import PathLike
+    from .runs import OnCycle, OnRetry, Run
 
 
 # --------------------------------------------------------------------------- submit
@@ -93,6 +93,8 @@ def submission(
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     if array_limit is not None and array_limit < 1:
         raise UsageError(f"--array-limit {array_limit}: must be at least 1")
+    from .runs import slurm_client
+
     client = slurm_client()
     answers = ask_early(Path(where["code_dir"]), many=len(manifests) > 1, client=client)
     from ..clock import SystemClock
@@ -102,7 +104,7 @@ def submission(
     from ..verify.inputs import submission_verifier
 
     opts = SubmitOptions(
-        manifests=tuple(Path(m) for m in manifests),
+        manifests=tuple(m if isinstance(m, Path) else Path(m) for m in manifests),
         code_dir=Path(where["code_dir"]),
         data_dir=Path(where["data_dir"]),
         out_dir=Path(where["out_dir"]),
@@ -128,6 +130,8 @@ def submission(
 
 def submitted_runs(res: SubmitResult) -> list[Run]:
     """The runs of a submission, in the order of its manifests."""
+    from .runs import Run
+
     return [Run(r.run_dir.absolute(), r.claim, r.job_id, r.mismatch) for r in res.runs]
 
 
@@ -159,6 +163,8 @@ def run_all(
     job is that run's operator error). ``on_submitted`` hears of the submission first."""
     if record is not None and len(manifests) > 1:
         raise UsageError("--record takes one claim; each run directory holds its own record")
+    from .runs import collect_all, follow
+
     res = submission(manifests, log_file=log_file, on_retry=on_retry, **where)
     if on_submitted is not None:
         on_submitted(res)
@@ -176,4 +182,6 @@ def run(manifests: Sequence[PathLike], **where: Unpack[RunInputs]) -> list[Claim
     """``dotlab-hpc run``: submit, follow until every run is final, collect every record
     (``where``: as for ``submit``); the first run's error is raised (a lost job's is an
     ``OperatorError``)."""
+    from .runs import records
+
     return records(run_all(manifests, **where)[1])

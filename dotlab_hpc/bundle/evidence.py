@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..collect.facts import ContainerFacts
 from ..rundir.models import JobStatus, SubmissionRecord
 from ..rundir.names import CONTAINER_OUT, STATUS_FILE, SUBMISSION_FILE
 from ..rundir.records import ClaimRecord
 from .layout import LOGS, RECORD
-
-if TYPE_CHECKING:
-    pass
-
 
 EVIDENCE_VERSION = 1
 

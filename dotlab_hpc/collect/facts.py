@@ -9,7 +9,14 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..container.isolation import NO_PROBE, ProbeReport, failure_text, fatal_cause, parse_probe
+from ..container.isolation import (
+    NO_PROBE,
+    ProbeReport,
+    failure_text,
+    fatal_cause,
+    fatal_lines,
+    parse_probe,
+)
 from ..fsio.read import read_window
 from ..manifest.models import Manifest
 from ..rundir.directory import RunDir
@@ -71,11 +78,10 @@ def container_facts(
     timed_out = False
     if rc in TIMEOUT_CODES and started and ended and _UTC_TIME.fullmatch(ended):
         timed_out = _seconds(ended) - _seconds(started) >= limit_s
-    fatal: list[str] = []
+    fatal: tuple[str, ...] = ()
     if started is None:  # Apptainer's own words, from before any analysis could run
         sources = (probe, stderr) if probe_failed else (stderr,)
-        fatal = [" ".join(ln.split()) for src in sources for ln in src.splitlines()
-                 if ln.startswith("FATAL:")]  # fmt: skip
+        fatal = tuple(line for src in sources for line in fatal_lines(src))
     report = parse_probe(probe)
     return ContainerFacts(
         started,

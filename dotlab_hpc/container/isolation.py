@@ -21,6 +21,8 @@ MIN_TMPFS_MIB = 64
 # What the probe exits with (templates/probe.sh) when a property did not hold.
 ISOLATION_FAILED_RC = 4
 
+# How Apptainer begins the line that says why it would not run a container.
+FATAL_PREFIX = "FATAL:"
 FACT_PREFIX = "@@iso fact "
 CHECK_PREFIX = "@@iso check "
 GPU_PREFIX = "@@gpu "
@@ -220,7 +222,7 @@ def parse_probe(text: str) -> ProbeReport:
             state, _, measured = rest.partition(" ")
             if _NAME.fullmatch(name) and state in State.__members__.values():
                 checks[name] = Measured(state=State(state), measured=measured)
-        elif line.startswith("FATAL:"):
+        elif line.startswith(FATAL_PREFIX):
             fatal.append(" ".join(line.split()))
     return ProbeReport(tuple(facts), tuple(checks.items()), tuple(gpus), tuple(fatal))
 
@@ -264,3 +266,8 @@ def promise(name: str) -> str:
 def remedy(name: str) -> str:
     """What to change when ``name`` does not hold."""
     return _remedy(name)
+
+
+def fatal_lines(text: str) -> tuple[str, ...]:
+    """Apptainer's own reasons for not running a container (its ``FATAL:`` lines), spaces folded."""
+    return tuple(" ".join(ln.split()) for ln in text.splitlines() if ln.startswith(FATAL_PREFIX))

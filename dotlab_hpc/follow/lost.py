@@ -91,5 +91,3 @@ class JobsLost(OperatorError):
 def lost_runs(states: Sequence[RunState]) -> dict[Path, str]:
     """The reason of each run the follower found lost, by run directory (``collect``'s input)."""
     return {s.run_dir: s.reason for s in states if s.state == LOST}
-
-

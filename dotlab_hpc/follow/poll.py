@@ -21,7 +21,7 @@ from ..rundir.directory import RunDir
 from ..rundir.names import ended_in
 from ..slurm.client import SlurmClient
 from ..slurm.jobids import task_job_id
-from ..slurm.states import JobInfo, JobState, is_terminal
+from ..slurm.states import JobInfo, JobState, explain_reason, is_terminal
 from .orphans import adopt_orphans
 from .states import (
     NOT_YET_KNOWN_GRACE,
@@ -31,7 +31,6 @@ from .states import (
     Row,
     RunState,
     _seconds_between,
-    explain_reason,
     lookup_since,
     parse_ts,
 )

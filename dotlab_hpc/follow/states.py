@@ -7,57 +7,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import DotlabError, one_line
 from ..rundir.directory import RunDir
 from ..slurm.states import JobState
-
-if TYPE_CHECKING:
-    pass
-
 
 UNKNOWN = JobState.UNKNOWN.value
 
 
 # A job just submitted may not be in sacct yet (slurmdbd lags the controller).
 NOT_YET_KNOWN_GRACE = timedelta(seconds=90)
-
-
-PENDING_REASONS = {
-    "Resources": "waiting for free resources on the nodes",
-    "Priority": "waiting behind jobs with higher priority",
-    "None": "just submitted; the scheduler has not looked at it yet",
-    "BeginTime": "waiting for its start time",
-    "Dependency": "waiting for another job to finish",
-    "DependencyNeverSatisfied": "its dependency can never be met; cancel it",
-    "JobHeldUser": "held by you (scontrol release)",
-    "JobHeldAdmin": "held by an administrator",
-    "ReqNodeNotAvail": "the nodes it needs are down, drained or reserved",
-    "PartitionDown": "the partition is down",
-    "PartitionTimeLimit": "its time limit is above the partition's maximum; it will never start",
-    "PartitionNodeLimit": "it asks for more nodes than the partition allows",
-    "QOSMaxGRESPerUser": "you already use the most GPUs (GRES) your QOS allows; it starts when"
-    " one of your GPU jobs ends",
-    "QOSMaxCpuPerUserLimit": "you already use the most CPUs your QOS allows",
-    "QOSMaxJobsPerUserLimit": "you already run the most jobs your QOS allows",
-    "QOSMaxMemoryPerUser": "you already use the most memory your QOS allows",
-    "QOSGrpGRES": "the QOS's shared GPU limit is reached",
-    "AssocGrpCpuLimit": "your account's CPU limit is reached",
-    "AssocGrpGRES": "your account's GPU limit is reached",
-    "AssocMaxJobsLimit": "your account runs the most jobs it may",
-    "AssocGrpMemLimit": "your account's memory limit is reached",
-    "Reservation": "waiting for its reservation",
-    "launch failed requeued held": "the launch failed and the job was held",
-}
-
-
-def explain_reason(reason: str | None) -> str:
-    """A pending reason in plain words (the Slurm code in brackets)."""
-    if not reason:
-        return ""
-    plain = PENDING_REASONS.get(reason)
-    return f"{plain} ({reason})" if plain else reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..bundle.report import BundleReport
 from ..errors import one_line
@@ -14,9 +13,6 @@ from ..rundir.records import ClaimRecord, TargetRecord
 from ..site.doctor import Row
 from ..verify.inputs import VerifyReport
 from .table import table
-
-if TYPE_CHECKING:
-    pass
 
 
 def bundle_table(report: BundleReport) -> str:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 from ..errors import one_line
 
+TYPE_CHECKING = False  # no runtime `typing` import: `dotlab-hpc hash` prints through here
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Sequence
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> list[str]:

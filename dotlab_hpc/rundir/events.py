@@ -13,7 +13,6 @@ from ..fsio.jsontext import json_line
 from ..fsio.write import append_line
 
 if TYPE_CHECKING:
-    # annotations only: reading a run's record (`status`) must not build the manifest's model
     from .directory import RunDir
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.apptainer import build_argv
+from ..container.isolation import FATAL_PREFIX
 from ..errors import DotlabError
 from ..proc import Runner
 
@@ -147,7 +148,7 @@ def make_probe_image(
     except DotlabError as e:
         raise ProbeImageError(f"apptainer build: {e.message}") from e
     if done.returncode != 0 or not sif.is_file():
-        said = _first_line(done.stderr.replace("FATAL:", "")) or f"exit {done.returncode}"
+        said = _first_line(done.stderr.replace(FATAL_PREFIX, "")) or f"exit {done.returncode}"
         raise ProbeImageError(f"apptainer build of the probe image failed: {said}")
     shutil.rmtree(root, ignore_errors=True)
     return sif, plan

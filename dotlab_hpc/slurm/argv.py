@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..errors import SlurmError
 from .jobids import check_job_ids
-from .partitions import SINFO_PARTITION_FORMAT
 from .units import slurm_time
 
 # sacct -P columns, in this order (parse.parse_sacct reads them by position)
@@ -28,6 +27,8 @@ SACCT_FIELDS: tuple[str, ...] = (
 # and the job name last, so that a name holding "|" cannot shift the other columns
 SQUEUE_FIELDS: tuple[str, ...] = ("%i", "%T", "%r", "%M", "%S", "%e", "%N", "%j")
 SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
+# sinfo -o: partition (default marked *), time limit, memory, GRES, nodes; "|" between them
+SINFO_PARTITION_FORMAT = "%P|%l|%m|%G|%D"
 
 
 def _no_option(value: str, what: str) -> str:
@@ -73,6 +74,22 @@ def sbatch_argv(
     argv.append(f"./{path}" if path.startswith("-") else path)
     argv.extend(_no_option(a, "script argument") for a in script_args)
     return tuple(argv)
+
+
+def output_path(path: Path | str) -> str:
+    """A file path for ``sbatch --output``, Slurm's ``%`` patterns in it escaped."""
+    return str(path).replace("%", "%%")
+
+
+def array_task_output(folder: Path | str, prefix: str, name: str) -> str:
+    """``--output`` of an array's task ``T``: ``FOLDER/PREFIX-T/NAME`` (``%a``: its task id)."""
+    return f"{output_path(folder)}/{prefix}-%a/{name}"
+
+
+def array_value(task_ids: Sequence[int], limit: int | None = None) -> str:
+    """``sbatch --array``: the task ids as ranges, and at most ``limit`` at once (``%N``)."""
+    spec = array_ranges(task_ids)
+    return f"{spec}%{limit}" if limit else spec
 
 
 def array_ranges(indices: Sequence[int]) -> str:
@@ -159,7 +176,7 @@ def scontrol_show_partitions_argv() -> tuple[str, ...]:
 
 def sinfo_partitions_argv() -> tuple[str, ...]:
     """``sinfo`` of each partition's name, time limit, memory, GRES and nodes
-    (``partitions.SINFO_PARTITION_FORMAT``)."""
+    (``SINFO_PARTITION_FORMAT``, read by ``partitions.parse_partitions``)."""
     return ("sinfo", "-h", "-o", SINFO_PARTITION_FORMAT)
 
 

@@ -6,9 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# sinfo -o: partition (default marked *), time limit, memory, GRES, nodes; "|" between them
-SINFO_PARTITION_FORMAT = "%P|%l|%m|%G|%D"
-
 
 @dataclass(frozen=True)
 class PartitionFacts:
@@ -22,7 +19,7 @@ class PartitionFacts:
 
 
 def parse_partitions(scontrol: str, sinfo: str) -> dict[str, PartitionFacts]:
-    """``scontrol show partition -o`` and ``sinfo -h -o SINFO_PARTITION_FORMAT``, by name."""
+    """``scontrol show partition -o`` and ``sinfo -h -o argv.SINFO_PARTITION_FORMAT``, by name."""
     gres: dict[str, set[str]] = {}
     for line in sinfo.splitlines():
         parts = line.split("|")

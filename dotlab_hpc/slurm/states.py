@@ -148,3 +148,39 @@ class JobInfo:
     def base_id(self) -> str:
         """The id sbatch printed for this job: ``12`` for array task ``12_3``."""
         return base_job_id(self.job_id)
+
+
+PENDING_REASONS = {
+    "Resources": "waiting for free resources on the nodes",
+    "Priority": "waiting behind jobs with higher priority",
+    "None": "just submitted; the scheduler has not looked at it yet",
+    "BeginTime": "waiting for its start time",
+    "Dependency": "waiting for another job to finish",
+    "DependencyNeverSatisfied": "its dependency can never be met; cancel it",
+    "JobHeldUser": "held by you (scontrol release)",
+    "JobHeldAdmin": "held by an administrator",
+    "ReqNodeNotAvail": "the nodes it needs are down, drained or reserved",
+    "PartitionDown": "the partition is down",
+    "PartitionTimeLimit": "its time limit is above the partition's maximum; it will never start",
+    "PartitionNodeLimit": "it asks for more nodes than the partition allows",
+    "QOSMaxGRESPerUser": "you already use the most GPUs (GRES) your QOS allows; it starts when"
+    " one of your GPU jobs ends",
+    "QOSMaxCpuPerUserLimit": "you already use the most CPUs your QOS allows",
+    "QOSMaxJobsPerUserLimit": "you already run the most jobs your QOS allows",
+    "QOSMaxMemoryPerUser": "you already use the most memory your QOS allows",
+    "QOSGrpGRES": "the QOS's shared GPU limit is reached",
+    "AssocGrpCpuLimit": "your account's CPU limit is reached",
+    "AssocGrpGRES": "your account's GPU limit is reached",
+    "AssocMaxJobsLimit": "your account runs the most jobs it may",
+    "AssocGrpMemLimit": "your account's memory limit is reached",
+    "Reservation": "waiting for its reservation",
+    "launch failed requeued held": "the launch failed and the job was held",
+}
+
+
+def explain_reason(reason: str | None) -> str:
+    """A pending reason in plain words (the Slurm code in brackets)."""
+    if not reason:
+        return ""
+    plain = PENDING_REASONS.get(reason)
+    return f"{plain} ({reason})" if plain else reason

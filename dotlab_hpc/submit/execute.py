@@ -22,7 +22,7 @@ from ..rundir.events import Logger, event
 from ..rundir.files import submission_file
 from ..rundir.names import SCRIPT_NAME
 from ..rundir.records import ClaimRecord
-from ..slurm.argv import array_ranges, sbatch_argv
+from ..slurm.argv import array_value, sbatch_argv
 from ..slurm.client import SlurmClient
 from ..slurm.jobids import task_job_id
 from .files import NewRuns, share_file, write_new_files
@@ -59,8 +59,7 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
 
 def array_spec(runs: Sequence[PlannedRun], limit: int | None) -> str:
     """sbatch --array: the runs' task ids as ranges, and the ``%N`` throttle when asked."""
-    spec = array_ranges([r.task for r in runs if r.task is not None])
-    return f"{spec}%{limit}" if limit else spec
+    return array_value([r.task for r in runs if r.task is not None], limit)
 
 
 def submission_argv(

@@ -24,6 +24,7 @@ from ..manifest import models as manifest_mod
 from ..manifest.models import Manifest
 from ..render.spec import DEFAULT_MARGIN_S, DEFAULT_SCRATCH_ROOT
 from ..rundir.names import ENDS_ROOT, ENDS_SUBDIR, SLURM_LOG, new_batch_id, new_run_id
+from ..slurm.argv import array_task_output, output_path
 from ..verify.overlap import check_overlaps
 
 
@@ -133,9 +134,9 @@ class Plan:
     def slurm_output(self, part: int = 0) -> str:
         """sbatch --output: the run directory's slurm.out (``%a`` is the array task id)."""
         if self.batch is None or self.runs_root is None:
-            return _slurm_pattern(self.runs[0].run_dir / SLURM_LOG)
+            return output_path(self.runs[0].run_dir / SLURM_LOG)
         prefix = f"{self.batch}.{part}" if self.parts > 1 else self.batch
-        return _slurm_pattern(self.runs_root) + f"/{prefix}-%a/{SLURM_LOG}"
+        return array_task_output(self.runs_root, prefix, SLURM_LOG)
 
 
 def _safe_path(p: Path, what: str) -> Path:
@@ -143,11 +144,6 @@ def _safe_path(p: Path, what: str) -> Path:
     if any(c in text for c in "\n\r\\\0"):
         raise UsageError(f"{what} {text!r}: paths with newlines or backslashes are not supported")
     return p
-
-
-def _slurm_pattern(p: Path) -> str:
-    """A path for sbatch --output, with Slurm's % patterns escaped."""
-    return str(p).replace("%", "%%")
 
 
 def _existing_dir(p: Path, flag: str) -> Path:

@@ -81,7 +81,6 @@ class VerifyReport:
         return {"ok": self.ok, "checks": [c.to_json() for c in self.checks]}
 
 
-# --------------------------------------------------------------------------- hashing paths
 # --------------------------------------------------------------------------- datasets
 def _locate(data_dir: Path, rel: str) -> Path:
     """``data_dir/rel`` with no symlink on the way; refuse one that leaves ``data_dir``."""

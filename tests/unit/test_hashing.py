@@ -162,3 +162,14 @@ def test_memory_is_bounded_by_the_buffers_not_the_file(tmp_path: Path) -> None:
 
 def test_cpu_count_is_within_bounds() -> None:
     assert 1 <= hashing.cpu_count() <= hashing.MAX_WORKERS
+
+
+def test_the_read_buffers_start_on_a_page_boundary() -> None:
+    """A read copies whole pages into them (a bytearray's data starts inside its first page)."""
+    import ctypes
+    import mmap
+
+    for size in (hashing.BUFFER_SIZE, 4096, 12345):
+        buf = hashing.page_aligned(size)
+        assert len(buf) == size and not buf.readonly
+        assert ctypes.addressof(ctypes.c_char.from_buffer(buf)) % mmap.PAGESIZE == 0

@@ -9,10 +9,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dotlab_hpc.follow.states import explain_reason
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.slurm.client import SlurmClient
+from dotlab_hpc.slurm.states import explain_reason
 from tests.support.expect import poll_once
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
