@@ -82,7 +82,8 @@ def _live_table() -> Callable[[list[RunState]], None] | None:
 
 # --------------------------------------------------------------------------- inputs
 def _cmd_validate(args: argparse.Namespace) -> int:
-    api.validate(args.manifest)
+    for warning in api.validate(args.manifest):
+        _print_error(f"warning: {warning}")
     return 0
 
 

@@ -34,25 +34,39 @@ def load_manifest(path: PathLike) -> Manifest:
     return load(Path(path))
 
 
-def validate(paths: Sequence[PathLike]) -> None:
-    """``dotlab-hpc validate``: ``ManifestError`` with one line per problem of every file.
+def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
+    """``dotlab-hpc validate``: ``ManifestError`` with one line per problem of every file; else
+    the warnings (a target with no tolerance at all), one line each.
 
-    A good manifest is decided by pydantic-core alone (no model is built); the models word what
-    is wrong in a bad one.
+    ``paths``: one manifest or a list of them. A good manifest is decided by pydantic-core alone
+    (no model is built); the models word what is wrong in a bad one.
     """
     from ..errors import ManifestError
-    from ..manifest.light import is_valid_file
+    from ..manifest.light import is_valid_data
+    from ..manifest.parse import read_document
+    from ..manifest.rules import tolerance_warnings
 
     problems: list[str] = []
-    for p in paths:
+    warnings: list[str] = []
+    for p in as_path_list(paths):
         try:
-            if is_valid_file(p):
+            _, data, label = read_document(p)
+            if is_valid_data(data):
+                warnings += tolerance_warnings(data, label)
                 continue
             load_manifest(p)
         except ManifestError as e:
             problems += e.problems
     if problems:
         raise ManifestError(problems)
+    return warnings
+
+
+def as_path_list(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
+    """One path or a sequence of them → a list (a ``str`` is one path, never its characters)."""
+    if isinstance(paths, str | bytes | os.PathLike):
+        return [paths]
+    return list(paths)
 
 
 def schema() -> dict[str, Any]:

@@ -71,51 +71,73 @@ Tolerance = Annotated[StrictFloat, AfterValidator(valid_non_negative)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # use_attribute_docstrings: the string under each field is its description in `schema`
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+    )
 
 
 class CodeSpec(_Frozen):
     """The analysis code: a git checkout pinned by commit."""
 
     commit: Annotated[StrictStr, AfterValidator(valid_commit)]
+    """The full commit id the checkout must be at (as `git rev-parse HEAD` prints it)."""
     repo: SingleLine | None = None
+    """Where the code can be fetched from; informational."""
     working_dir: RelPath | None = None
+    """The folder in the checkout the entrypoint starts in (default: the checkout's top)."""
 
 
 class DatasetSpec(_Frozen):
     """One dataset below ``--data-dir``, pinned by sha256 (docs/contract.md §3 for directories)."""
 
     name: Name
+    """A name for the dataset, unique within the manifest."""
     path: RelPath
+    """A file or folder, relative to --data-dir; $DOTLAB_DATA_DIR/<path> in the container."""
     sha256: Annotated[StrictStr, AfterValidator(valid_sha256)]
+    """Its sha256 as `dotlab-hpc hash PATH` prints it; 'sha256:' optional."""
 
 
 class BuildSpec(_Frozen):
     """What ``render``/``build`` turn into an Apptainer .def (Bootstrap docker)."""
 
     from_: Annotated[StrictStr, AfterValidator(valid_pinned_from)] = Field(alias="from")
+    """The pinned base: docker://NAME@sha256:<hex> or localimage:FILE.sif@sha256:<hex>."""
     post: SectionText | None = None
+    """The .def's %post section: shell commands run once at build time."""
     environment: SectionText | None = None
+    """The .def's %environment section."""
     files: tuple[Annotated[SingleLine, AfterValidator(valid_section_text)], ...] = ()
+    """The .def's %files lines ('SOURCE DEST')."""
     labels: dict[LabelKey, SingleLine] = Field(default_factory=dict)
+    """Extra image labels; the dotlab.* labels are the tool's own."""
     runscript: SectionText | None = None
+    """The .def's %runscript section."""
     test: SectionText | None = None
+    """The .def's %test section."""
     help: SectionText | None = None
+    """The .def's %help section."""
 
 
 class ImageSpec(_Frozen):
     """The container image: a .sif pinned by the sha256 of its bytes."""
 
     digest: Annotated[StrictStr, AfterValidator(valid_image_digest)]
+    """sha256:<hex> of the .sif's bytes; `dotlab-hpc build M -o F.sif --pin` writes it."""
     build: BuildSpec | None = None
+    """How `dotlab-hpc build` makes the image (an Apptainer .def from a pinned base)."""
 
 
 class TargetSpec(_Frozen):
     """A number the analysis must reproduce: ``|actual - value| <= abs_tol + rel_tol*|value|``."""
 
     value: Number
+    """The number the paper reports."""
     abs_tol: Tolerance = 0.0
+    """Absolute tolerance (default 0)."""
     rel_tol: Tolerance = 0.0
+    """Relative tolerance, a fraction of |value| (default 0)."""
 
 
 class ResourcesSpec(_Frozen):
@@ -124,15 +146,24 @@ class ResourcesSpec(_Frozen):
     time: Annotated[
         StrictStr | StrictInt, AfterValidator(valid_time), BeforeValidator(valid_time_type)
     ]
+    """How long the entrypoint may run: "[D-]HH:MM:SS" or minutes."""
     cpus: Annotated[StrictInt, Field(ge=1, le=4096)] = 1
+    """CPU cores for the job (default 1)."""
     memory: Annotated[StrictStr, AfterValidator(valid_memory)] = "4G"
+    """Memory for the job, with a K, M, G or T suffix (default 4G)."""
     gpus: Annotated[StrictInt, Field(ge=0, le=64)] = 0
+    """GPUs for the job (default 0); more than 0 makes this a GPU claim (--nv, nvidia-smi probe)."""
     # the GPU model the claim needs, Slurm's GRES type: sent as --gres=gpu:TYPE:N
     gpu_type: Annotated[StrictStr, AfterValidator(valid_gpu_type)] | None = None
+    """The GPU model the claim needs, Slurm's GRES type: asked as --gres=gpu:TYPE:N."""
     partition: SlurmWord | None = None
+    """The Slurm partition the authors used (a default; a site's setting wins)."""
     account: SlurmWord | None = None
+    """The Slurm account the authors used (a default)."""
     qos: SlurmWord | None = None
+    """The Slurm QOS the authors used (a default)."""
     constraint: SlurmWord | None = None
+    """A Slurm node constraint (a default)."""
 
     @property
     def time_s(self) -> int:
@@ -154,8 +185,11 @@ class SandboxSpec(_Frozen):
     """
 
     writable_tmpfs: StrictBool = True
+    """Give the container a writable overlay in memory, discarded at exit (default true)."""
     network: Literal["none"] = "none"
+    """Only 'none': the container has no network."""
     scratch: Annotated[StrictStr, AfterValidator(valid_memory)] | None = None
+    """Node-local disk space for /tmp beyond Apptainer's 64 MiB tmpfs (K, M, G, T)."""
 
     @property
     def scratch_mib(self) -> int | None:
@@ -167,16 +201,27 @@ class ManifestSpec(_Frozen):
     """A claim: pinned inputs, how to run the analysis, and the numbers it must produce."""
 
     version: Annotated[Literal[1], BeforeValidator(valid_version_one)]
+    """The manifest format's version: 1."""
     claim: Name
+    """The claim's id: letters, digits, '.', '_', '-' (at most 64)."""
     title: SingleLine | None = None
+    """What the claim is, for people (e.g. 'Table 2, row 3')."""
     code: CodeSpec
+    """The analysis code, a git checkout pinned by commit; read-only at /work/code."""
     data: tuple[DatasetSpec, ...] = ()
+    """The datasets, each pinned by sha256; read-only at $DOTLAB_DATA_DIR (/work/data)."""
     image: ImageSpec
+    """The Apptainer image (.sif), pinned by the sha256 of its bytes."""
     entrypoint: Annotated[StrictStr, AfterValidator(valid_entrypoint)]
+    """Run with `sh -c` in the container; it must write $DOTLAB_OUT_DIR/results.json."""
     seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
+    """Exported to the analysis as DOTLAB_SEED."""
     targets: dict[Name, TargetSpec] = Field(min_length=1)
+    """The numbers results.json must hold: name -> {value, abs_tol, rel_tol}."""
     resources: ResourcesSpec
+    """What the job asks Slurm for."""
     sandbox: SandboxSpec = SandboxSpec()
+    """How the container is isolated."""
 
     @model_validator(mode="after")
     def _unique_datasets(self) -> ManifestSpec:

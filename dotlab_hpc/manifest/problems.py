@@ -110,6 +110,11 @@ def _problem(err: Any, root: type[BaseModel]) -> tuple[tuple[str | int, ...], st
             msg += " (put quotes around it)"
     else:
         msg = _MESSAGES.get(kind, err["msg"])
+    if kind == "missing" and loc == ("image", "digest"):
+        msg += (
+            "; build the image and pin it with `dotlab-hpc build MANIFEST -o claim.sif --pin`,"
+            " or pin an image you have: `dotlab-hpc hash F.sif`"
+        )
     return loc, f"name {msg}" if about_key else msg
 
 

@@ -42,7 +42,6 @@ MAX_ENTRYPOINT_BYTES = 64 * 1024
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HEX64_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-IMAGE_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 # Slurm partition/account/qos names and constraint expressions: no whitespace, quotes or shell
 # metacharacters beyond the constraint operators Slurm documents (&, |, [], *, :, !).
 SLURM_WORD_RE = re.compile(r"[A-Za-z0-9_.,:&|!*\[\]()+-]{1,128}")
@@ -69,19 +68,35 @@ def valid_commit(v: str) -> str:
     return low
 
 
+def bare_sha256(v: str) -> str | None:
+    """``v`` as 64 lowercase hex digits when it is a sha256 with or without ``sha256:``, else None.
+
+    One digest form is accepted everywhere: ``dotlab-hpc hash`` prints bare hex, ``build`` prints
+    ``sha256:<hex>``; either may be pasted into either field, in either case.
+    """
+    low = v.lower()
+    hexpart = low[7:] if low.startswith("sha256:") else low
+    return hexpart if HEX64_RE.fullmatch(hexpart) else None
+
+
 def valid_sha256(v: str) -> str:
-    if not HEX64_RE.fullmatch(v):
-        raise ValueError("must be 64 lowercase hex digits (as `dotlab-hpc hash PATH` prints)")
-    return v
+    hexpart = bare_sha256(v)
+    if hexpart is None:
+        raise ValueError(
+            "must be a sha256: 64 hex digits, with or without 'sha256:'"
+            " (as `dotlab-hpc hash PATH` prints)"
+        )
+    return hexpart
 
 
 def valid_image_digest(v: str) -> str:
-    if not IMAGE_DIGEST_RE.fullmatch(v):
+    hexpart = bare_sha256(v)
+    if hexpart is None:
         raise ValueError(
-            "must be 'sha256:' and 64 lowercase hex digits, the sha256 of the .sif file's bytes;"
-            " tags and names are not pinned"
+            "must be the sha256 of the .sif file's bytes: 'sha256:' and 64 hex digits (as"
+            " `dotlab-hpc build` and `dotlab-hpc hash F.sif` print); tags and names are not pinned"
         )
-    return v
+    return "sha256:" + hexpart
 
 
 def valid_pinned_from(v: str) -> str:
@@ -306,3 +321,19 @@ def check_unique_datasets(names: Any) -> None:
         if name in seen:
             raise LocatedError(("data", i, "name"), f"duplicate dataset name {name!r}")
         seen.add(name)
+
+
+def tolerance_warnings(data: Any, label: str) -> list[str]:
+    """One line per target of a valid manifest's data that has no tolerance at all.
+
+    Valid, but only a bit-for-bit equal float reproduces it: rarely what an author means.
+    """
+    targets = data.get("targets") if isinstance(data, dict) else None
+    if not isinstance(targets, dict):
+        return []
+    return [
+        f"{label}: targets.{name}: no tolerance (abs_tol and rel_tol are 0): only an exact"
+        " match reproduces; add abs_tol or rel_tol, or write abs_tol: 0 to mean it"
+        for name, t in targets.items()
+        if isinstance(t, dict) and "abs_tol" not in t and "rel_tol" not in t
+    ]

@@ -32,7 +32,20 @@ def bad_manifest(tmp_path: Path) -> Path:
 
 
 def test_good_manifests_exit_0_and_print_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "validate", *GOOD) == (0, "", "")
+    assert run(capsys, "validate", *GOOD[:2]) == (0, "", "")
+
+
+def test_a_target_without_tolerance_is_a_warning_on_stderr_exit_0(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """minimal.yaml's `accuracy: {value: 0.9}`: valid, but only an exact float reproduces it."""
+    code, out, err = run(capsys, "validate", MANIFESTS / "minimal.yaml")
+    assert (code, out) == (0, "")
+    assert err == (
+        f"{PREFIX}warning: {MANIFESTS / 'minimal.yaml'}: targets.accuracy: no tolerance (abs_tol"
+        " and rel_tol are 0): only an exact match reproduces; add abs_tol or rel_tol, or write"
+        " abs_tol: 0 to mean it\n"
+    )
 
 
 def test_bad_manifest_exits_2_with_one_line_per_problem(
@@ -118,3 +131,18 @@ def test_schema_is_json_that_forbids_unknown_keys(capsys: pytest.CaptureFixture[
     assert "from" in build
     assert "from_" not in build
     assert "from" in models["BuildSpec"]["required"]
+
+
+def test_schema_describes_every_field(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "schema")
+    assert code == 0
+    schema = json.loads(out)
+    models = [schema, *schema["$defs"].values()]
+    missing = [
+        f"{model.get('title')}.{name}"
+        for model in models
+        for name, field in model.get("properties", {}).items()
+        if not field.get("description")
+    ]
+    assert missing == []
+    assert len([1 for m in models for _ in m.get("properties", {})]) >= 40
