@@ -135,7 +135,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from .printers.reports import pin_lines
 
     res = api.build(args.manifest, args.output, apptainer=args.apptainer, force=args.force,
-                    lock=args.lock, sign_image=args.sign_image)  # fmt: skip
+                    lock=args.lock, sign_image=args.sign_image, pin=args.pin)  # fmt: skip
     sys.stdout.flush()
     if not res.embedded_def_matches:
         _print_error(

@@ -191,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", action="store_true", help="replace an existing image and .def")
     p.add_argument(
+        "--pin",
+        action="store_true",
+        help="write the new image's digest into the manifest's image.digest (comments and"
+        " layout kept); the manifest may leave image.digest out until then",
+    )
+    p.add_argument(
         "--sign-image",
         type=Path,
         metavar="KEY",

@@ -176,16 +176,28 @@ def build(
     force: bool = False,
     lock: bool = False,
     sign_image: PathLike | None = None,
+    pin: bool = False,
 ) -> BuildResult:
     """``dotlab-hpc build``: render the .def, ``apptainer build --fakeroot`` (its output on the
-    terminal), maybe sign the image, and read the digest to pin."""
+    terminal), maybe sign the image, and read the digest to pin; ``pin`` writes it into the
+    manifest's ``image.digest``. The manifest may leave ``image.digest`` out: it is what this makes.
+    """
+    import dataclasses
+
     from ..clock import SystemClock
+    from ..manifest.pin import load_for_build, pin_image_digest
     from ..proc import SubprocessRunner
     from ..render.build import build_image
 
-    return build_image(load_manifest(manifest), Path(output), runner=SubprocessRunner(),
-                       now=SystemClock().now(), apptainer=apptainer, force=force, lock=lock,
-                       sign_key=None if sign_image is None else Path(sign_image))  # fmt: skip
+    m, unpinned = load_for_build(Path(manifest))
+    res = build_image(m, Path(output), runner=SubprocessRunner(), now=SystemClock().now(),
+                      apptainer=apptainer, force=force, lock=lock,
+                      sign_key=None if sign_image is None else Path(sign_image))  # fmt: skip
+    res = dataclasses.replace(res, unpinned=unpinned)
+    if pin and not res.manifest_pins_it:
+        pin_image_digest(m.path, res.digest, expect_raw=m.raw)
+        res = dataclasses.replace(res, pinned=True)
+    return res
 
 
 def inspect(sif: PathLike, *, digest: bool = True) -> SifImage:

@@ -121,11 +121,13 @@ def pin_lines(res: BuildResult, manifest: Path) -> str:
     lines = [f"built {res.image} ({res.size} bytes) from {res.deffile}", f"digest: {res.digest}"]
     if res.lock is not None:
         lines.append(f"lock file: {res.lock}")
+    if res.pinned:
+        lines.append(f"pinned: {manifest} image.digest is now {res.digest}")
     elif res.manifest_pins_it:
         lines.append(f"{manifest} already pins this image")
-    else:
-        lines.append(f"pin it in {manifest} (replacing image.digest):")
+    elif res.lock is None:
+        lines.append(f"pin it in {manifest} (or build again with --pin):")
     text = "\n".join(lines) + "\n"
-    if res.lock is None and not res.manifest_pins_it:
+    if res.lock is None and not res.manifest_pins_it and not res.pinned:
         text += manifest_snippet(res.digest)
     return text

@@ -67,6 +67,8 @@ class BuildResult:
     lock: Path | None
     manifest_digest: str
     embedded_def_matches: bool
+    unpinned: bool = False  # the manifest had no image.digest yet
+    pinned: bool = False  # ``--pin`` wrote this digest into the manifest
 
     @property
     def manifest_pins_it(self) -> bool:

@@ -18,6 +18,7 @@ from ..container.deffile import (
 )
 from ..errors import UsageError
 from ..manifest.models import Manifest
+from ..manifest.pin import unpinned_sha256
 from .templates import environment, view_fields
 
 
@@ -45,7 +46,7 @@ def def_view(manifest: Manifest) -> DefView:
         )
     labels = [
         ("dotlab.claim", manifest.spec.claim),
-        ("dotlab.manifest.sha256", manifest.sha256),
+        ("dotlab.manifest.sha256", unpinned_sha256(manifest)),
         *sorted(build.labels.items()),
     ]
     sections: list[tuple[str, str]] = []

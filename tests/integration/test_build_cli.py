@@ -117,3 +117,35 @@ def test_build_needs_image_build(tmp_path: Path) -> None:
     path.write_text(text[: text.index("  build:")] + text[text.index("entrypoint:") :])
     cp = cli("build", path, "-o", tmp_path / "x.sif", "--apptainer", STANDIN)
     assert cp.returncode == 2 and "image.build is not set" in cp.stderr
+
+
+def test_build_before_the_image_exists_then_pin(manifest: Path, tmp_path: Path) -> None:
+    """The newcomer's path: no image.digest yet; build --pin writes it, comments kept."""
+    text = manifest.read_text()
+    old = re.search(r"^  digest: (sha256:[0-9a-f]{64})\n", text, re.MULTILINE)
+    assert old is not None
+    manifest.write_text(text.replace(old.group(0), ""))
+    refused = cli("validate", manifest)
+    assert refused.returncode == 2
+    assert "image.digest: required field is missing; build the image and pin it" in refused.stderr
+
+    out = tmp_path / "claim.sif"
+    cp = cli("build", manifest, "-o", out, "--apptainer", STANDIN)  # no --pin: says how
+    assert cp.returncode == 0, cp.stderr
+    assert "(or build again with --pin)" in cp.stdout
+    assert "image.digest: required" in cli("validate", manifest).stderr  # not written
+
+    cp = cli("build", manifest, "-o", out, "--apptainer", STANDIN, "--force", "--pin")
+    assert cp.returncode == 0, cp.stderr
+    digest = "sha256:" + sha256sum(out)
+    assert f"pinned: {manifest} image.digest is now {digest}" in cp.stdout
+    assert manifest.read_text() == text.replace(old.group(1), digest)  # every other byte kept
+    assert cli("validate", manifest).returncode == 0
+
+    # the image's dotlab.manifest.sha256 label is the same before and after the pin: a rebuild
+    # of the pinned manifest renders the very same .def (the SIF's own header still differs)
+    deffile = tmp_path / "claim.def"
+    before = deffile.read_text()
+    again = cli("build", manifest, "-o", out, "--apptainer", STANDIN, "--force", "--pin")
+    assert again.returncode == 0, again.stderr
+    assert deffile.read_text() == before

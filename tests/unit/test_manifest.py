@@ -783,7 +783,8 @@ def test_a_target_without_tolerance_is_warned_about_not_refused() -> None:
         f"{LABEL}: targets.loss: no tolerance (abs_tol and rel_tol are 0): only an exact match"
         " reproduces; add abs_tol or rel_tol, or write abs_tol: 0 to mean it"
     ]
-    assert rules_mod.tolerance_warnings(mutate("targets.loss", {"value": 5.5, "abs_tol": 0}), LABEL) == []
+    zero = mutate("targets.loss", {"value": 5.5, "abs_tol": 0})
+    assert rules_mod.tolerance_warnings(zero, LABEL) == []
     assert rules_mod.tolerance_warnings(good(), LABEL) == []
 
 
