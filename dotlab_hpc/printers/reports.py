@@ -38,7 +38,9 @@ def verify_table(report: VerifyReport) -> str:
         if c.path and c.kind == "dataset":
             detail = f"{c.path}: {detail}"
         rows.append((c.kind, c.name, "ok" if c.ok else "MISMATCH", detail))
-    return "\n".join(table(rows, ("CHECK", "NAME", "RESULT", "DETAIL"))) + "\n"
+    lines = table(rows, ("CHECK", "NAME", "RESULT", "DETAIL"))
+    lines += [f"fix: {fix}" for fix in report.fixes()]
+    return "\n".join(lines) + "\n"
 
 
 def _short(value: str) -> str:

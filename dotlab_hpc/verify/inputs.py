@@ -14,6 +14,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from shlex import quote
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
@@ -42,6 +43,7 @@ class Check:
     ok: bool
     reason: str  # "" when ok, else a short sentence naming expected and actual
     path: str = ""
+    fix: str = ""  # when not ok: what to run (or do) to fix it, for people
 
     def line(self) -> str:
         """``dataset train (train.csv): expected sha256 9f86…, got 3a1b…``."""
@@ -58,6 +60,7 @@ class Check:
             "actual": self.actual,
             "ok": self.ok,
             "reason": self.reason,
+            "fix": self.fix,
         }
 
 
@@ -75,6 +78,10 @@ class VerifyReport:
     def mismatches(self) -> list[str]:
         """One line per failed check, naming expected and actual."""
         return [c.line() for c in self.checks if not c.ok]
+
+    def fixes(self) -> list[str]:
+        """What fixes the failed checks, one line each, without repeats."""
+        return list(dict.fromkeys(c.fix for c in self.checks if not c.ok and c.fix))
 
     def to_json(self) -> dict[str, Any]:
         """``{"ok": …, "checks": […]}`` for ``verify --json`` and the record."""
@@ -132,7 +139,8 @@ def _dataset_checks(
         else:
             ok = got == d.sha256
             reason = "" if ok else f"expected sha256 {d.sha256}, got {got}"
-            checks.append(Check("dataset", d.name, d.sha256, got, ok, reason, d.path))
+            fix = "" if ok else dataset_fix(data_dir, d.path, i)
+            checks.append(Check("dataset", d.name, d.sha256, got, ok, reason, d.path, fix))
     return checks, (hashed[-1] if image is not None else None)
 
 
@@ -143,7 +151,11 @@ def _image_check(expected: str, path: Path, result: str | Refused) -> Check:
     actual = f"sha256:{result}"
     ok = actual == expected
     reason = "" if ok else f"expected {expected}, got {actual}"
-    return Check("image", path.name, expected, actual, ok, reason, str(path))
+    fix = "" if ok else (
+        f"use the image the manifest pins; if this one is meant, pin it: image.digest: {actual}"
+        " (or rebuild and pin: dotlab-hpc build MANIFEST -o F.sif --pin)"
+    )  # fmt: skip
+    return Check("image", path.name, expected, actual, ok, reason, str(path), fix)
 
 
 def _plan_image(path: Path) -> Tree | Refused:
@@ -190,15 +202,46 @@ def check_checkout(
         )
     ok = head == commit
     commit_check = Check(
-        "code", "commit", commit, head, ok, "" if ok else f"expected {commit}, got {head}", shown
-    )
+        "code", "commit", commit, head, ok, "" if ok else f"expected {commit}, got {head}", shown,
+        "" if ok else f"git -C {quote(shown)} checkout {commit}",
+    )  # fmt: skip
     if not changes:
         return commit_check, Check("code", "worktree", "clean", "clean", True, "", shown)
     n = len(changes)
     listed = ", ".join(changes[:MAX_LISTED_CHANGES]) + (", …" if n > MAX_LISTED_CHANGES else "")
     actual = f"{n} change" + ("s" if n != 1 else "")
     return commit_check, Check(
-        "code", "worktree", "clean", actual, False, f"expected clean, got {actual}: {listed}", shown
+        "code", "worktree", "clean", actual, False, f"expected clean, got {actual}: {listed}",
+        shown, worktree_fix(shown, changes),
+    )  # fmt: skip
+
+
+def worktree_fix(shown: str, changes: list[str]) -> str:
+    """What to run for a dirty checkout: files that are not the commit's are listed and removed
+    with ``git clean`` (ignored ones count: they would be visible at /work/code), changed ones
+    committed or stashed."""
+    d = quote(shown)
+    extra = any(c.startswith(("?? ", "!! ")) for c in changes)
+    changed = any(not c.startswith(("?? ", "!! ")) for c in changes)
+    parts = []
+    if extra:
+        parts.append(
+            f"files the commit does not have (ignored ones count): list them with"
+            f" `git -C {d} clean -ndx`, remove them with `git -C {d} clean -fdx`"
+        )
+    if changed:
+        parts.append(f"changes: commit them, or put them away with `git -C {d} stash`")
+    if any("__pycache__" in c or c.endswith(".pyc") for c in changes):
+        parts.append("run Python here with PYTHONDONTWRITEBYTECODE=1 to keep it clean")
+    return "; ".join(parts)
+
+
+def dataset_fix(data_dir: Path, rel: str, index: int) -> str:
+    """What to run when a dataset's hash differs."""
+    path = quote(str(data_dir / rel))
+    return (
+        f"if {rel} changed on purpose, pin it again: `dotlab-hpc hash {path}` and write that"
+        f" into data[{index}].sha256; else restore the pinned data"
     )
 
 

@@ -189,3 +189,31 @@ def test_checkout_moved_on(setup: Setup) -> None:
     commit_row = cp.stdout.splitlines()[3]
     assert commit_row.split()[:3] == ["code", "commit", "MISMATCH"]
     assert commit_row.endswith(f"expected {setup.commit}, got {head}")
+
+
+def test_each_mismatch_prints_the_command_that_fixes_it(setup: Setup) -> None:
+    """A moved HEAD, a __pycache__ left by running the analysis once, changed data."""
+    (setup.code / "run.py").write_text("print(2)\n")
+    git(setup.code, "commit", "-qam", "later")
+    (setup.code / "__pycache__").mkdir()
+    (setup.code / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (setup.data / "train.csv").write_bytes(b"changed\n")
+    cp = dotlab(*setup.args())
+    assert cp.returncode == 1
+    fixes = [line for line in cp.stdout.splitlines() if line.startswith("fix: ")]
+    code, data = str(setup.code), str(setup.data / "train.csv")
+    assert fixes == [
+        f"fix: if train.csv changed on purpose, pin it again: `dotlab-hpc hash {data}` and"
+        " write that into data[0].sha256; else restore the pinned data",
+        f"fix: git -C {code} checkout {setup.commit}",
+        "fix: files the commit does not have (ignored ones count): list them with"
+        f" `git -C {code} clean -ndx`, remove them with `git -C {code} clean -fdx`; run Python"
+        " here with PYTHONDONTWRITEBYTECODE=1 to keep it clean",
+    ]
+    # each command does what it says: after them, verify passes for the code
+    subprocess.run(["git", "-C", code, "clean", "-fdx"], check=True, capture_output=True)
+    subprocess.run(["git", "-C", code, "checkout", "-q", setup.commit], check=True)
+    doc = json.loads(dotlab(*setup.args("--json")).stdout)
+    assert [c["name"] for c in doc["checks"] if not c["ok"]] == ["train"]
+    assert doc["checks"][0]["fix"].startswith("if train.csv changed on purpose")
+    assert all(c["fix"] == "" for c in doc["checks"] if c["ok"])

@@ -463,6 +463,7 @@ def test_table_and_json(tmp_path: Path) -> None:
         "actual": None,
         "ok": False,
         "reason": f"does not exist in --data-dir {data}",
+        "fix": "",
     }
 
 
