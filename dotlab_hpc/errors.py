@@ -77,11 +77,26 @@ class ProcTimeout(OperatorError):
 
 
 class SlurmError(OperatorError):
-    """Slurm refused or failed a request; ``retryable`` says whether trying again may help."""
+    """Slurm refused or failed a request; ``retryable`` says whether trying again may help.
 
-    def __init__(self, message: str, *, hint: str | None = None, retryable: bool = False) -> None:
+    ``argv`` is the command that failed (empty when none ran); ``before_controller`` is True when
+    the command failed before it could reach the controller (no configuration, a bad option),
+    so that no job can exist because of it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        retryable: bool = False,
+        argv: tuple[str, ...] = (),
+        before_controller: bool = False,
+    ) -> None:
         super().__init__(message, hint=hint)
         self.retryable = retryable
+        self.argv = argv
+        self.before_controller = before_controller
 
 
 class SifError(DotlabError):

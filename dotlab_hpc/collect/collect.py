@@ -116,6 +116,25 @@ def _since(f: RunFiles) -> datetime | None:
     )
 
 
+def never_submitted(reason: str) -> OperatorError:
+    """The error of a run that was never submitted: nothing ran, its folder can go."""
+    return OperatorError(
+        f"never submitted: {reason}; nothing ran, and this run directory can be deleted",
+        hint="fix what the message names, then submit the claim again",
+    )
+
+
+def slurm_unanswered(e: SlurmError | ProcTimeout) -> SlurmError:
+    """The error of a run whose job Slurm could not be asked about (squeue or sacct failed)."""
+    retry = "collect again once `squeue` answers" if e.retryable else "then collect again"
+    return SlurmError(
+        f"Slurm error: could not ask Slurm about this run's job: {e.message}",
+        hint=f"{e.hint}; {retry}" if e.hint else retry,
+        retryable=e.retryable,
+        argv=e.argv if isinstance(e, SlurmError) else (),
+    )
+
+
 def _orphan_jobs(todo: Sequence[RunFiles], client: SlurmClient, now: datetime) -> dict[Path, str]:
     """The job of each run whose submission.json was never written, found by its name."""
     orphans = [f for f in todo if f.submission is None]
@@ -208,21 +227,30 @@ def collect_runs(
         elif lost and rd.path in lost:
             err = lost_error(lost[rd.path])
             done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
+        elif (marked := rd.not_submitted()) is not None:  # sbatch failed; the folder was kept
+            err = never_submitted(marked.reason)
+            done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
         else:
             todo.append(read_facts(rd))
     infos: dict[str, JobInfo] = {}
     job_of = {f.run_dir.path: f.submission.job_id for f in todo if f.submission}
     stuck: dict[Path, str] = {}
+    unanswered: SlurmError | ProcTimeout | None = None
+    looked_up = False  # the runs without submission.json were looked up by name
     try:
         job_of.update(_orphan_jobs(todo, client, now))
+        looked_up = True
         if job_of:
             since = lookup_since((_since(f) for f in todo), now)
             infos = client.query(list(job_of.values()), since=since)
             infos = _settle(todo, job_of, infos, client, since=since, sleep=sleep,
                             settle_s=settle_s)  # fmt: skip
             stuck = _lost_runs(todo, job_of, infos, client, now=now, lost_s=lost_s)
-    except (SlurmError, ProcTimeout):
-        infos = {}  # the status files still decide; the record says the state is unknown
+    except (SlurmError, ProcTimeout) as e:
+        # a run whose job wrote its status file is decided by it (the record says the state is
+        # unknown); any other run gets this Slurm error, never "not listed yet" or "lost"
+        infos = {}
+        unanswered = e
     for f in todo:
         claim = f.manifest.spec.claim
         job_id = job_of.get(f.run_dir.path)
@@ -232,7 +260,16 @@ def collect_runs(
         try:
             if f.run_dir.path in stuck:
                 raise lost_error(stuck[f.run_dir.path])
+            if unanswered is not None and f.status is None:
+                raise slurm_unanswered(unanswered)
             sent = _since(f)
+            if (
+                job_id is None
+                and looked_up
+                and f.status is None
+                and not (sent and now - sent < NOT_YET_KNOWN_GRACE)
+            ):  # as ``status`` says (``follow.orphans``): no job under its name, never submitted
+                raise never_submitted(f"Slurm knows no job named {f.run.job_name}")
             if info is None and f.status is None and sent and now - sent < NOT_YET_KNOWN_GRACE:
                 # accounting hears of a job a moment after sbatch: not known yet is not lost
                 raise NotFinished(

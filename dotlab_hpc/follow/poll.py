@@ -77,6 +77,9 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
         done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record")
     elif status is not None:
         done = _from_status(rd, claim, job_id, status, record)
+    elif sub is None and (marked := rd.not_submitted()) is not None:  # sbatch failed for good
+        note = f"never submitted: {marked.reason}; the run directory can be deleted"
+        done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "run-dir")
     created = parse_ts(run.created_at) if sub is None else None
     return Local(
         rd, claim, run.run_id, job_id, run.job_name, run.task_index, submitted, created,

@@ -25,6 +25,7 @@ from .names import (
     LOCK,
     MAX_JSON_BYTES,
     MAX_MANIFEST_COPY_BYTES,
+    NOT_SUBMITTED_FILE,
     RECORD_FILE,
     RUN_FILE,
     SLURM_LOG,
@@ -34,7 +35,7 @@ from .names import (
 
 if TYPE_CHECKING:
     from ..manifest.models import Manifest
-    from .models import JobStatus, M, RunRecord, SubmissionRecord
+    from .models import JobStatus, M, NotSubmittedRecord, RunRecord, SubmissionRecord
     from .records import ClaimRecord
 
 
@@ -187,6 +188,12 @@ class RunDir:
     def _file_submission_head(self, source: str) -> SubmissionHead | None:
         """``submission.json`` as written (a whole array's, for a run of one), or None."""
         return shared_submission_head(source, lambda: self.read_bytes(SUBMISSION_FILE))
+
+    def not_submitted(self) -> NotSubmittedRecord | None:
+        """Why sbatch failed for this run, when its run directory was kept marked (else None)."""
+        from .models import NotSubmittedRecord
+
+        return self._read(NOT_SUBMITTED_FILE, NotSubmittedRecord)
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""

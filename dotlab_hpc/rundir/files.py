@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 from ..fsio.jsontext import canonical_json, json_line
 from ..fsio.write import FileBytes
 from .directory import RunDir
-from .names import DEF_NAME, EVENTS, FACTS_FILE, RUN_FILE, SUBMISSION_FILE
+from .names import DEF_NAME, EVENTS, FACTS_FILE, NOT_SUBMITTED_FILE, RUN_FILE, SUBMISSION_FILE
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ..manifest.models import Manifest
-    from .models import RunRecord, SubmissionRecord
+    from .models import NotSubmittedRecord, RunRecord, SubmissionRecord
     from .records import ClaimRecord
 
 
@@ -67,3 +67,8 @@ def run_file(rd: RunDir, run: RunRecord) -> FileBytes:
 def submission_file(rd: RunDir, sub: SubmissionRecord) -> FileBytes:
     """``submission.json`` of a run, for one batch write of a whole array's."""
     return (rd.file(SUBMISSION_FILE), _bookkeeping_bytes(sub), 0o644)
+
+
+def not_submitted_file(rd: RunDir, rec: NotSubmittedRecord) -> FileBytes:
+    """``not_submitted.json``: the mark of a run directory kept after sbatch failed."""
+    return (rd.file(NOT_SUBMITTED_FILE), _bookkeeping_bytes(rec), 0o644)

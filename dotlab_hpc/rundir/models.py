@@ -118,6 +118,18 @@ class SubmissionRecord(_Frozen):
         )
 
 
+class NotSubmittedRecord(_Frozen):
+    """``not_submitted.json``: sbatch failed for this run, and its run directory was kept (a
+    job could not be ruled out, or the folder could not be removed). ``status`` and
+    ``collect`` report such a run as never submitted; it can be deleted."""
+
+    failed_at: str
+    reason: str  # the one line sbatch's failure gave
+    sbatch_argv: tuple[str, ...]
+    kept_because: str  # why the run directory was not removed
+    jobs_found: tuple[str, ...] = ()  # jobs the lookup by name found under the run's job name
+
+
 class JobStatus(_Frozen):
     """``status.json``: the contract the job script's ``write_status`` writes (once, atomically).
 

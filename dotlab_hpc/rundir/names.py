@@ -12,6 +12,7 @@ Layout (all JSON written atomically; the status file is written by the job itsel
     ends/                   a single run's end-marker folder (an array's: <runs root>/.ends/<batch>)
     claim.def               the rendered .def (when image.build is set)
     submission.json         SubmissionRecord: the Slurm job id and the exact sbatch argv
+    not_submitted.json      NotSubmittedRecord: sbatch failed and the folder could not go
     status.json             JobStatus: the job's own account (phase, exit code, node, times)
     container.out/err       the container's stdout/stderr
     probe.out               the probe container's measurement of the sandbox
@@ -34,6 +35,10 @@ RUN_FILE = "run.json"
 
 
 SUBMISSION_FILE = "submission.json"
+
+
+# sbatch failed for good and the run directory could not be removed: never submitted
+NOT_SUBMITTED_FILE = "not_submitted.json"
 
 
 STATUS_FILE = "status.json"

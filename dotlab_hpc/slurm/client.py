@@ -30,7 +30,14 @@ from .argv import (
     squeue_by_name_argv,
     squeue_by_names_argv,
 )
-from .failures import accounting_disabled, classify_query_failure, classify_sbatch_failure
+from .failures import (
+    accounting_disabled,
+    classify_query_failure,
+    classify_sbatch_failure,
+    conf_error,
+    shown_command,
+    unreadable_conf,
+)
 from .jobids import base_job_id, check_job_ids
 from .parse import (
     parse_jobcomp,
@@ -123,21 +130,35 @@ class SlurmClient:
         self._jobcomp_known = False
         self._jobcomp: Path | None = None
         self._max_array_size: int | None = None
+        self._conf_ok = False  # SLURM_CONF found readable once (``_check_conf``)
 
     @property
     def accounting(self) -> bool | None:
         """Whether sacct works here: True, False (disabled), or None (not asked yet)."""
         return self._accounting
 
+    def _check_conf(self, argv: Sequence[str]) -> None:
+        """Refuse to run ``argv`` when SLURM_CONF names no readable file: every Slurm command
+        would retry reading it for 60 s before failing (``failures.unreadable_conf``)."""
+        if self._conf_ok:
+            return
+        why = unreadable_conf(self._env if self._env is not None else os.environ)
+        if why is not None:
+            raise conf_error(argv[0], why, argv)
+        self._conf_ok = True
+
     def _run(self, argv: Sequence[str]) -> Completed:
+        self._check_conf(argv)
         self.calls[argv[0]] += 1
         try:
             return self._runner.run(argv, timeout=self._timeout_s, env=self._env)
         except ProcTimeout as e:
             raise SlurmError(
-                f"{argv[0]} did not answer within {self._timeout_s:g} s",
+                f"{argv[0]} did not answer within {self._timeout_s:g} s"
+                f" (command: {shown_command(argv)})",
                 hint="the Slurm controller is slow or unreachable; try again later",
                 retryable=True,
+                argv=tuple(argv),
             ) from e
 
     def version(self) -> tuple[int, int]:
@@ -145,7 +166,7 @@ class SlurmClient:
         if self._version is None:
             done = self._run(sbatch_version_argv())
             if done.returncode != 0:
-                raise classify_query_failure("sbatch", done.returncode, done.stderr)
+                raise classify_query_failure("sbatch", done.returncode, done.stderr, done.argv)
             self._version = parse_sbatch_version(done.stdout)
         return self._version
 
@@ -159,19 +180,23 @@ class SlurmClient:
         return "NIL" if self.version() >= (23, 2) else "NONE"
 
     def submit(self, argv: Sequence[str]) -> str:
-        """Run an ``sbatch --parsable`` argv and return the job id; SlurmError if refused."""
+        """Run an ``sbatch --parsable`` argv and return the job id; SlurmError if refused
+        (naming the command, and what sbatch printed)."""
+        self._check_conf(argv)
         self.calls[argv[0]] += 1
         try:
             done = self._runner.run(argv, timeout=self._timeout_s, env=self._env)
         except ProcTimeout as e:
             raise SlurmError(
-                f"sbatch did not answer within {self._timeout_s:g} s",
+                f"sbatch did not answer within {self._timeout_s:g} s"
+                f" (command: {shown_command(argv)})",
                 hint="the job may have been created anyway: look it up by name before "
                 "submitting again",
                 retryable=True,
+                argv=tuple(argv),
             ) from e
         if done.returncode != 0:
-            raise classify_sbatch_failure(done.returncode, done.stderr)
+            raise classify_sbatch_failure(done.returncode, done.stderr, argv)
         return parse_sbatch_parsable(done.stdout)
 
     def query(self, job_ids: Sequence[str], *, since: datetime) -> dict[str, JobInfo]:
@@ -205,7 +230,7 @@ class SlurmClient:
                 self._accounting = False
                 return None
             if done.returncode != 0:
-                raise classify_query_failure("sacct", done.returncode, done.stderr)
+                raise classify_query_failure("sacct", done.returncode, done.stderr, done.argv)
             self._accounting = True
             out.update(parse_sacct(done.stdout))
         return out
@@ -218,7 +243,7 @@ class SlurmClient:
             if done.returncode != 0:
                 if INVALID_JOB_ID in done.stderr:
                     continue  # squeue fails like this only when asked for a single gone id
-                raise classify_query_failure("squeue", done.returncode, done.stderr)
+                raise classify_query_failure("squeue", done.returncode, done.stderr, done.argv)
             out.update(parse_squeue(done.stdout))
         return out
 
@@ -238,7 +263,7 @@ class SlurmClient:
         if not self._jobcomp_known:
             done = self._run(scontrol_show_config_argv())
             if done.returncode != 0:
-                raise classify_query_failure("scontrol", done.returncode, done.stderr)
+                raise classify_query_failure("scontrol", done.returncode, done.stderr, done.argv)
             config = parse_scontrol_show_config(done.stdout)
             loc = config.get("JobCompLoc", "")
             if config.get("JobCompType") == "jobcomp/filetxt" and loc.startswith("/"):
@@ -266,14 +291,14 @@ class SlurmClient:
         found: set[str] = set()
         done = self._run(squeue_by_name_argv(name))
         if done.returncode != 0:
-            raise classify_query_failure("squeue", done.returncode, done.stderr)
+            raise classify_query_failure("squeue", done.returncode, done.stderr, done.argv)
         found.update(info.base_id for info in parse_squeue(done.stdout).values())
         if self._accounting is not False:
             done = self._run(sacct_by_name_argv(name, since=since))
             if accounting_disabled(done.stdout) or accounting_disabled(done.stderr):
                 self._accounting = False
             elif done.returncode != 0:
-                raise classify_query_failure("sacct", done.returncode, done.stderr)
+                raise classify_query_failure("sacct", done.returncode, done.stderr, done.argv)
             else:
                 self._accounting = True
                 found.update(info.base_id for info in parse_sacct(done.stdout).values())
@@ -310,7 +335,7 @@ class SlurmClient:
         for chunk in _chunks(wanted, self._chunk):
             done = self._run(squeue_by_names_argv(chunk))
             if done.returncode != 0:
-                raise classify_query_failure("squeue", done.returncode, done.stderr)
+                raise classify_query_failure("squeue", done.returncode, done.stderr, done.argv)
             add(parse_squeue(done.stdout))
         rest = [n for n in wanted if n not in found]
         if rest and self._accounting is not False:
@@ -351,4 +376,4 @@ class SlurmClient:
             if done.returncode != 0 and not (
                 INVALID_JOB_ID in done.stderr or ALREADY_DONE in done.stderr
             ):
-                raise classify_query_failure("scancel", done.returncode, done.stderr)
+                raise classify_query_failure("scancel", done.returncode, done.stderr, done.argv)

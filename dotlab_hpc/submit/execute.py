@@ -26,7 +26,7 @@ from ..slurm.argv import array_value, sbatch_argv
 from ..slurm.client import SlurmClient
 from ..slurm.jobids import task_job_id
 from .files import NewRuns, share_file, write_new_files
-from .once import submit_once
+from .once import NotSubmitted, submit_once
 from .plan import Plan, PlannedRun, SubmitOptions, check_out_dirs, plan
 from .records import mismatch_record, submission_record, write_index
 
@@ -217,17 +217,22 @@ def execute(
                 client, argv, job_name=p.part_name(runs[0].part), since=now, clock=clock,
                 on_retry=on_retry,
             )  # fmt: skip
-        except DotlabError as e:
-            # this array's run directories stay (an sbatch that failed may still have made the
-            # job: its name finds it); the arrays never tried go
+        except NotSubmitted as e:
+            # the arrays never tried go; this array's run directories go only where no job can
+            # exist (no attempt reached the controller, or none is found under its name), and
+            # are kept marked never submitted otherwise
             writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
-            if k == 0:
-                raise
-            raise SlurmError(
-                f"{e.message} (array {k} of {len(sbatches)}: the claims from"
-                f" {runs[0].run_dir.name} on were not submitted; the arrays before it were)",
-                hint=e.hint,
-            ) from e
+            left = writing.not_submitted(runs, e, now, write_all)
+            which = "" if k == 0 else (
+                f" (array {k} of {len(sbatches)}: the claims from {runs[0].run_dir.name} on"
+                " were not submitted; the arrays before it were)"
+            )  # fmt: skip
+            raise SlurmError(f"{e.message}{which}; {left}", hint=e.hint, argv=e.argv) from e
+        except DotlabError:
+            # not sbatch's answer (a bug's error, say): leave the run directories, whose job
+            # names find any job, and take back the arrays never tried
+            writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
+            raise
         sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted,
                                 index=index)  # fmt: skip
         try:

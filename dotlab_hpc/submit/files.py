@@ -30,12 +30,13 @@ from ..fsio.write import (
 )
 from ..render.deffile import render_def
 from ..rundir.directory import RunDir
-from ..rundir.files import new_run_files
+from ..rundir.files import new_run_files, not_submitted_file
 from ..rundir.names import ENDS_SUBDIR, SCRIPT_NAME
 from .plan import missing_parents
 
 if TYPE_CHECKING:
     from ..rundir.records import ClaimRecord
+    from .once import NotSubmitted
     from .plan import Plan, PlannedRun
 
 
@@ -209,6 +210,63 @@ class NewRuns:
             for folder in reversed(self.made_ends):
                 _rmdir(folder)
 
+    def not_submitted(
+        self, runs: Sequence[PlannedRun], failure: NotSubmitted, now: datetime,
+        write_all: Writer,
+    ) -> str:  # fmt: skip
+        """The run directories of ``runs``, whose sbatch failed for good: removed where no job
+        can exist (``failure.no_job``), else kept and marked never submitted
+        (``not_submitted.json``), as is one that cannot be removed. Returns the words saying
+        which (the end of the error's one line)."""
+        kept: list[tuple[PlannedRun, str]] = []
+        if failure.no_job:
+            for r in runs:
+                why = _take_away(self.made_dirs.get(r.index))
+                if why is None:
+                    self.remove(unsubmitted=[r])
+                else:
+                    kept.append((r, f"it could not be removed: {why}"))
+        else:
+            if failure.jobs:
+                because = f"Slurm lists job {', '.join(failure.jobs)} under its name"
+            else:
+                because = failure.unsure or "a job could not be ruled out"
+            kept = [(r, because) for r in runs if r.index in self.made_dirs]
+        if not kept:
+            if not self.made_dirs:  # nothing of this submission is left: its folders go too
+                self.remove()
+            what = "run directory was" if len(runs) == 1 else f"{len(runs)} run directories were"
+            return f"nothing was submitted, and the {what} removed"
+        marked = self._mark(kept, failure, now, write_all)
+        first, because = kept[0]
+        where = one_line(first.run_dir) + (f" and {len(kept) - 1} more" if len(kept) > 1 else "")
+        how = "marked never submitted" if marked else "NOT marked (writing the mark failed)"
+        return (
+            f"the run directory {where} is kept, {how} ({because}); `dotlab-hpc status` and"
+            " `collect` report it as never submitted"
+        )
+
+    def _mark(
+        self, kept: Sequence[tuple[PlannedRun, str]], failure: NotSubmitted, now: datetime,
+        write_all: Writer,
+    ) -> bool:  # fmt: skip
+        """``not_submitted.json`` into each kept run directory; False when it could not be."""
+        from ..clock import utc_text
+        from ..rundir.models import NotSubmittedRecord
+
+        files = [
+            not_submitted_file(RunDir(r.run_dir), NotSubmittedRecord(
+                failed_at=utc_text(now), reason=one_line(failure.message),
+                sbatch_argv=failure.argv, kept_because=because, jobs_found=failure.jobs,
+            ))
+            for r, because in kept
+        ]  # fmt: skip
+        try:
+            write_all(files)
+        except (OSError, DotlabError):
+            return False
+        return True
+
     def failed_before_sbatch(self, e: BaseException) -> DotlabError:
         """One line: what could not be written, that nothing was submitted, what to do."""
         if isinstance(e, DotlabError) and not isinstance(e, WriteFailed):
@@ -233,6 +291,23 @@ class NewRuns:
             hint=f"{_advice(err)}; `dotlab-hpc status` finds the job by its name {job_name},"
             " and `dotlab-hpc cancel` stops it",
         )
+
+
+def _take_away(path: Path | None) -> str | None:
+    """Remove a run directory no job can write into: renamed to a hidden name first (its
+    name goes at once, and a failed removal leaves no half run directory under it), then
+    deleted. None when done (or there was nothing), else why it could not be."""
+    if path is None:
+        return None
+    gone = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.removed")
+    try:
+        path.rename(gone)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    shutil.rmtree(gone, ignore_errors=True)
+    return None
 
 
 def _rmdir(path: Path) -> None:

@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from dotlab_hpc.collect.collect import collect_runs
 from dotlab_hpc.collect.facts import container_facts
 from dotlab_hpc.collect.output import parse_results, read_output
-from dotlab_hpc.errors import NotFinished, OperatorError
+from dotlab_hpc.errors import NotFinished, OperatorError, SlurmError
 from dotlab_hpc.fsio.read import read_window
+from dotlab_hpc.fsio.write import atomic_write_all
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
-from dotlab_hpc.rundir.models import JobStatus
+from dotlab_hpc.rundir.files import not_submitted_file
+from dotlab_hpc.rundir.models import JobStatus, NotSubmittedRecord
 from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import JOB_NAME, complete_run_dir, job_status
@@ -343,3 +345,78 @@ def test_a_job_accounting_does_not_list_yet_is_not_finished_never_lost(tmp_path:
     # past the grace, the same silence means the job is gone
     (c,) = collect_runs([rd], SlurmClient(_slurm({})), now=NOW)
     assert isinstance(c.error, OperatorError) and "no longer knows" in c.error.message
+
+
+# --------------------------------------------------------------------------- Slurm errors
+SQUEUE_DOWN = Path(__file__).resolve().parents[1] / "data" / "slurm" / "squeue_no_config_source"
+
+
+def _failing(tool: str) -> ScriptedRunner[tuple[str, ...]]:
+    """``tool`` fails as recorded with no configuration; the other Slurm commands answer."""
+    stderr = SQUEUE_DOWN.with_suffix(".stderr").read_text().replace("squeue", tool)
+
+    def answer(argv: tuple[str, ...]) -> Completed:
+        if argv[0] == tool:
+            return Completed(argv, 1, "", stderr)
+        return Completed(argv, 0, "", "")
+
+    return ScriptedRunner[tuple[str, ...]](answer)
+
+
+@pytest.mark.parametrize(
+    ("tool", "orphan"),
+    # the observed case: sbatch failed, no submission.json, and squeue (the lookup by name)
+    # failed too; then sacct failing, for such a run and for a submitted one
+    [("squeue", True), ("sacct", True), ("sacct", False)],
+)
+def test_a_slurm_error_is_reported_as_one_never_as_not_listed_or_lost(
+    tmp_path: Path, tool: str, orphan: bool
+) -> None:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.status_path.unlink()
+    if orphan:
+        rd.file("submission.json").unlink()
+    just_after = datetime(2026, 11, 29, 7, 0, 20, tzinfo=UTC)
+    for now in (just_after, NOW):  # within the grace and past it
+        (c,) = collect_runs([rd], SlurmClient(_failing(tool)), now=now)
+        assert c.record is None and isinstance(c.error, SlurmError)
+        assert c.error.message.startswith(
+            f"Slurm error: could not ask Slurm about this run's job: {tool} could not run:"
+            " Could not establish a configuration source"
+        )
+        assert "command: " in c.error.message
+        assert c.error.hint is not None and "SLURM_CONF" in c.error.hint
+    assert not rd.record_path.exists()
+
+
+def test_a_run_whose_job_wrote_its_status_is_still_decided_by_it(tmp_path: Path) -> None:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    (c,) = collect_runs([rd], SlurmClient(_failing("sacct")), now=NOW)
+    assert c.error is None and c.record is not None and c.record.slurm.state is None
+
+
+def test_a_marked_run_is_never_submitted_without_a_slurm_call(tmp_path: Path) -> None:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.file("submission.json").unlink()
+    mark = NotSubmittedRecord(
+        failed_at="2026-11-29T07:00:00Z", reason="sbatch could not run: Unable to process"
+        " configuration file", sbatch_argv=("sbatch", "x"), kept_because="could not be removed",
+    )  # fmt: skip
+    atomic_write_all([not_submitted_file(rd, mark)])
+    runner = _slurm({})
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW)
+    assert runner.calls == [] and c.record is None and isinstance(c.error, OperatorError)
+    assert c.error.message == (
+        "never submitted: sbatch could not run: Unable to process configuration file; nothing"
+        " ran, and this run directory can be deleted"
+    )
+
+
+def test_a_run_no_job_has_the_name_of_is_never_submitted_past_the_grace(tmp_path: Path) -> None:
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.status_path.unlink()
+    rd.file("submission.json").unlink()
+    (c,) = collect_runs([rd], SlurmClient(_slurm({})), now=NOW)
+    assert isinstance(c.error, OperatorError) and c.error.message.startswith(
+        f"never submitted: Slurm knows no job named {JOB_NAME}"
+    )

@@ -85,12 +85,14 @@ def test_version_recorded() -> None:
 
 
 # ------------------------------------------------------------------ submit
-def test_submit_returns_the_job_id() -> None:
+def test_submit_returns_the_job_id(tmp_path: Path) -> None:
     runner = FakeRunner().add("sbatch", recorded("sbatch_parsable"))
     argv = sbatch_argv(Path("/r/job.sh"), job_name="dotlab-r", output="/r/o")
-    assert SlurmClient(runner, env={"SLURM_CONF": "/x"}).submit(argv) == "6"
+    conf = tmp_path / "slurm.conf"  # a SLURM_CONF naming no file runs nothing (test_slurm_failures)
+    conf.write_text("ClusterName=x\n")
+    assert SlurmClient(runner, env={"SLURM_CONF": str(conf)}).submit(argv) == "6"
     assert runner.calls == [argv]
-    assert runner.envs == [{"SLURM_CONF": "/x"}]
+    assert runner.envs == [{"SLURM_CONF": str(conf)}]
 
 
 def test_submit_refused_permanently() -> None:

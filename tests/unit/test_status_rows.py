@@ -127,6 +127,25 @@ def test_a_name_slurm_never_saw_is_never_submitted_once_past_the_grace(tmp_path:
     assert [c[0] for c in runner.calls] == ["squeue", "sacct"]  # one lookup for both names
 
 
+def test_a_run_kept_after_sbatch_failed_is_never_submitted_without_a_slurm_call(
+    tmp_path: Path,
+) -> None:
+    from dotlab_hpc.fsio.write import atomic_write_all
+    from dotlab_hpc.rundir.files import not_submitted_file
+    from dotlab_hpc.rundir.models import NotSubmittedRecord
+
+    rd = orphan(tmp_path / "r", task=None, created=NOW - timedelta(seconds=10))  # in the grace
+    mark = NotSubmittedRecord(failed_at="2026-11-29T07:59:50Z", reason="Slurm refused the job:"
+                              " Invalid partition name specified", sbatch_argv=("sbatch", "x"),
+                              kept_because="the lookup by name failed")  # fmt: skip
+    atomic_write_all([not_submitted_file(rd, mark)])
+    runner = squeue_by_name({})
+    (state,) = poll_rows(read_rows([rd.path]), SlurmClient(runner), now=NOW)
+    assert isinstance(state, RunState) and (state.state, state.finished) == ("NOT_SUBMITTED", True)
+    assert state.reason.startswith("never submitted: Slurm refused the job: Invalid partition")
+    assert runner.calls == []
+
+
 def test_bad_rows_are_kept_in_place(tmp_path: Path) -> None:
     rows = read_rows([tmp_path / "nothing"])
     assert isinstance(rows[0], BadRun) and rows[0].as_json()["state"] == "ERROR"

@@ -15,12 +15,13 @@ from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.submit.execute import execute
-from dotlab_hpc.submit.once import backoff_delays, submit_once
+from dotlab_hpc.submit.once import NotSubmitted, backoff_delays, submit_once
 from dotlab_hpc.submit.plan import SubmitOptions, check_out_dirs, plan
 from tests.support.expect import parse_task_facts
 from tests.support.fakes import ScriptedRunner
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 TIMED_OUT = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
 
 
@@ -34,6 +35,8 @@ class FakeSlurm(ScriptedRunner[str]):
         super().__init__(self.answer, record=lambda call: call.argv[0])
         self.outcomes = outcomes
         self.created: list[str] = []
+        self.refusal = ""  # what "created-then-refused" prints
+        self.squeue_down = False
 
     def answer(self, args: tuple[str, ...]) -> Completed:
         if args[0] == "sbatch":
@@ -46,7 +49,12 @@ class FakeSlurm(ScriptedRunner[str]):
                 return Completed(args, 1, "", TIMED_OUT)
             if what == "timeout":
                 return Completed(args, 1, "", TIMED_OUT)
+            if what == "created-then-refused":
+                self.created.append(str(100 + len(self.created)))
+                return Completed(args, 1, "", "sbatch: error: " + self.refusal + "\n")
             return Completed(args, 1, "", "sbatch: error: " + what + "\n")
+        if args[0] == "squeue" and self.squeue_down:
+            return Completed(args, 1, "", (DATA / "squeue_controller_down.stderr").read_text())
         if args[0] == "squeue":
             rows = "".join(f"{j}|PENDING|None|0:00|N/A|N/A||dotlab-x\n" for j in self.created)
             return Completed(args, 0, rows, "")
@@ -98,12 +106,42 @@ def test_timeout_that_created_nothing_is_retried() -> None:
 
 def test_permanent_errors_stop_at_once_with_advice() -> None:
     fake = FakeSlurm(["Batch job submission failed: Invalid partition name specified"])
-    with pytest.raises(SlurmError) as e:
-        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep())
+    clock = NoSleep()
+    with pytest.raises(NotSubmitted) as e:
+        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=clock)
     assert not e.value.retryable
     assert "partition" in str(e.value)
     assert e.value.hint
+    assert e.value.argv == ARGV
+    # one sbatch, no wait, then the lookup by name that rules a job out
+    assert fake.calls == ["sbatch", "squeue", "sacct"] and clock.slept == []
+    assert (e.value.no_job, e.value.jobs) == (True, ())
+
+
+def test_an_error_before_the_controller_needs_no_lookup() -> None:
+    fake = FakeSlurm(["unrecognized option '--bogus-opt'"])
+    with pytest.raises(NotSubmitted) as e:
+        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep())
     assert fake.calls == ["sbatch"]
+    assert e.value.no_job is True and e.value.before_controller is True
+
+
+def test_a_refusal_that_left_a_job_record_is_not_sure_of_no_job() -> None:
+    # "Requested node configuration is not available" leaves a FAILED record under the name
+    fake = FakeSlurm(["created-then-refused"])
+    fake.refusal = "Batch job submission failed: Requested node configuration is not available"
+    with pytest.raises(NotSubmitted) as e:
+        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep())
+    assert (e.value.no_job, e.value.jobs) == (False, ("100",))
+
+
+def test_a_refusal_whose_lookup_fails_is_not_sure_of_no_job() -> None:
+    fake = FakeSlurm(["Batch job submission failed: Invalid partition name specified"])
+    fake.squeue_down = True
+    with pytest.raises(NotSubmitted) as e:
+        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep())
+    assert e.value.no_job is False
+    assert e.value.unsure is not None and "Unable to contact slurm controller" in e.value.unsure
 
 
 def test_gives_up_after_the_attempts() -> None:
@@ -225,6 +263,8 @@ class ArraySlurm(ScriptedRunner[tuple[str, ...]]):
             return Completed(args, 0, f"{499 + self.jobs}\n", "")
         if args == ("scontrol", "show", "config"):
             return Completed(args, 0, f"MaxArraySize            = {self.max_array_size}\n", "")
+        if args[0] in ("squeue", "sacct"):  # the lookup by name after a failed sbatch: no job
+            return Completed(args, 0, "", "")
         raise AssertionError(args)
 
     def sbatches(self) -> list[tuple[str, ...]]:

@@ -207,7 +207,8 @@ def test_a_refused_later_array_says_which_claims_were_not_submitted(tmp_path: Pa
     with pytest.raises(SlurmError, match=r"array 1 of 3: the claims from batch-\S+\.1-0 on"):
         submit(tmp_path, 5, fake)
     left = sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
-    assert [n.rsplit(".", 1)[1] for n in left] == ["0-0", "0-1", "1-0", "1-1"]
+    # the refused array's run directories went too: no job has its name
+    assert [n.rsplit(".", 1)[1] for n in left] == ["0-0", "0-1"]
     assert json.loads((tmp_path / "runs" / left[0] / "submission.json").read_text())["job_id"]
 
 
@@ -452,7 +453,7 @@ def test_an_index_that_cannot_be_read_only_costs_the_reads(
     assert len([r for r in reads if r.endswith("run.json")]) == 2
 
 
-def test_a_refused_submission_keeps_its_index_and_one_taken_back_removes_it(
+def test_a_refused_submission_leaves_nothing_or_its_marked_runs_and_their_index(
     tmp_path: Path,
 ) -> None:
     class Refusing(ArraySlurm):
@@ -464,13 +465,30 @@ def test_a_refused_submission_keeps_its_index_and_one_taken_back_removes_it(
                                  " Invalid partition name specified\n")  # fmt: skip
             return super().answer(args)
 
-    with pytest.raises(SlurmError):
+    class Unsure(Refusing):  # ... and the lookup by name cannot tell whether a job exists
+        def answer(self, args: tuple[str, ...]) -> object:  # type: ignore[override]
+            if args[0] == "squeue":
+                from dotlab_hpc.proc import Completed
+
+                return Completed(args, 1, "", "slurm_load_jobs error: Unable to contact slurm"
+                                 " controller (connect failure)\n")  # fmt: skip
+            return super().answer(args)
+
+    # no job under its name: nothing of the submission is left
+    with pytest.raises(SlurmError, match="nothing was submitted, and the 2 run directories"):
         submit(tmp_path, 2, Refusing())
-    # the run directories stay (a refused sbatch may still have made the job), and so does
+    assert not list(tmp_path.rglob("*.index.json"))
+    assert not (tmp_path / "runs").exists()  # the runs root too: this submission made it
+    # a job cannot be ruled out: the run directories stay, marked never submitted, and so does
     # the index that serves them
+    with pytest.raises(SlurmError, match="is kept, marked never submitted") as e:
+        submit(tmp_path, 2, Unsure())
+    assert "the lookup by name failed" in e.value.message
     (index,) = tmp_path.rglob("*.index.json")
     runs = sorted(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
     assert set(json.loads(index.read_text())["runs"]) == {p.name for p in runs}
+    marks = [RunDir(p).not_submitted() for p in runs]
+    assert all(m is not None and "Invalid partition name" in m.reason for m in marks)
 
     # a submission taken back whole (its --log-file full before sbatch) takes the index too
     def full_log(rd: object, ev: object) -> None:
