@@ -156,7 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--apptainer-conf", type=Path, help="the apptainer.conf to read (default: buildcfg's)"
     )
-    p.add_argument("--work-dir", type=Path, help="an empty folder for the probe claim (kept)")
+    p.epilog = (
+        "The probe job runs on a compute node, in a folder it must see too: by default a fresh"
+        " one under $XDG_CACHE_HOME/dotlab-hpc (else ~/.cache/dotlab-hpc; clusters share $HOME"
+        " with their nodes), removed afterwards; never the current folder. --work-dir names"
+        " another (a shared scratch). When no probe job can be submitted, one line says what to"
+        " fix first."
+    )
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        help="the probe claim's folder, new or empty, seen by the compute nodes (kept)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the probe claim's folder")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds the probe job may take")
     p.add_argument("--json", action="store_true")

@@ -10,7 +10,7 @@ from ..bundle.report import BundleReport
 from ..errors import one_line
 from ..render.build import BuildResult
 from ..rundir.records import ClaimRecord, TargetRecord
-from ..site.doctor import Row
+from ..site.report import NotMeasured, Row
 from ..verify.inputs import VerifyReport
 from .table import table
 
@@ -102,14 +102,18 @@ def verdict_line(original: ClaimRecord, new: ClaimRecord) -> str:
 
 
 def doctor_table(rows: Sequence[Row]) -> str:
-    """The rows as one aligned table (remedies on the rows not held)."""
+    """The rows as one aligned table (remedies on the rows not held); then, when the probe job
+    never ran, one line: why, what to fix first, and how many properties were not measured."""
     head = ("", "PROPERTY", "STATE", "MEASURED", "REMEDY")
-    body = [(r.section, r.name, r.state, r.detail, r.remedy) for r in rows]
+    body = [(r.section, r.name, r.state, r.detail, r.remedy) for r in rows
+            if not isinstance(r, NotMeasured)]  # fmt: skip
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(4)]
     lines = []
     for cols in [head, *body]:
         left = "  ".join(c.ljust(w) for c, w in zip(cols[:4], widths, strict=True))
         lines.append(f"{left}  {cols[4]}".rstrip())
+    lines += [f"{r.detail} \N{EM DASH} {r.remedy}; {len(r.properties)} properties not measured"
+              for r in rows if isinstance(r, NotMeasured)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,8 @@ then it runs one short probe claim through the same verify, render, submit and c
 any claim (``dotlab-hpc run`` in a child process), whose probe container measures the sandbox on
 a compute node (templates/probe.sh, read back by isolation.py). Every row is held, not held,
 could not check, or info; exit 0 when all hold, 1 when one does not, 2 when one could not be
-checked.
+checked. When the probe job cannot be submitted (Slurm does not answer, sbatch refuses it), the
+properties it would have measured are one line, which says what to fix first.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import os
 import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.apptainer import buildcfg_argv, find_apptainer, version_argv
@@ -28,12 +28,12 @@ from ..container.conf import (
     parse_apptainer_version,
     parse_buildcfg,
 )
-from ..container.isolation import PROPERTIES, State, fatal_cause, parse_probe, remedy
+from ..container.isolation import State, fatal_cause, parse_probe, remedy
 from ..errors import DotlabError, UsageError
 from ..fsio.read import read_window
 from ..fsio.sha256 import sha256_file
 from ..proc import Runner
-from ..rundir.names import PROBE_OUT
+from ..rundir.names import PROBE_OUT, SUBMISSION_FILE
 from ..slurm.argv import (
     sacct_answers_argv,
     sbatch_version_argv,
@@ -44,26 +44,22 @@ from ..slurm.argv import (
 from ..slurm.parse import parse_sbatch_version, parse_scontrol_show_config
 from ..slurm.partitions import gpu_count, parse_partitions
 from .probe_image import ProbeImageError, RootPlan, make_probe_image
+from .report import FIX_SLURM, FIX_SUBMIT, SANDBOX, not_measured
+from .report import HELD as HELD
+from .report import INFO as INFO
+from .report import NOT_HELD as NOT_HELD
+from .report import UNKNOWN as UNKNOWN
+from .report import DoctorReport as DoctorReport
+from .report import NotMeasured as NotMeasured
+from .report import Row as Row
+from .report import exit_code as exit_code
+from .report import report_json as report_json
+from .workdir import probe_folder
 
-HELD = "held"
-NOT_HELD = "not held"
-UNKNOWN = "could not check"
-INFO = "info"
 PROBE_CLAIM = "dotlab-doctor-probe"
 # The probe claim's own work: write the one number it must produce.
 PROBE_ENTRYPOINT = "printf '{\"probe\": 1}' > /work/out/results.json"
 _STATE = {State.HELD: HELD, State.NOT_HELD: NOT_HELD, State.UNKNOWN: UNKNOWN}
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the doctor's table."""
-
-    section: str
-    name: str
-    state: str
-    detail: str
-    remedy: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,39 +76,37 @@ class DoctorOptions:
     timeout_s: float
 
 
-def exit_code(rows: Sequence[Row]) -> int:
-    """1 when a row is not held, else 2 when one could not be checked, else 0."""
-    states = {r.state for r in rows}
-    return 1 if NOT_HELD in states else 2 if UNKNOWN in states else 0
+def slurm_conf_problem(environ: Mapping[str, str]) -> str | None:
+    """Why ``SLURM_CONF`` cannot be Slurm's configuration, or None.
+
+    Slurm's commands retry a missing file for 60 s before they fail, so it is read here first.
+    """
+    conf = environ.get("SLURM_CONF", "")
+    if not conf or Path(conf).is_file():
+        return None
+    return f"SLURM_CONF={conf}: " + ("not a file" if Path(conf).exists() else "no such file")
 
 
-def report_json(rows: Sequence[Row]) -> dict[str, object]:
-    """``--json``: the exit code and every row."""
-    return {"exit_code": exit_code(rows), "rows": [asdict(r) for r in rows]}
-
-
-@dataclass(frozen=True)
-class DoctorReport:
-    """Every row of the doctor's check, and what they add up to."""
-
-    rows: tuple[Row, ...]
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every row holds, 1 when one does not, 2 when one could not be checked."""
-        return exit_code(self.rows)
-
-    def to_json(self) -> dict[str, object]:
-        """``doctor --json``: the exit code and every row."""
-        return report_json(self.rows)
+def run_error(stderr: str, rc: int) -> str:
+    """What ``dotlab-hpc run`` said last (its error, not its progress lines), on one line."""
+    said = [ln.removeprefix("dotlab-hpc: ").strip() for ln in stderr.splitlines()
+            if ln.startswith("dotlab-hpc: ")]  # fmt: skip
+    return (
+        next((e for e in reversed(said) if e), _first_line(stderr))
+        or f"`dotlab-hpc run` exited {rc}"
+    )
 
 
 # --------------------------------------------------------------------------- the login node
 def _run(
-    runner: Runner, argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 30
+    runner: Runner,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    timeout: float = 30,
+    cwd: Path | None = None,
 ) -> tuple[int, str, str]:
     try:
-        done = runner.run(tuple(argv), timeout=timeout, env=env)
+        done = runner.run(tuple(argv), timeout=timeout, env=env, cwd=cwd)
     except DotlabError as e:
         return 127, "", e.message
     return done.returncode, done.stdout, done.stderr
@@ -187,6 +181,10 @@ def slurm_rows(
     """Slurm's version, accounting, MaxArraySize, MinJobAge, and the partition's limits."""
     sec = "slurm"
     rows: list[Row] = []
+    fix = "put Slurm's commands on PATH (and SLURM_CONF in the environment)"
+    problem = slurm_conf_problem(os.environ if env is None else env)
+    if problem is not None:
+        return [Row(sec, "slurm", UNKNOWN, problem, "name the cluster's slurm.conf, or unset it")]
     rc, out, err = _run(runner, sbatch_version_argv(), env)
     try:
         major, minor = parse_sbatch_version(out) if rc == 0 else (0, 0)
@@ -194,7 +192,6 @@ def slurm_rows(
         major, minor = 0, 0
     if not major:
         said = _first_line(err) or "sbatch --version failed"
-        fix = "put Slurm's commands on PATH (and SLURM_CONF in the environment)"
         rows.append(Row(sec, "slurm", UNKNOWN, said, fix))
         return rows
     rows.append(Row(sec, "slurm", HELD, f"version {major}.{minor:02d}"))
@@ -299,9 +296,7 @@ def probe_rows(text: str, stderr: str, rc: int) -> list[Row]:
         or f"the probe job exited {rc}"
     )
     rows = []
-    for name in PROPERTIES:
-        if name in ("gpus", "gpu_type", "image_read_only"):
-            continue
+    for name in SANDBOX:
         if cause is not None and cause.property == name:
             said = f"Apptainer refused it: {cause.setting} ({why})"
             rows.append(Row(sec, name, NOT_HELD, said, cause.remedy))
@@ -319,75 +314,76 @@ def _made_from(plan: RootPlan) -> str:
     return said + (f"; not found: {', '.join(plan.missing)}" if plan.missing else "")
 
 
-def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str) -> list[Row]:
-    """Submit the probe claim with ``dotlab-hpc run`` and read what its probe measured.
+def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str, work: Path) -> list[Row]:
+    """Submit the probe claim with ``dotlab-hpc run`` in ``work`` and read what its probe measured.
 
     Without ``--image`` the probe runs in a tiny image made here (``probe_image``).
     """
-    if opts.image is not None and not opts.image.is_file():
-        raise UsageError(f"--image {opts.image.absolute()}: no such file")
-    made = opts.work_dir is None
-    work = (
-        Path(tempfile.mkdtemp(prefix=".dotlab-doctor-", dir=Path.cwd())) if made else opts.work_dir
+    pre: list[Row] = []
+    if opts.image is not None:
+        image = opts.image.absolute()
+    else:
+        try:
+            image, plan = make_probe_image(runner, apptainer, work)
+        except ProbeImageError as e:
+            said = f"the probe image could not be made: {e.message}"
+            return [not_measured(said, _GIVE_IMAGE, opts.gpus)]
+        pre.append(Row("sandbox", "probe image", INFO, _made_from(plan)))
+    commit = _git_checkout(runner, work / "code")
+    (work / "data").mkdir()
+    manifest = work / "probe.json"
+    data = _probe_manifest(image, commit, opts.partition, opts.gpus)
+    manifest.write_text(json.dumps(data, indent=1) + "\n")
+    run_dir = work / "run"
+    argv = (
+        sys.executable,
+        "-m",
+        "dotlab_hpc",
+        "run",
+        str(manifest),
+        "--code-dir",
+        str(work / "code"),
+        "--data-dir",
+        str(work / "data"),
+        "--image",
+        str(image),
+        "--out-dir",
+        str(work / "out"),
+        "--run-dir",
+        str(run_dir),
+        "--apptainer",
+        apptainer,
     )
-    assert work is not None
-    try:
-        work.mkdir(parents=True, exist_ok=True)
-        if any(work.iterdir()) and not made:
-            raise UsageError(f"--work-dir {work}: must be empty", hint="give a new folder")
-        pre: list[Row] = []
-        if opts.image is not None:
-            image = opts.image.absolute()
-        else:
-            try:
-                image, plan = make_probe_image(runner, apptainer, work.absolute())
-            except ProbeImageError as e:
-                return [Row("sandbox", "probe image", UNKNOWN, e.message, _GIVE_IMAGE)]
-            pre.append(Row("sandbox", "probe image", INFO, _made_from(plan)))
-        commit = _git_checkout(runner, work / "code")
-        (work / "data").mkdir()
-        manifest = work / "probe.json"
-        data = _probe_manifest(image, commit, opts.partition, opts.gpus)
-        manifest.write_text(json.dumps(data, indent=1) + "\n")
-        run_dir = work / "run"
-        argv = (
-            sys.executable,
-            "-m",
-            "dotlab_hpc",
-            "run",
-            str(manifest),
-            "--code-dir",
-            str(work / "code"),
-            "--data-dir",
-            str(work / "data"),
-            "--image",
-            str(image),
-            "--out-dir",
-            str(work / "out"),
-            "--run-dir",
-            str(run_dir),
-            "--apptainer",
-            apptainer,
-        )
-        rc, _, err = _run(runner, argv, timeout=opts.timeout_s)
-        rows = pre + probe_rows(read_window(run_dir / PROBE_OUT), err, rc)
-        state = HELD if rc == 0 else INFO if rc in (1, 2) else UNKNOWN
-        said = f"`dotlab-hpc run` exited {rc}" + (f": {_first_line(err)[:160]}" if rc else "")
-        rows.append(Row("sandbox", "probe job", state, said))
-        return rows
-    finally:
-        if made and not opts.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    # In the probe folder: the current one may be read-only (docs/contract.md §2, doctor).
+    rc, _, err = _run(runner, argv, timeout=opts.timeout_s, cwd=work)
+    if not (run_dir / SUBMISSION_FILE).is_file():  # `run` removes a run dir it did not submit
+        said = f"the probe job was not submitted: {run_error(err, rc)}"
+        return [*pre, not_measured(said, FIX_SUBMIT, opts.gpus)]
+    rows = pre + probe_rows(read_window(run_dir / PROBE_OUT), err, rc)
+    state = HELD if rc == 0 else INFO if rc in (1, 2) else UNKNOWN
+    said = f"`dotlab-hpc run` exited {rc}" + (f": {_first_line(err)[:160]}" if rc else "")
+    rows.append(Row("sandbox", "probe job", state, said))
+    return rows
 
 
 def doctor(runner: Runner, opts: DoctorOptions, env: Mapping[str, str] | None = None) -> list[Row]:
-    """Every row: the login node's reads, then the probe job's measurement."""
+    """Every row: the login node's reads, then the probe job's measurement (or why there is none).
+
+    The probe folder is made first, so a folder that cannot be made is an error before any check.
+    """
     if opts.gpus < 0:
         raise UsageError(f"--gpus {opts.gpus}: must be 0 or more")
     if opts.image is not None and not opts.image.is_file():
         raise UsageError(f"--image {opts.image}: no such file", hint="give a .sif file")
     apptainer = find_apptainer(opts.apptainer)
-    rows = apptainer_rows(runner, apptainer, opts.apptainer_conf)
-    rows += slurm_rows(runner, env, opts.partition, opts.gpus)
-    rows += run_probe(runner, opts, apptainer)
+    with probe_folder(opts.work_dir, opts.keep) as work:
+        rows = apptainer_rows(runner, apptainer, opts.apptainer_conf)
+        slurm = slurm_rows(runner, env, opts.partition, opts.gpus)
+        rows += slurm
+        if slurm[0].state == UNKNOWN:  # no probe job can be submitted: do not try
+            rows.append(not_measured(f"Slurm: {slurm[0].detail}", FIX_SLURM, opts.gpus))
+        else:
+            rows += run_probe(runner, opts, apptainer, work)
+        if opts.keep or opts.work_dir is not None:
+            rows.append(Row("sandbox", "probe folder", INFO, f"{work} (kept)"))
     return rows

@@ -47,13 +47,15 @@ def test_doctor_measures_every_property_on_a_compute_node(
 ) -> None:
     platform.require()
     args = ["--apptainer", str(platform.apptainer())]
-    rc, report, took = doctor(tmp_path, slurm_env, *args)
+    cache = tmp_path / "cache"
+    rc, report, took = doctor(tmp_path, {**slurm_env, "XDG_CACHE_HOME": str(cache)}, *args)
     rows = rows_by_name(report)
     assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
     assert rows["probe job"]["state"] == "held"
     assert rows["slurm"]["state"] == "held" and rows["MaxArraySize"]["detail"].isdigit()
     assert rows["partition debug"]["detail"].startswith("MaxTime ")
-    assert list(tmp_path.iterdir()) == []  # the probe claim's folder is gone
+    assert list((cache / "dotlab-hpc").iterdir()) == []  # the probe claim's folder is gone
+    assert list(tmp_path.iterdir()) == [cache]  # nothing in the current folder
     if platform.real_apptainer():
         assert rc == 0, rows
         assert rows["sandbox"]["detail"] == "apptainer: apptainer version 1.4.5"
@@ -68,9 +70,11 @@ def test_doctor_without_an_image_makes_a_tiny_one_and_measures_with_it(
     tmp_path: Path, slurm_env: dict[str, str]
 ) -> None:
     platform.require()
+    cache = tmp_path / "cache"
     done = subprocess.run(
         [sys.executable, "-m", "dotlab_hpc", "doctor", "--apptainer", str(platform.apptainer()),
-         "--json"], capture_output=True, text=True, env=slurm_env, cwd=tmp_path, timeout=300,
+         "--json"], capture_output=True, text=True, env={**slurm_env, "XDG_CACHE_HOME": str(cache)},
+        cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
     rows = rows_by_name(json.loads(done.stdout))
@@ -79,7 +83,7 @@ def test_doctor_without_an_image_makes_a_tiny_one_and_measures_with_it(
     assert "not found" not in made["detail"], made  # every probe tool was on this node
     assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
     assert rows["probe job"]["state"] == "held"
-    assert list(tmp_path.iterdir()) == []  # the image went with the probe claim's folder
+    assert list((cache / "dotlab-hpc").iterdir()) == []  # the image went with the probe folder
     if platform.real_apptainer():
         assert done.returncode == 0, rows
     else:  # the stand-in has no apptainer.conf to read
