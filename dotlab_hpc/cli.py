@@ -1,4 +1,5 @@
-"""Parse arguments, call ``api``, print; the ONLY place that prints errors or picks exit codes.
+"""Parse arguments, call ``api``, print (through ``cli_output``); the ONLY place that picks
+exit codes.
 
 Every verb is one function of ``api`` (the one definition of what it does); this module turns
 its arguments into that call and its answer into lines for people (``printers``) or JSON.
@@ -12,155 +13,28 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from . import TOOL_NAME, api
-from .errors import DotlabError, UsageError, one_line
+from . import TOOL_NAME, api, cli_inputs
+from . import cli_output as out
+from .cli_output import live_table as _live_table
+from .cli_output import print_error as _print_error
+from .cli_output import print_error_lines as _print_error_lines
+from .cli_output import print_json as _print_json
+from .cli_output import print_json_rows as _print_json_rows
+from .errors import DotlabError, UsageError
 
 # Imported where used: `dotlab-hpc hash` starts in ~50 ms and must not pay for pydantic,
 # subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
     from typing import Any, NoReturn
 
-    from .api import Collected, RunState, SubmitResult
-
-
-def _print_error(line: str) -> None:
-    """The one way an error, warning or hint reaches stderr: one line, unprintables escaped.
-
-    A path holding a newline (or a terminal escape) cannot split or forge the message.
-    """
-    if line.startswith("hint:"):
-        sys.stderr.write(f"  {one_line(line)}\n")
-    else:
-        sys.stderr.write(f"{TOOL_NAME}: {one_line(line)}\n")
-
-
-def _print_error_lines(error: DotlabError, prefix: str = "") -> None:
-    for line in error.lines():
-        _print_error(line if line.startswith("hint:") else f"{prefix}{line}")
-
-
-def _print_json(obj: Any) -> None:
-    import json
-
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-
-
-def _print_json_rows(rows: Sequence[Any]) -> None:
-    """A JSON list, one object per line: json's C encoder, 4x faster than indenting 10,000.
-
-    One encoder for all rows: ``json.dumps`` with an option builds a new one per call.
-    """
-    import json
-
-    encode = json.JSONEncoder(sort_keys=True).encode
-    body = ",\n".join(f"  {encode(r)}" for r in rows)
-    sys.stdout.write(f"[\n{body}\n]\n" if rows else "[]\n")
-
-
-def _live_table() -> Callable[[list[RunState]], None] | None:
-    """The status table redrawn in place while runs are followed, on a terminal only."""
-    gc.enable()  # following may take hours: collect as usual (``main`` turned it off)
-    if not sys.stderr.isatty():
-        return None
-    from .printers.runs import status_lines
-
-    drawn = 0
-
-    def redraw(states: list[RunState]) -> None:
-        nonlocal drawn
-        lines = status_lines(states)
-        if drawn:
-            sys.stderr.write(f"\x1b[{drawn}F\x1b[J")  # back to the table's first line
-        sys.stderr.write("\n".join(lines) + "\n")
-        sys.stderr.flush()
-        drawn = len(lines)
-
-    return redraw
+    from .api import Collected
 
 
 # --------------------------------------------------------------------------- inputs
-def _cmd_validate(args: argparse.Namespace) -> int:
-    for warning in api.validate(args.manifest):
-        _print_error(f"warning: {warning}")
-    return 0
-
-
-def _cmd_schema(args: argparse.Namespace) -> int:
-    _print_json(api.schema())
-    return 0
-
-
-def _cmd_hash(args: argparse.Namespace) -> int:
-    from .printers.table import hash_line
-
-    digests = api.hash_paths(args.paths, jobs=args.jobs)
-    for path, digest in zip(args.paths, digests, strict=True):
-        sys.stdout.write(hash_line(digest, os.fsdecode(path)) + "\n")
-    return 0
-
-
-def _cmd_verify(args: argparse.Namespace) -> int:
-    report = api.verify(
-        args.manifest, code_dir=args.code_dir, data_dir=args.data_dir, image=args.image
-    )
-    if args.json:
-        _print_json(report.to_json())
-    else:
-        from .printers.reports import verify_table
-
-        sys.stdout.write(verify_table(report))
-    return 0 if report.ok else 1
-
-
-def _cmd_render(args: argparse.Namespace) -> int:
-    if args.from_dockerfile is not None:
-        path, conversion = api.convert_dockerfile(args.from_dockerfile, args.output)
-        for warning in conversion.warnings:
-            _print_error(f"warning: {warning}")
-        sys.stdout.write(f"{path}\n")
-        return 0
-    if args.manifest is None:
-        raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
-    written = api.render(args.manifest, args.output, run_dir=args.run_dir, code_dir=args.code_dir,
-                         data_dir=args.data_dir, out_dir=args.out_dir, image=args.image,
-                         apptainer=args.apptainer)  # fmt: skip
-    for path in written:
-        print(path)
-    return 0
-
-
-def _cmd_build(args: argparse.Namespace) -> int:
-    from .printers.reports import pin_lines
-
-    res = api.build(args.manifest, args.output, apptainer=args.apptainer, force=args.force,
-                    lock=args.lock, sign_image=args.sign_image, pin=args.pin)  # fmt: skip
-    sys.stdout.flush()
-    if not res.embedded_def_matches:
-        _print_error(
-            f"note: the .def stored in {res.image} differs from {res.deffile}"
-            " (Apptainer substitutes {{ }} build arguments)"
-        )
-    sys.stdout.write(pin_lines(res, args.manifest))
-    return 0
-
-
-def _cmd_inspect(args: argparse.Namespace) -> int:
-    if args.deffile:
-        data = api.embedded_def(args.sif)
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return 0
-    image = api.inspect(args.sif)
-    if args.json:
-        _print_json(image.as_dict())
-    else:
-        from .printers.sif import format_summary
-
-        sys.stdout.write(format_summary(image))
-    return 0
+# (cli_inputs: init, validate, schema, hash, verify, render, shell, build, inspect)
 
 
 # --------------------------------------------------------------------------- runs
@@ -169,49 +43,57 @@ def _on_retry(attempt: int, error: Exception, delay: float) -> None:
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The options ``api.submission`` and ``api.run_all`` share, from the command line."""
-    return {
-        "code_dir": args.code_dir,
-        "data_dir": args.data_dir,
-        "image": args.image,
-        "out_dir": args.out_dir,
-        "runs_root": args.runs_root,
-        "run_dir": args.run_dir,
-        "apptainer": args.apptainer,
-        "array_limit": args.array_limit,
-        "log_file": args.log_file,
-        "on_retry": _on_retry,
-    }
-
-
-def _print_submitted(res: SubmitResult) -> None:
-    from .printers.runs import submission_lines
-
-    print("\n".join(submission_lines(res)))
-    sys.stdout.flush()
+    """The options ``api.submission`` and ``api.run_all`` share, from the command line, with
+    the defaults of --out-dir and --data-dir filled in (``api.with_defaults``)."""
+    where = api.with_defaults(args.manifest, {
+        "code_dir": args.code_dir, "data_dir": args.data_dir, "image": args.image,
+        "out_dir": args.out_dir, "runs_root": args.runs_root, "run_dir": args.run_dir,
+        "apptainer": args.apptainer, "array_limit": args.array_limit,
+    })  # fmt: skip
+    return {**where, "log_file": args.log_file, "on_retry": _on_retry}
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    """The runs submitted, then the commands to run next on stderr; ``--dry-run``: a summary
+    (``--show-script``: and every command); ``--json``: one document instead, on stdout."""
     if args.record is not None and len(args.manifest) > 1:
         raise UsageError("--record takes one claim; each run directory holds its own record")
-    res = api.submission(args.manifest, hold=args.hold, dry_run=args.dry_run, **_run_options(args))
+    if args.show_script and not args.dry_run:
+        raise UsageError("--show-script goes with --dry-run (a submission writes the script)")
+    where = _run_options(args)
+    res = api.submission(args.manifest, hold=args.hold, dry_run=args.dry_run, **where)
     if args.dry_run:
-        from .printers.runs import dry_run_text
-
-        sys.stdout.write(dry_run_text(res))
-    else:
-        _print_submitted(res)
-        submitted = [r for r in api.submitted_runs(res) if r.job_id] if args.wait else []
-        if submitted:
-            api.wait(submitted, on_cycle=_live_table(), log_file=args.log_file)
+        inputs = {k: where[k] for k in ("code_dir", "data_dir", "out_dir", "image")}
+        out.print_dry_run(res, inputs, as_json=args.json, show_script=args.show_script)
+        return 1 if any(r.mismatch for r in res.runs) else 0
+    if not args.json:
+        out.print_submitted(res)
+    submitted = [r for r in api.submitted_runs(res) if r.job_id] if args.wait else []
+    if submitted:
+        api.wait(submitted, on_cycle=_live_table(), log_file=args.log_file)
+    out.print_next(res, waited=args.wait, as_json=args.json, out_dir=where["out_dir"])
     return 1 if any(r.mismatch for r in res.runs) else 0
 
 
-def _print_collected(results: Sequence[Collected]) -> int:
-    """One line per run, then each run's error; 0 reproduced, 1 another outcome, 2 an error."""
-    from .printers.runs import collected_lines
+def _print_collected(results: Sequence[Collected], as_json: bool = False) -> int:
+    """One line per run (``--json``: one document), then each run's error: ``_exit_code``."""
+    out.print_collected(results, as_json)
+    return _exit_code(results)
 
-    print("\n".join(collected_lines(results)))
+
+def _print_stderr_tail(run_dir: Path) -> None:
+    """The analysis's last stderr lines and the file's path: why a ``spec_issue`` happened."""
+    path, lines = api.analysis_stderr(run_dir)
+    if lines:
+        _print_error(f"{run_dir}: the analysis's stderr ends with ({path}):")
+        sys.stderr.write("".join(f"  {line}\n" for line in lines))
+    else:
+        _print_error(f"{run_dir}: the analysis wrote nothing to its stderr ({path})")
+    sys.stderr.flush()
+
+
+def _exit_code(results: Sequence[Collected]) -> int:
+    """Each run's error on stderr; 0 all reproduced, 1 another outcome, 2 an error."""
     code = 0
     for c in results:
         if c.error is not None:
@@ -219,13 +101,16 @@ def _print_collected(results: Sequence[Collected]) -> int:
             _print_error_lines(c.error, prefix=f"{c.run_dir}: ")
         elif c.record is not None and c.record.outcome != "reproduced":
             code = max(code, 1)
+            if c.record.outcome == "spec_issue":
+                _print_stderr_tail(c.run_dir)
     return code
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    _, collected = api.run_all(args.manifest, record=args.record, on_submitted=_print_submitted,
-                               on_cycle=_live_table(), **_run_options(args))  # fmt: skip
-    return _print_collected(collected)
+    _, collected = api.run_all(args.manifest, record=args.record, on_cycle=_live_table(),
+                               on_submitted=out.submitted_to(args.json),
+                               **_run_options(args))  # fmt: skip
+    return _print_collected(collected, args.json)
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
@@ -235,8 +120,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         args.bundle, code_dir=args.code_dir, data_dir=args.data_dir, out_dir=args.out_dir,
         image=args.image, key=args.key, runs_root=args.runs_root, run_dir=args.run_dir,
         record=args.record, log_file=args.log_file, apptainer=args.apptainer,
-        on_submitted=_print_submitted, on_cycle=_live_table(),
+        on_submitted=out.submitted_to(args.json), on_cycle=_live_table(),
     )  # fmt: skip
+    if args.json:
+        out.print_document("reproduction", done.original, done.collected)
+        return _exit_code(done.collected)
     code = _print_collected(done.collected)
     for c in done.collected:
         if c.record is not None:
@@ -246,11 +134,20 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    """Every good run's line (or JSON object), one error line per unreadable run directory."""
+    """Every good run's line (or JSON object), one error line per unreadable run directory.
+
+    No RUN_DIR: the run directories of ./dotlab-runs; none there is an empty answer (exit 0).
+    """
+    run_dirs = args.run_dirs or api.default_run_dirs()
+    if not run_dirs:
+        _print_error("no run directories in ./dotlab-runs (give RUN_DIR…, or submit a claim here)")
+        if args.json:
+            _print_json_rows([])
+        return 0
     if args.watch:
-        rows = api.watch_rows(args.run_dirs, on_cycle=_live_table())
+        rows = api.watch_rows(run_dirs, on_cycle=_live_table())
     else:
-        rows = api.status_rows(args.run_dirs)
+        rows = api.status_rows(run_dirs)
     good = [r for r in rows if not isinstance(r, api.BadRun)]
     if args.json:
         _print_json_rows([r.as_json() for r in rows])
@@ -270,7 +167,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     collected = api.collect_all(args.run_dirs, record=args.record, log_file=args.log_file)
-    return _print_collected(collected)
+    return _print_collected(collected, args.json)
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
@@ -291,6 +188,9 @@ def _cmd_pack(args: argparse.Namespace) -> int:
         raise UsageError("--image and --no-image exclude each other")
     res = api.pack(args.run_dir, args.output, include_image=not args.no_image, image=args.image,
                    image_url=args.image_url, sign_key=args.sign)  # fmt: skip
+    if args.json:
+        out.print_result(res)
+        return 0
     what = "with the image" if res.image_included else "without the image"
     kind = "tar" if res.is_tar else "folder"
     signed = f", signed by key {res.key_id[:16]}" if res.key_id else ""
@@ -327,6 +227,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
         sys.stdout.write(doctor_table(report.rows))
     return report.exit_code
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    return out.print_completion(args.shell)
 
 
 # --------------------------------------------------------------------------- main
@@ -372,9 +276,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        handler: Callable[[argparse.Namespace], int] = globals()[
-            "_cmd_" + args.verb.replace("-", "_")
-        ]  # each verb of cli_args is run by its _cmd_ function below
+        verb = args.verb.replace("-", "_")
+        # each verb of cli_args is run by its function: cli_inputs.cmd_VERB, or _cmd_VERB below
+        handler: Callable[[argparse.Namespace], int] = (
+            getattr(cli_inputs, "cmd_" + verb, None) or globals()["_cmd_" + verb]
+        )
         code = handler(args)
     except DotlabError as e:
         if args.debug:

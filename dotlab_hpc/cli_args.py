@@ -12,10 +12,35 @@ from pathlib import Path
 from . import TOOL_NAME, __version__
 from .api.inputs import PLACEHOLDER_ROOT
 
+# where --out-dir goes when not given (api.defaults.default_out_dir)
+OUT_DIR_DEFAULT = "a fresh dotlab-out/<claim>-<time> beside the runs root"
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout (errors stay on stderr)"
+    )
+
+
+def _add_globals(p: argparse.ArgumentParser, *, on_verb: bool) -> None:
+    """The options every verb takes, before or after it (on a verb they change nothing unless
+    given: ``SUPPRESS`` keeps the value parsed before the verb)."""
+    p.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS if on_verb else False,
+        help="show a traceback on errors",
+    )
+
 
 def _add_inputs(p: argparse.ArgumentParser, *, image: bool = True) -> None:
     p.add_argument("--code-dir", type=Path, required=True, help="git checkout of the code")
-    p.add_argument("--data-dir", type=Path, required=True, help="folder the datasets are in")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="folder the datasets are in (needed when the manifest lists data)",
+    )
     if image:
         p.add_argument("--image", type=Path, required=True, help="the .sif image")
 
@@ -34,7 +59,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> Non
         p.add_argument(
             "--out-dir",
             type=Path,
-            help="where the analysis writes; must be empty (default: ./dotlab-out/<claim>-<time>)",
+            help=f"where the analysis writes; must be empty (default: {OUT_DIR_DEFAULT})",
         )
         p.add_argument(
             "--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it"
@@ -48,9 +73,8 @@ def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> Non
         p.add_argument(
             "--out-dir",
             type=Path,
-            required=True,
             help="where the analysis writes; must be empty (created if missing). "
-            "With several manifests, one subfolder per claim",
+            f"With several manifests, one subfolder per claim (default: {OUT_DIR_DEFAULT})",
         )
         p.add_argument(
             "--run-dir", type=Path, help="the run directory to create (one manifest only)"
@@ -69,6 +93,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> Non
     p.add_argument(
         "--apptainer", help="the apptainer program the job runs (default: found on PATH)"
     )
+    _add_json(p)
     if not bundle:
         p.add_argument(
             "--array-limit",
@@ -79,18 +104,46 @@ def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> Non
         )
 
 
+def _add_init_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--code-dir", type=Path, required=True, help="the analysis (a git checkout)")
+    p.add_argument("--data-dir", type=Path, help="each entry in it becomes a dataset, hashed")
+    image = p.add_mutually_exclusive_group()  # neither: api.init says what to give, in one line
+    image.add_argument("--image", type=Path, help="an image you have: its digest is pinned")
+    image.add_argument(
+        "--from",
+        dest="base",
+        metavar="BASE",
+        help="the base to build on: a local .sif (beside the manifest) or"
+        " docker://NAME@sha256:…; then `build --pin` writes image.digest",
+    )
+    p.add_argument(
+        "--results",
+        type=Path,
+        help="an earlier results.json: each number becomes a target (confirm its tolerance)",
+    )
+    p.add_argument("--entrypoint", help='how the analysis starts (default "python3 run.py")')
+    p.add_argument("--claim", help="the claim's id (default: the manifest's folder's name)")
+    p.add_argument("--working-dir", help="the folder in the checkout the entrypoint starts in")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the manifest to write (.yaml)")
+    p.add_argument("--force", action="store_true", help="replace an existing manifest")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; one subparser per verb of docs/contract.md §2."""
     parser = argparse.ArgumentParser(
         prog=TOOL_NAME,
         description="Reproduce a paper's claim on Slurm inside Apptainer, with pinned inputs.",
     )
-    parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    _add_globals(parser, on_verb=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _add_globals(common, on_verb=True)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     def verb(name: str, help_: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help_, description=help_)
+        return sub.add_parser(name, help=help_, description=help_, parents=[common])
+
+    p = verb("init", "write a first manifest that pins what is there (code, data, image)")
+    _add_init_options(p)
 
     p = verb("validate", "check manifests; print nothing but errors")
     p.add_argument("manifest", nargs="+", type=Path)
@@ -102,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-j", "--jobs", type=int, help="files hashed at once (default: the cores available)"
     )
+    _add_json(p)
 
     p = verb("verify", "run the pre-flight checks; submit nothing")
     p.add_argument("manifest", type=Path)
@@ -125,13 +179,19 @@ def build_parser() -> argparse.ArgumentParser:
         )
     p.add_argument("--image", type=Path, help="the .sif path to write into the script")
     p.add_argument("--apptainer", help="the apptainer program the job runs")
+    _add_json(p)
 
     p = verb("submit", "verify, render and sbatch; print the run directory and job id")
     _add_run_options(p)
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="check everything, print the script and apptainer command, submit nothing",
+        help="check everything and print a summary of what would be submitted; submit nothing",
+    )
+    p.add_argument(
+        "--show-script",
+        action="store_true",
+        help="with --dry-run: also print the job script, the sbatch and each apptainer command",
     )
     p.add_argument("--wait", action="store_true", help="wait for the job to finish")
     p.add_argument(
@@ -173,7 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = verb("status", "state of one or many runs (one Slurm query for all)")
-    p.add_argument("run_dirs", nargs="+")  # strings: a Path each costs at 10,000 runs
+    p.add_argument(  # strings: a Path each costs at 10,000 runs
+        "run_dirs",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="run directories (default: ./dotlab-runs/*, where submit makes them)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--watch", action="store_true", help="keep watching until all finished")
 
@@ -181,6 +246,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--record", type=Path)
     p.add_argument("--log-file", type=Path)
+    _add_json(p)
+
+    p = verb("shell", "open sh in a claim's exact sandbox: on a compute node, or --local")
+    p.add_argument("manifest", type=Path)
+    _add_inputs(p)
+    p.add_argument("--out-dir", type=Path, help="the shell's /work/out (default: a fresh folder)")
+    p.add_argument("--local", action="store_true", help="on this machine, without Slurm")
+    p.add_argument("--apptainer", help="the apptainer program (default: the one on PATH)")
 
     p = verb("cancel", "scancel the jobs of runs")
     p.add_argument("run_dirs", nargs="+", type=Path)
@@ -218,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the apptainer program (default: $DOTLAB_APPTAINER, then apptainer or singularity"
         " on PATH)",
     )
+    _add_json(p)
 
     p = verb("pack", "the paper's handoff bundle of a collected run")
     p.add_argument("run_dir", type=Path)
@@ -239,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="sign the in-toto statement with this Ed25519 key (`dotlab-hpc keygen KEY`)",
     )
+    _add_json(p)
 
     p = verb("verify-bundle", "check a handoff bundle (folder or .tar)")
     p.add_argument("bundle", type=Path)
@@ -258,4 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("keygen", "write an Ed25519 key pair for signing bundles")
     p.add_argument("key", type=Path, help="the private key to write (mode 0600); KEY.pub beside")
+
+    p = verb("completion", "print the shell completion script: bash or zsh")
+    p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     return parser
+
+
+SHELLS = ("bash", "zsh")

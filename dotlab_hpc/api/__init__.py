@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from .bundles import pack as pack
     from .bundles import reproduce as reproduce
     from .bundles import verify_bundle as verify_bundle
+    from .defaults import default_out_dir as default_out_dir
+    from .defaults import default_run_dirs as default_run_dirs
+    from .init import Initialised as Initialised
+    from .init import init as init
     from .inputs import build as build
     from .inputs import convert_dockerfile as convert_dockerfile
     from .inputs import embedded_def as embedded_def
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
     from .inputs import verify as verify
     from .runs import Cancelled as Cancelled
     from .runs import Run as Run
+    from .runs import analysis_stderr as analysis_stderr
     from .runs import cancel as cancel
     from .runs import cancel_all as cancel_all
     from .runs import collect as collect
@@ -68,21 +73,28 @@ if TYPE_CHECKING:
     from .runs import status_rows as status_rows
     from .runs import wait as wait
     from .runs import watch_rows as watch_rows
+    from .shell import ShellPlan as ShellPlan
+    from .shell import plan_shell as plan_shell
+    from .shell import shell as shell
     from .site import doctor as doctor
     from .submit import run as run
     from .submit import run_all as run_all
     from .submit import submission as submission
     from .submit import submit as submit
     from .submit import submitted_runs as submitted_runs
+    from .submit import with_defaults as with_defaults
 
 _HOME = {
+    "init": ("Initialised", "init"),
+    "shell": ("ShellPlan", "plan_shell", "shell"),
     "inputs": ("build", "convert_dockerfile", "embedded_def", "hash_paths", "inspect",
                "load_manifest", "render", "schema", "validate", "verify"),
     "..follow.states": ("BadRun",),  # a status row whose run directory could not be read
-    "runs": ("Cancelled", "Run", "cancel", "cancel_all", "collect", "collect_all",
-             "follow", "lost_error", "open_run", "records", "status", "status_rows", "wait",
-             "watch_rows"),
-    "submit": ("run", "run_all", "submission", "submit", "submitted_runs"),
+    "runs": ("Cancelled", "Run", "analysis_stderr", "cancel", "cancel_all", "collect",
+             "collect_all", "follow", "lost_error", "open_run", "records", "status",
+             "status_rows", "wait", "watch_rows"),
+    "submit": ("run", "run_all", "submission", "submit", "submitted_runs", "with_defaults"),
+    "defaults": ("default_out_dir", "default_run_dirs"),
     "bundles": ("Reproduction", "keygen", "pack", "reproduce", "verify_bundle"),
     "site": ("doctor",),
 }  # fmt: skip
@@ -92,6 +104,7 @@ __all__ = [
     "BadRun",
     "Cancelled",
     "DotlabError",
+    "Initialised",
     "InputMismatch",
     "ManifestError",
     "NotFinished",
@@ -99,30 +112,37 @@ __all__ = [
     "Reproduction",
     "Run",
     "RunDirError",
+    "ShellPlan",
     "SlurmError",
     "UsageError",
+    "analysis_stderr",
     "build",
     "cancel",
     "cancel_all",
     "collect",
     "collect_all",
     "convert_dockerfile",
+    "default_out_dir",
+    "default_run_dirs",
     "doctor",
     "embedded_def",
     "follow",
     "hash_paths",
+    "init",
     "inspect",
     "keygen",
     "load_manifest",
     "lost_error",
     "open_run",
     "pack",
+    "plan_shell",
     "records",
     "render",
     "reproduce",
     "run",
     "run_all",
     "schema",
+    "shell",
     "status",
     "status_rows",
     "submission",
@@ -133,6 +153,7 @@ __all__ = [
     "verify_bundle",
     "wait",
     "watch_rows",
+    "with_defaults",
 ]
 
 

@@ -70,7 +70,7 @@ def reproduce(
     bundle: PathLike,
     *,
     code_dir: PathLike,
-    data_dir: PathLike,
+    data_dir: PathLike | None = None,
     out_dir: PathLike | None = None,
     image: PathLike | None = None,
     key: PathLike | None = None,
@@ -84,12 +84,12 @@ def reproduce(
 ) -> Reproduction:
     """``dotlab-hpc reproduce``: check the bundle folder as ``verify-bundle`` does (with ``key``
     its signature is required), then run its manifest as ``run`` does, with its image or
-    ``image`` (checked against the pinned digest), into ``out_dir`` (default:
-    ``./dotlab-out/<claim>-<time>``)."""
+    ``image`` (checked against the pinned digest), into ``out_dir`` (default, as for ``run``:
+    a fresh ``dotlab-out/<claim>-<time>`` beside the runs root). ``data_dir`` is needed when the
+    manifest lists ``data``."""
     from ..bundle.check import verify_dir
     from ..bundle.reproduce import plan_reproduce
     from ..bundle.sign import load_public_key
-    from ..clock import SystemClock
     from .submit import run_all
 
     root = Path(bundle)
@@ -101,9 +101,6 @@ def reproduce(
     public = None if key is None else load_public_key(Path(key))
     plan = plan_reproduce(root, verify_dir(root, public_key=public),
                           image=None if image is None else Path(image))  # fmt: skip
-    if out_dir is None:
-        stamp = SystemClock().now().strftime("%Y%m%dT%H%M%SZ")
-        out_dir = Path("dotlab-out") / f"{plan.original.claim}-{stamp}"
     submitted, collected = run_all(
         [plan.manifest], code_dir=code_dir, data_dir=data_dir, image=plan.image, out_dir=out_dir,
         runs_root=runs_root, run_dir=run_dir, apptainer=apptainer, record=record,

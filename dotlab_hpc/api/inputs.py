@@ -90,19 +90,30 @@ def hash_paths(paths: Sequence[Path], *, jobs: int | None = None) -> list[str]:
 
 
 def verify(
-    manifest: PathLike, *, code_dir: PathLike, data_dir: PathLike, image: PathLike
+    manifest: PathLike, *, code_dir: PathLike, data_dir: PathLike | None = None, image: PathLike
 ) -> VerifyReport:
     """``dotlab-hpc verify``: every pre-flight check of one manifest's inputs, none submitted.
 
     The report's ``ok`` says whether all match; ``mismatches()`` names each one that does not.
+    ``data_dir`` is needed when the manifest lists ``data`` (``UsageError`` naming the field).
     """
+    import tempfile
+    from contextlib import nullcontext
+
     from ..proc import SubprocessRunner
     from ..progress import Progress
     from ..verify.inputs import verify_inputs
+    from .defaults import data_dir_needed
 
     m = load_manifest(manifest)
-    with Progress(f"verifying {m.spec.claim}") as progress:
-        return verify_inputs(m.spec, code_dir=Path(code_dir), data_dir=Path(data_dir),
+    if data_dir is None:
+        data_dir_needed([m])
+    with (
+        tempfile.TemporaryDirectory(prefix="dotlab-no-data-") if data_dir is None else
+        nullcontext(os.fspath(data_dir)) as data,
+        Progress(f"verifying {m.spec.claim}") as progress,
+    ):  # fmt: skip
+        return verify_inputs(m.spec, code_dir=Path(code_dir), data_dir=Path(data),
                              image=Path(image), runner=SubprocessRunner(),
                              progress=progress)  # fmt: skip
 

@@ -70,6 +70,13 @@ class Run:
         cancel([self])
 
 
+def run_dirs_of(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[Path]:
+    """The run directories of one run, one path, or a list of runs or paths (a ``str`` is one
+    path, never its characters)."""
+    items = [runs] if isinstance(runs, Run | str | bytes | os.PathLike) else list(runs)
+    return [r.run_dir if isinstance(r, Run) else Path(os.fsdecode(r)) for r in items]
+
+
 def open_run(run_dir: PathLike) -> Run:
     """A run directory made by ``submit`` earlier, by this process or another one."""
     from ..rundir.directory import open_existing
@@ -130,14 +137,17 @@ def lost_error(states: Sequence[RunState]) -> JobsLost | None:
 
 
 def wait(
-    runs: Sequence[Run], *, on_cycle: OnCycle | None = None, log_file: PathLike | None = None
+    runs: Run | PathLike | Sequence[Run | PathLike],
+    *,
+    on_cycle: OnCycle | None = None,
+    log_file: PathLike | None = None,
 ) -> list[RunState]:
     """Follow the runs until every one is final (``status --watch``); their final states.
 
     ``JobsLost`` (an ``OperatorError``, the CLI's exit 2) when Slurm lost a job, naming each
     lost run. A run never submitted (``input_mismatch``) is final already.
     """
-    states = follow([r.run_dir for r in runs], on_cycle=on_cycle, log_file=log_file)
+    states = follow(run_dirs_of(runs), on_cycle=on_cycle, log_file=log_file)
     error = lost_error(states)
     if error is not None:
         raise error
@@ -166,11 +176,11 @@ def watch_rows(run_dirs: Sequence[PathLike], *, on_cycle: OnCycle | None = None)
     return [r if isinstance(r, BadRun) else next(followed) for r in rows]
 
 
-def status(runs: Sequence[Run]) -> list[RunState]:
+def status(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[RunState]:
     """``dotlab-hpc status``: each run's state, with one Slurm query for all of them."""
     from ..follow.states import BadRun
 
-    out = status_rows([r.run_dir for r in runs])
+    out = status_rows(run_dirs_of(runs))
     for row in out:
         if isinstance(row, BadRun):
             raise RunDirError(row.message)
@@ -223,13 +233,13 @@ def records(collected: Sequence[Collected]) -> list[ClaimRecord]:
     return out
 
 
-def collect(runs: Sequence[Run]) -> list[ClaimRecord]:
+def collect(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[ClaimRecord]:
     """``dotlab-hpc collect``: the record of each run (written once; a second collect reads it).
 
     Raises the first run's error (``NotFinished`` while a job runs, ``OperatorError`` when the
     cluster failed it), its message naming that run directory.
     """
-    return records(collect_all([r.run_dir for r in runs]))
+    return records(collect_all(run_dirs_of(runs)))
 
 
 # --------------------------------------------------------------------------- cancel
@@ -264,7 +274,7 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     )
 
 
-def cancel(runs: Sequence[Run]) -> list[str]:
+def cancel(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[str]:
     """``dotlab-hpc cancel``: scancel each run's job; returns the job ids cancelled.
 
     ``RunDirError`` (nothing cancelled) when a run directory cannot be read.
@@ -272,7 +282,15 @@ def cancel(runs: Sequence[Run]) -> list[str]:
     from ..follow.poll import read_rows
     from ..follow.states import BadRun
 
-    for row in read_rows([r.run_dir for r in runs]):
+    dirs = run_dirs_of(runs)
+    for row in read_rows(dirs):
         if isinstance(row, BadRun):
             raise RunDirError(row.message)
-    return list(cancel_all([r.run_dir for r in runs]).job_ids)
+    return list(cancel_all(dirs).job_ids)
+
+
+def analysis_stderr(run_dir: PathLike) -> tuple[Path, list[str]]:
+    """The analysis's stderr file in a run directory and its last lines (why a ``spec_issue``)."""
+    from ..collect.explain import stderr_tail
+
+    return stderr_tail(Path(run_dir))

@@ -62,13 +62,40 @@ class RunInputs(TypedDict, total=False):
     and their kin share (the options of ``dotlab-hpc submit``)."""
 
     code_dir: Required[PathLike]  # the git checkout of the code (--code-dir)
-    data_dir: Required[PathLike]  # the folder the datasets are in (--data-dir)
     image: Required[PathLike]  # the .sif (--image)
-    out_dir: Required[PathLike]  # where the analysis writes; empty or new (--out-dir)
+    # the folder the datasets are in (--data-dir); None: the manifests list no data
+    data_dir: PathLike | None
+    # where the analysis writes; empty or new (--out-dir); None: ``defaults.default_out_dir``
+    out_dir: PathLike | None
     runs_root: PathLike  # where run directories are made (default: ./dotlab-runs)
     run_dir: PathLike | None  # the run directory of a single claim (--run-dir)
     apptainer: str | None  # the apptainer the job runs (default: found on PATH)
     array_limit: int | None  # at most this many claims of an array at once (--array-limit)
+
+
+def with_defaults(manifests: Sequence[PathLike], where: RunInputs) -> RunInputs:
+    """``where`` with ``out_dir`` and ``data_dir`` filled in when not given (``api.defaults``):
+    a fresh output folder; an empty data folder when no manifest lists ``data`` (else a
+    ``UsageError`` naming the field)."""
+    out_dir, data_dir = where.get("out_dir"), where.get("data_dir")
+    if out_dir is not None and data_dir is not None:
+        return where
+    from ..clock import SystemClock
+    from ..manifest.models import load
+    from .defaults import data_dir_needed, default_out_dir, empty_data_dir
+
+    runs_root, run_dir = where.get("runs_root"), where.get("run_dir")
+    loaded = [load(Path(m)) for m in manifests] if data_dir is None or len(manifests) == 1 else []
+    if data_dir is None:
+        data_dir_needed(loaded)
+        data_dir = empty_data_dir(runs_root=runs_root, run_dir=run_dir)
+    if out_dir is None:
+        claims = (
+            [m.spec.claim for m in loaded] if len(manifests) == 1 else list(map(str, manifests))
+        )
+        out_dir = default_out_dir(claims, now=SystemClock().now(), runs_root=runs_root,
+                                  run_dir=run_dir)  # fmt: skip
+    return {**where, "out_dir": out_dir, "data_dir": data_dir}
 
 
 def submission(
@@ -93,6 +120,10 @@ def submission(
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     if array_limit is not None and array_limit < 1:
         raise UsageError(f"--array-limit {array_limit}: must be at least 1")
+    where = with_defaults(manifests, where)
+    data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
+    if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both in
+        raise RuntimeError("with_defaults left data_dir or out_dir unset")
     from .runs import slurm_client
 
     client = slurm_client()
@@ -106,8 +137,8 @@ def submission(
     opts = SubmitOptions(
         manifests=tuple(m if isinstance(m, Path) else Path(m) for m in manifests),
         code_dir=Path(where["code_dir"]),
-        data_dir=Path(where["data_dir"]),
-        out_dir=Path(where["out_dir"]),
+        data_dir=Path(data_dir),
+        out_dir=Path(out_dir),
         image=Path(where["image"]),
         run_dir=None if run_dir is None else Path(run_dir),
         runs_root=Path(where.get("runs_root", "dotlab-runs")),
@@ -140,7 +171,8 @@ def submit(
 ) -> list[Run]:
     """``dotlab-hpc submit``: verify every claim, then one job (or one array for several).
 
-    ``where``: ``code_dir``, ``data_dir``, ``image`` and ``out_dir``, and optionally
+    ``where``: ``code_dir`` and ``image``, and optionally ``data_dir`` (needed when a manifest
+    lists ``data``), ``out_dir`` (default: a fresh ``dotlab-out/…`` beside the runs root),
     ``runs_root``, ``run_dir`` (the run directory of a single claim), ``apptainer`` and
     ``array_limit`` (``RunInputs``); ``hold`` submits held. A claim whose inputs do not match
     is not submitted: its ``Run`` carries the ``input_mismatch`` record.

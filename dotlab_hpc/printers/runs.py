@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import TOOL_NAME
 from ..slurm.units import duration
 from .table import table
 
@@ -47,7 +50,8 @@ def submission_lines(res: SubmitResult) -> list[str]:
 
 
 def dry_run_text(res: SubmitResult) -> str:
-    """What ``submit --dry-run`` prints: the sbatch argv, the script, each apptainer argv."""
+    """What ``submit --dry-run --show-script`` adds: the sbatch argv, the script, each
+    apptainer argv."""
     out = [f"# {r.claim}: input_mismatch: {r.mismatch.reason}\n" for r in res.runs if r.mismatch]
     if res.script is None:
         return "".join(out) + "# nothing would be submitted\n"
@@ -72,3 +76,70 @@ def collected_lines(results: Sequence[Collected]) -> list[str]:
         for c in results
     ]
     return table(rows)
+
+
+# The #SBATCH options that say what the job asks for (not how Slurm treats it); read back from
+# the rendered script, so the summary shows exactly what Slurm will be given.
+_RESOURCE_OPTIONS = ("--time", "--cpus-per-task", "--mem", "--gres", "--tmp", "--partition",
+                     "--account", "--qos", "--constraint")  # fmt: skip
+
+
+def resources(script: str | None) -> list[str]:
+    """The job's resource requests (``--time=…``, ``--mem=…`` …) from its #SBATCH lines."""
+    found = []
+    for line in (script or "").splitlines():
+        option = line.removeprefix("#SBATCH ")
+        if option != line and option.split("=", 1)[0] in _RESOURCE_OPTIONS:
+            found.append(option)
+    return found
+
+
+def _some(items: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c`` or ``a, b, c … (500 in all)``."""
+    head = ", ".join(items[:shown])
+    return head if len(items) <= shown else f"{head} … ({len(items)} in all)"
+
+
+def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[str]:
+    """``submit --dry-run``: an aligned summary of what would be submitted, then one line
+    saying nothing was (``--show-script`` adds the script and every command)."""
+    runs = res.runs
+    dirs = [str(r.run_dir) for r in runs]
+    if len(dirs) == 1:
+        where = dirs[0]
+    else:
+        first, last = runs[0].run_dir, runs[-1].run_dir
+        where = f"{len(dirs)} in {first.parent} ({first.name} … {last.name})"
+    bad = [r for r in runs if r.mismatch is not None]
+    verdict = (f"all {len(runs)} claim(s): code, data and image match" if not bad
+               else f"{len(runs) - len(bad)} of {len(runs)} claim(s) match")  # fmt: skip
+    rows = [
+        ["claims", _some([r.claim for r in runs])],
+        ["resources", " ".join(resources(res.script)) or "-"],
+        ["run dirs", where],
+        *([name, str(path)] for name, path in inputs.items() if path is not None),
+        ["inputs", verdict],
+        *(["", f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}"]
+          for r in bad if r.mismatch is not None),
+        ["apptainer", res.apptainer_argvs[0][0] if res.apptainer_argvs else "-"],
+        ["sbatch", f"{len(res.sbatch_argvs)} command(s)"],
+    ]  # fmt: skip
+    tail = "nothing submitted (dry run); --show-script prints the job script and every command"
+    return [*table(rows), tail]
+
+
+def next_commands(res: SubmitResult, *, waited: bool = False) -> list[str]:
+    """What to run after ``submit``: ``status`` and ``collect`` of its runs (``collect`` only
+    once waited for); one glob for the run directories of an array."""
+    dirs = [r.run_dir for r in res.runs if r.job_id]
+    if not dirs:
+        return []
+    if len(dirs) == 1:
+        target = shlex.quote(str(dirs[0]))
+    else:
+        parent = dirs[0].parent
+        # the names' common start (the array's batch id), character by character on purpose
+        prefix = os.path.commonprefix([d.name for d in dirs])  # noqa: RUF071
+        target = shlex.quote(str(parent / prefix)) + "*"
+    verbs = ("collect",) if waited else ("status", "collect")
+    return [f"{TOOL_NAME} {verb} {target}" for verb in verbs]

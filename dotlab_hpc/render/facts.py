@@ -3,6 +3,7 @@ scratch folder, the wrapper and the probe, as finished strings (``rundir.names.F
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import PurePosixPath
@@ -150,3 +151,17 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
 def apptainer_argvs(job: JobSpec) -> tuple[tuple[str, ...], ...]:
     """The exact apptainer argv of each task (what ``submit --dry-run`` prints)."""
     return tuple(exec_argv(task_exec_spec(t, job.apptainer, job.scratch_root)) for t in job.tasks)
+
+
+# `dotlab-hpc shell`: the analysis's own container (same flags, binds, environment, working
+# folder, process bound), with an interactive sh where the wrapper would start the entrypoint.
+SHELL_WRAPPER = (
+    'HOME=/tmp; export HOME; ulimit -u "$1" 2>/dev/null || ulimit -p "$1" 2>/dev/null;'
+    " exec /bin/sh -i"
+)
+
+
+def shell_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec:
+    """The apptainer exec of ``dotlab-hpc shell``: the task's sandbox, ``sh -i`` inside."""
+    spec = task_exec_spec(task, apptainer, scratch_root)
+    return dataclasses.replace(spec, wrapper=SHELL_WRAPPER, wrapper_args=(str(MAX_PROCESSES),))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import SlurmError
 from .jobids import check_job_ids
-from .units import slurm_time
+from .units import slurm_minutes, slurm_time
 
 # sacct -P columns, in this order (parse.parse_sacct reads them by position)
 SACCT_FIELDS: tuple[str, ...] = (
@@ -204,3 +204,25 @@ def squeue_by_names_argv(names: Sequence[str]) -> tuple[str, ...]:
 def sacct_by_names_argv(names: Sequence[str], *, since: datetime) -> tuple[str, ...]:
     """One ``sacct`` for every job named any of ``names`` since ``since``."""
     return _sacct(since, f"--name={_names(names)}")
+
+
+def srun_shell_argv(
+    command: Sequence[str],
+    *,
+    time_s: int,
+    cpus: int,
+    mem_mib: int,
+    gres: str | None,
+    where: Sequence[tuple[str, str | None]],
+    pty: bool,
+) -> tuple[str, ...]:
+    """``srun`` of an interactive ``command`` on a compute node with a claim's request (what its
+    job's #SBATCH lines ask for); ``--pty`` when a person types at a terminal."""
+    argv = ["srun", "--nodes=1", "--ntasks=1", f"--time={slurm_minutes(time_s)}"]
+    argv += [f"--cpus-per-task={cpus}", f"--mem={mem_mib}M"]
+    if gres:
+        argv.append(f"--gres={_no_option(gres, 'gres')}")
+    argv += [f"--{opt}={_no_option(value, opt)}" for opt, value in where if value is not None]
+    if pty:
+        argv.append("--pty")
+    return (*argv, *command)

@@ -125,3 +125,24 @@ def test_a_reproduced_run_packed_signed_and_verified_through_the_api(kit: Kit) -
     assert api.verify_bundle(kit.root / "bundle", key=public).failed() == []
     failed = api.verify_bundle(kit.root / "bundle", key=other).failed()
     assert failed and any("signature" in line for line in failed), failed
+
+
+def test_a_path_or_a_list_of_paths_and_only_typed_errors(kit: Kit) -> None:
+    """`api.validate("claim.yaml")` is one manifest, not its characters; the run verbs take run
+    directories as well as runs; what is wrong is always a DotlabError."""
+    m = kit.manifest("paths")
+    assert api.validate(str(m)) == [] and api.validate([m, m]) == []
+    (run,) = submit(kit, [m], kit.root / "out-paths")
+    run.wait()
+    d = str(run.run_dir)
+    assert api.status(d)[0].finished and [s.finished for s in api.status([d, run])] == [True] * 2
+    assert [r.outcome for r in api.collect([d, run.run_dir])] == ["reproduced"] * 2
+    assert api.collect(d) == api.collect(run)
+    for call in (lambda: api.status("nope"), lambda: api.collect([kit.code]),
+                 lambda: api.validate("nope.yaml"), lambda: api.cancel(str(kit.root))):  # fmt: skip
+        with pytest.raises(api.DotlabError):
+            call()
+    assert set(api.__all__) >= {"init", "build", "validate", "hash_paths", "verify", "render",
+                                "submit", "run", "status", "collect", "cancel", "pack",
+                                "verify_bundle", "reproduce", "keygen", "doctor", "shell",
+                                "plan_shell", "schema", "inspect"}  # fmt: skip

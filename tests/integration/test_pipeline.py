@@ -102,8 +102,9 @@ def test_reproduced(kit: Kit) -> None:
 def test_dry_run_prints_everything_and_submits_nothing(kit: Kit, slurm_env: dict[str, str]) -> None:
     m = kit.manifest("dry")
     args = kit.inputs(m)
-    res = kit.cli("submit", *args, "--dry-run")
+    res = kit.cli("submit", *args, "--dry-run", "--show-script")
     assert res.rc == 0, res.stderr
+    assert res.stdout.startswith("claims     dry\n")  # the summary first, then the script
     assert "# sbatch command:\nsbatch --parsable --job-name=dotlab-dry-" in res.stdout
     assert "#!/bin/bash\n#SBATCH --time=00:07:00\n" in res.stdout
     assert "# apptainer command of task 0:\n" in res.stdout
@@ -660,3 +661,17 @@ def test_slurm_time_limit_warning_stops_the_container(kit: Kit) -> None:
     status = json.loads((res.run_dir / "status.json").read_text())
     assert status["phase"] == "slurm_time_limit" and status["signal"] == "USR1"
     assert "#SBATCH --time=00:02:00" in (res.run_dir / "job.sbatch").read_text()
+
+
+def test_a_spec_issue_shows_the_analysis_error_line_and_its_file(kit: Kit) -> None:
+    """A typo in the entrypoint: the cause is the analysis's own stderr, shown with its path."""
+    res = kit.run(kit.manifest("typo", entrypoint="python3 analyse.py good"))
+    assert res.rc == 1, res.stderr
+    assert res.outcome == "spec_issue"
+    assert res.run_dir is not None
+    err = res.run_dir / "container.err"
+    assert f"{res.run_dir}: the analysis's stderr ends with ({err}):" in res.stderr
+    shown = [ln for ln in res.stderr.splitlines() if ln.startswith("  ")]
+    assert any("can't open file '/work/code/" in ln and "analyse.py" in ln for ln in shown), shown
+    again = kit.cli("collect", str(res.run_dir))  # a later collect says it again
+    assert again.rc == 1 and "can't open file" in again.stderr

@@ -1,0 +1,112 @@
+"""``dotlab-hpc shell``: ``sh`` in a claim's exact sandbox, to see why an analysis fails.
+
+The same checks as ``submit`` (the inputs must be the pinned ones), then the analysis's own
+``apptainer exec`` (flags, binds, environment, working folder, process bound; ``render.facts``)
+with an interactive ``sh`` where the entrypoint would start: on a compute node through
+``srun`` with the claim's request, or with ``local`` on this machine. ``/work/out`` is a fresh
+folder that stays afterwards (what the shell wrote is there to read).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputMismatch, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .inputs import PathLike
+
+# the job script's own PATH (templates/job.sbatch.j2): the same programs, found the same way
+JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class ShellPlan:
+    """What ``shell`` runs: the argv, its environment, and the output folder it made."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    out_dir: Path
+
+
+def shell_env(environ: dict[str, str]) -> dict[str, str]:
+    """The login environment as the job script leaves it: no APPTAINER*/SINGULARITY* variable
+    (they would steer Apptainer), the job's PATH and LC_ALL."""
+    env = {k: v for k, v in environ.items() if not k.startswith(("APPTAINER", "SINGULARITY"))}
+    env.update(PATH=JOB_PATH, LC_ALL="C")
+    return env
+
+
+def plan_shell(
+    manifest: PathLike,
+    *,
+    code_dir: PathLike,
+    image: PathLike,
+    data_dir: PathLike | None = None,
+    out_dir: PathLike | None = None,
+    local: bool = False,
+    apptainer: str | None = None,
+    pty: bool | None = None,
+) -> ShellPlan:
+    """Check the inputs and build the shell's argv; ``InputMismatch`` (with the fixes) when an
+    input is not the pinned one."""
+    from ..clock import SystemClock
+    from ..container.apptainer import exec_argv, find_apptainer
+    from ..proc import SubprocessRunner
+    from ..render.facts import shell_exec_spec
+    from ..render.job import gres_value
+    from ..render.spec import TaskSpec
+    from ..slurm.argv import srun_shell_argv
+    from ..submit.plan import env_knobs
+    from ..verify.inputs import verify_inputs
+    from .defaults import data_dir_needed, default_out_dir, empty_data_dir
+    from .inputs import load_manifest
+
+    m = load_manifest(manifest)
+    if data_dir is None:
+        data_dir_needed([m])
+        data = empty_data_dir()
+    else:
+        data = Path(data_dir)
+    report = verify_inputs(m.spec, code_dir=Path(code_dir), data_dir=data, image=Path(image),
+                           runner=SubprocessRunner())  # fmt: skip
+    if not report.ok:
+        raise InputMismatch([*report.mismatches(), *(f"fix: {f}" for f in report.fixes())])
+    out = Path(out_dir) if out_dir is not None else default_out_dir(
+        [f"shell-{m.spec.claim}"], now=SystemClock().now())  # fmt: skip
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if any(out.iterdir()):
+            raise UsageError(f"--out-dir {out}: not empty; the shell's /work/out starts empty")
+    except OSError as e:
+        raise UsageError(f"--out-dir {out}: cannot make it ({e.strerror})") from e
+    program = find_apptainer(apptainer)
+    task = TaskSpec(manifest=m, run_dir=out.absolute(), code_dir=Path(code_dir).absolute(),
+                    data_dir=data.absolute(), out_dir=out.absolute(),
+                    image=Path(image).absolute())  # fmt: skip
+    spec = shell_exec_spec(task, program, env_knobs()["scratch_root"])
+    if spec.scratch_dir is not None:  # the job makes it on the node; a shell has no job
+        import dataclasses
+
+        spec = dataclasses.replace(spec, scratch_dir=None)
+    argv = exec_argv(spec)
+    if not local:
+        r = m.spec.resources
+        where = tuple((f, getattr(r, f)) for f in ("partition", "account", "qos", "constraint"))
+        argv = srun_shell_argv(
+            argv, time_s=r.time_s, cpus=r.cpus, mem_mib=r.memory_mib,
+            gres=gres_value([m.spec], r.gpus) if r.gpus else None, where=where,
+            pty=sys.stdin.isatty() if pty is None else pty,
+        )  # fmt: skip
+    return ShellPlan(argv, shell_env(dict(os.environ)), out)
+
+
+def shell(plan: ShellPlan) -> int:
+    """``dotlab-hpc shell``: run a planned ``sh`` (``plan_shell``) on this terminal; its status."""
+    from ..proc import SubprocessRunner
+
+    return SubprocessRunner().stream(plan.argv, env=plan.env)

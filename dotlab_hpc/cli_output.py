@@ -1,0 +1,222 @@
+"""What the command line writes: one line per error on stderr, one JSON document (``--json``)
+or lines for people on stdout, the live status table. ``cli.py`` calls these and picks the exit
+codes; nothing here decides one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from . import TOOL_NAME
+from .errors import DotlabError, one_line
+
+# Imported where used: `dotlab-hpc hash` starts in ~50 ms and must not pay for pydantic,
+# subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterator
+    from pathlib import Path
+    from typing import Any, TextIO
+
+    from .api import Collected, RunState, SubmitResult
+
+
+def print_error(line: str) -> None:
+    """The one way an error, warning or hint reaches stderr: one line, unprintables escaped.
+
+    A path holding a newline (or a terminal escape) cannot split or forge the message.
+    """
+    if line.startswith("hint:"):
+        sys.stderr.write(f"  {one_line(line)}\n")
+    else:
+        sys.stderr.write(f"{TOOL_NAME}: {one_line(line)}\n")
+
+
+def print_error_lines(error: DotlabError, prefix: str = "") -> None:
+    """Each line of the error (a hint indented), ``prefix`` before all but the hint."""
+    for line in error.lines():
+        print_error(line if line.startswith("hint:") else f"{prefix}{line}")
+
+
+def print_json(obj: Any) -> None:
+    """One JSON document on stdout (``--json``), in the project's one layout, as UTF-8."""
+    from .printers.documents import json_text
+
+    text = json_text(obj)
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:  # a text stream without bytes under it (a test's StringIO)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    out.write(text.encode("utf-8"))
+    out.flush()
+
+
+def print_document(name: str, *args: Any) -> int:
+    """``--json``: the document ``printers.documents.NAME(*args)`` builds; 0 (printed)."""
+    from .printers import documents
+
+    print_json(getattr(documents, name)(*args))
+    return 0
+
+
+def print_completion(shell: str) -> int:
+    """The shell's completion script (``completion_script``); 0."""
+    sys.stdout.write(completion_script(shell))
+    return 0
+
+
+def completion_script(shell: str) -> str:
+    """The ``shell``'s completion script of the whole command line, generated from the parser
+    by shtab: every verb and option; a path where the option takes one."""
+    from pathlib import Path
+
+    import shtab  # only here: every other command starts without it
+
+    from .cli_args import build_parser
+
+    parser = build_parser()
+    for action in _actions(parser):
+        if action.type is Path and not hasattr(action, "complete"):
+            action.complete = shtab.FILE  # type: ignore[attr-defined]
+    return str(shtab.complete(parser, shell=shell))
+
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Every argument of the parser and of its verbs' parsers."""
+    import argparse
+
+    out = []
+    for action in parser._actions:
+        out.append(action)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out.extend(_actions(sub))
+    return out
+
+
+def print_json_rows(rows: Sequence[Any]) -> None:
+    """A JSON list, one object per line: json's C encoder, 4x faster than indenting 10,000.
+
+    One encoder for all rows: ``json.dumps`` with an option builds a new one per call.
+    """
+    import json
+
+    encode = json.JSONEncoder(sort_keys=True).encode
+    body = ",\n".join(f"  {encode(r)}" for r in rows)
+    sys.stdout.write(f"[\n{body}\n]\n" if rows else "[]\n")
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """A program run on the terminal (``apptainer build``) writes to stderr meanwhile: stdout
+    stays the one JSON document of ``--json``."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def live_table() -> Callable[[list[RunState]], None] | None:
+    """The status table redrawn in place while runs are followed, on a terminal only."""
+    gc.enable()  # following may take hours: collect as usual (``main`` turned it off)
+    if not sys.stderr.isatty():
+        return None
+    from .printers.runs import status_lines
+
+    drawn = 0
+
+    def redraw(states: list[RunState]) -> None:
+        nonlocal drawn
+        lines = status_lines(states)
+        if drawn:
+            sys.stderr.write(f"\x1b[{drawn}F\x1b[J")  # back to the table's first line
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
+        drawn = len(lines)
+
+    return redraw
+
+
+def print_paths(paths: Sequence[Path], as_json: bool, warnings: Sequence[str] = ()) -> None:
+    """The files written, one a line (``--json``: with the warnings, as one document)."""
+    if as_json:
+        from .printers.documents import written
+
+        print_json(written(paths, warnings))
+    else:
+        sys.stdout.write("".join(f"{p}\n" for p in paths))
+
+
+def print_submitted(res: SubmitResult, to: TextIO | None = None) -> None:
+    """The run directories and job ids, on stdout (or ``to``: stderr under ``--json``)."""
+    from .printers.runs import submission_lines
+
+    out = to or sys.stdout
+    out.write("\n".join(submission_lines(res)) + "\n")
+    out.flush()
+
+
+def submitted_to(as_json: bool) -> Callable[[SubmitResult], None]:
+    """``print_submitted`` to stdout, or to stderr when stdout is the JSON document."""
+    return lambda res: print_submitted(res, sys.stderr if as_json else sys.stdout)
+
+
+def print_dry_run(
+    res: SubmitResult, inputs: dict[str, Path | None], *, as_json: bool, show_script: bool
+) -> None:
+    """``submit --dry-run``: the summary (``--show-script``: then the script and every
+    command), or its JSON document."""
+    from .printers import documents
+    from .printers.runs import dry_run_lines, dry_run_text, resources
+
+    if as_json:
+        print_json(documents.dry_run(res, inputs=inputs, resources=resources(res.script),
+                                     show_script=show_script))  # fmt: skip
+        return
+    sys.stdout.write("\n".join(dry_run_lines(res, inputs=inputs)) + "\n")
+    if show_script:
+        sys.stdout.write("\n" + dry_run_text(res))
+
+
+def print_next(
+    res: SubmitResult, *, waited: bool, as_json: bool, out_dir: str | os.PathLike[str] | None
+) -> None:
+    """After ``submit``: the commands to run next, on stderr (stdout stays the runs), and under
+    ``--json`` the submission's one document (with them) on stdout."""
+    from .printers.runs import next_commands
+
+    commands = next_commands(res, waited=waited)
+    if as_json:
+        from .printers.documents import submitted
+
+        print_json(submitted(res, out_dir=out_dir, next_commands=commands))
+    if commands:
+        sys.stderr.write("next:\n" + "".join(f"  {one_line(c)}\n" for c in commands))
+
+
+def print_result(res: Any) -> None:
+    """A verb's result (a dataclass: ``build``, ``pack``) as one JSON document, field by field."""
+    from .printers.documents import plain
+
+    print_json(plain(res))
+
+
+def print_collected(results: Sequence[Collected], as_json: bool) -> None:
+    """One line per run: claim, outcome, reason (``--json``: one document, records and all)."""
+    from .printers import documents
+    from .printers.runs import collected_lines
+
+    if as_json:
+        print_json(documents.collected(results))
+    else:
+        print("\n".join(collected_lines(results)))
