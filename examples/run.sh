@@ -23,7 +23,7 @@ if [ -n "$apptainer" ] || [ "${DOTLAB_EXAMPLE_STANDIN:-0}" = 1 ]; then
   if [ -z "$apptainer" ]; then
     apptainer="$root/tests/bin/apptainer"
     echo "note: the job runs the stand-in $apptainer (bubblewrap isolation with the host's /usr"
-    echo "      in place of the image; see README)."
+    echo "      in place of the image; see tests/bin/README.md)."
   fi
 else
   export DOTLAB_SLURM_ROOT=debian13

@@ -158,7 +158,7 @@ def test_an_image_changed_after_submission_is_caught_on_every_node(kit: Kit, nod
     make_sif(kit.image, deffile="Bootstrap: docker\nFrom: swapped@sha256:" + "3" * 64 + "\n")
     swapped = sha256_file(kit.image)
     subprocess.run(["scontrol", "release", array_id], env=nodes.env, check=True)
-    for d in dirs:  # (collect right after the release may call a task lost: see the README)
+    for d in dirs:  # (collect right after the release may call a task lost: docs/choices.md)
         wait_for((d / "status.json").exists, 60, f"{d.name} ended")
     results = [collect_when_done(kit, d) for d in dirs]
     statuses = [read(d / "status.json") for d in dirs]
