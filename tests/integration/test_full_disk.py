@@ -195,7 +195,8 @@ def test_an_output_folder_on_a_full_file_system_is_a_failed_run_never_a_result(
     fill(small_fs)
     res = kit.cli("run", *args)
     assert res.rc == 1, (res.stdout, res.stderr)
-    assert "Traceback" not in res.stderr
+    assert "Traceback" not in res.tool_stderr  # the analysis's own traceback is shown, indented
+    assert "No space left on device" in res.stderr  # its last lines, with container.err's path
     run_dir = Path(args[args.index("--run-dir") + 1])
     record = json.loads((run_dir / "record.json").read_text())
     # the analysis's own error: the results file could not be written

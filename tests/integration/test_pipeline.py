@@ -26,7 +26,7 @@ import pytest
 
 from dotlab_hpc.errors import NOT_FINISHED_HINT
 from tests.support import platform
-from tests.support.claims import Kit, Result, run_dirs, submission
+from tests.support.claims import Kit, Result, jobs_named, run_dirs, submission
 from tests.support.expect import parse_task_facts
 from tests.support.sif import make_sif
 from tests.support.standin import gpu_wrapper
@@ -52,18 +52,6 @@ def wait_for(predicate: object, timeout: float = 60.0) -> None:
             return
         time.sleep(0.2)
     raise AssertionError("condition not met in time")
-
-
-def jobs_named(name: str, env: dict[str, str]) -> list[str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], capture_output=True, text=True,
-        env=env, check=True,
-    ).stdout.split()  # fmt: skip
-    acct = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-S", "now-1hour", "--name", name, "-o", "JobID"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout.split()  # fmt: skip
-    return sorted(set(out) | set(acct))
 
 
 # --------------------------------------------------------------------------- reproduced

@@ -11,7 +11,6 @@ import json
 import re
 import shlex
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 
 from dotlab_hpc.rundir.directory import RunDir
 from tests.support import platform
-from tests.support.claims import Kit, Result
+from tests.support.claims import Kit, Result, jobs_named
 
 # A permanent failure must not wait: sbatch itself gives up on a missing SLURM_CONF only after 60 s
 # of "retrying in 1sec", and the retries with backoff this once took ran past 400 s.
@@ -54,19 +53,6 @@ def shown_job_name(line: str) -> str:
     match = re.search(r"command: sbatch --parsable --job-name=(dotlab-\S+) ", line)
     assert match is not None, line
     return match.group(1)
-
-
-def jobs_named(name: str, env: dict[str, str]) -> list[str]:
-    """Every job the controller or accounting has under ``name``."""
-    queued = subprocess.run(
-        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], capture_output=True, text=True,
-        env=env, check=True,
-    ).stdout.split()  # fmt: skip
-    acct = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-S", "now-1hour", "--name", name, "-o", "JobID"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout.split()  # fmt: skip
-    return sorted(set(queued) | set(acct))
 
 
 def assert_left_nothing_or_marked(run_dir: Path) -> None:

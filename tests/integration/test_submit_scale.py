@@ -172,9 +172,10 @@ def test_a_shared_checkout_is_inspected_once_whatever_the_number_of_claims(kit: 
 def test_a_dry_run_of_a_split_submission_shows_every_sbatch_command(kit: Kit) -> None:
     res = kit.cli("submit", *many(kit, 7, "dry"),
                   *inputs(kit, kit.root / "runs-dry", kit.root / "outs-dry"), "--dry-run",
-                  env={"DOTLAB_MAX_ARRAY_SIZE": "3"})  # fmt: skip
+                  "--show-script", env={"DOTLAB_MAX_ARRAY_SIZE": "3"})  # fmt: skip
     assert res.rc == 0, (res.stdout, res.stderr)
+    assert "sbatch     3 command(s)" in res.stdout  # the summary, first
     assert "# 3 sbatch commands" in res.stdout
-    arrays = [line for line in res.stdout.splitlines() if line.startswith("sbatch ")]
+    arrays = [line for line in res.stdout.splitlines() if line.startswith("sbatch --")]
     assert len(arrays) == 3 and all("--array=" in line for line in arrays), arrays
     assert not (kit.root / "runs-dry").exists()  # a dry run writes nothing

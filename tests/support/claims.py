@@ -231,6 +231,14 @@ class Result:
         return obj
 
     @property
+    def tool_stderr(self) -> str:
+        """stderr without the analysis's own lines that a ``spec_issue`` shows (indented, after
+        "the analysis's stderr ends with"): what dotlab-hpc itself printed."""
+        return "".join(
+            ln for ln in self.stderr.splitlines(keepends=True) if not ln.startswith("  ")
+        )
+
+    @property
     def outcome(self) -> str | None:
         rec = self.record
         return str(rec["outcome"]) if rec else None
@@ -320,3 +328,16 @@ class Kit:
         res = self.cli("submit", *args, *extra, env=env)
         res.run_dir = Path(args[args.index("--run-dir") + 1])
         return res
+
+
+def jobs_named(name: str, env: dict[str, str]) -> list[str]:
+    """Every job the controller or accounting has under ``name``."""
+    queued = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], capture_output=True, text=True,
+        env=env, check=True,
+    ).stdout.split()  # fmt: skip
+    acct = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-S", "now-1hour", "--name", name, "-o", "JobID"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout.split()  # fmt: skip
+    return sorted(set(queued) | set(acct))
