@@ -108,7 +108,7 @@ def _exit_code(results: Sequence[Collected]) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     _, collected = api.run_all(args.manifest, record=args.record, on_cycle=_live_table(),
-                               on_submitted=out.submitted_to(args.json),
+                               on_submitted=out.submitted_to(args.json), local=args.local,
                                **_run_options(args))  # fmt: skip
     return _print_collected(collected, args.json)
 
@@ -187,7 +187,8 @@ def _cmd_pack(args: argparse.Namespace) -> int:
     if args.no_image and args.image is not None:
         raise UsageError("--image and --no-image exclude each other")
     res = api.pack(args.run_dir, args.output, include_image=not args.no_image, image=args.image,
-                   image_url=args.image_url, sign_key=args.sign)  # fmt: skip
+                   image_url=args.image_url, sign_key=args.sign,
+                   allow_local=args.allow_local)  # fmt: skip
     if args.json:
         out.print_result(res)
         return 0

@@ -202,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("run", "submit --wait, then collect")
     _add_run_options(p)
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="run the same job script, Apptainer flags and probe on this machine, without"
+        " Slurm (no memory or CPU bound here); the record says where: local",
+    )
 
     p = verb("doctor", "what this site's Apptainer and Slurm give: exit 0/1/2")
     p.add_argument(
@@ -312,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="KEY",
         help="sign the in-toto statement with this Ed25519 key (`dotlab-hpc keygen KEY`)",
+    )
+    p.add_argument(
+        "--allow-local",
+        action="store_true",
+        help="pack a `run --local` record too (its record says where: local)",
     )
     _add_json(p)
 

@@ -91,3 +91,69 @@ class SubprocessRunner:
             ).returncode
         except FileNotFoundError as e:
             raise ToolMissing(f"{args[0]}: program not found") from e
+
+
+@dataclass(frozen=True)
+class BatchDone:
+    """How a batch script run here (``run_batch``) ended."""
+
+    returncode: int  # negative: killed by that signal
+    timed_out: bool  # it ran into its time limit and was stopped
+    started: float  # time.time() at its start and end
+    ended: float
+
+
+def run_batch(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    output: Path,
+    limit_s: float,
+    usr1_lead_s: float | None = None,
+    kill_wait_s: float = 30.0,
+) -> BatchDone:
+    """Run a batch script here as slurmd would: stdout and stderr into ``output`` (appended),
+    no stdin, its own session; ``SIGUSR1`` to the script alone ``usr1_lead_s`` before
+    ``limit_s`` (``sbatch --signal=B:USR1@N``), at the limit ``SIGTERM`` to all its processes
+    and ``SIGKILL`` ``kill_wait_s`` later (Slurm's KillWait). An interrupt stops it the same way."""
+    import signal
+    import time
+
+    args = tuple(argv)
+    started = time.time()
+    with output.open("ab") as out:
+        try:
+            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, env=dict(env), cwd=cwd,
+                                 start_new_session=True)  # fmt: skip
+        except FileNotFoundError as e:
+            raise ToolMissing(f"{args[0]}: program not found") from e
+
+        def stop() -> None:
+            for sig, wait_s in ((signal.SIGTERM, kill_wait_s), (signal.SIGKILL, None)):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    return
+                try:
+                    p.wait(timeout=wait_s)
+                    return
+                except subprocess.TimeoutExpired:
+                    continue
+
+        try:
+            first = limit_s if usr1_lead_s is None else max(0.0, limit_s - usr1_lead_s)
+            try:
+                return BatchDone(p.wait(timeout=first), False, started, time.time())
+            except subprocess.TimeoutExpired:
+                if usr1_lead_s is None:
+                    raise
+                p.send_signal(signal.SIGUSR1)
+            return BatchDone(p.wait(timeout=limit_s - first), False, started, time.time())
+        except subprocess.TimeoutExpired:
+            stop()
+            return BatchDone(p.wait(), True, started, time.time())
+        except BaseException:
+            stop()
+            raise

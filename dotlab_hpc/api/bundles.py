@@ -35,16 +35,19 @@ def pack(
     image: PathLike | None = None,
     image_url: str | None = None,
     sign_key: PathLike | None = None,
+    allow_local: bool = False,
 ) -> PackResult:
     """``dotlab-hpc pack``: the paper's handoff bundle of a collected run (folder or .tar);
-    ``sign_key`` signs its provenance statement (``pack --sign``)."""
+    ``sign_key`` signs its provenance statement (``pack --sign``); ``allow_local`` packs a
+    ``run --local`` record too (refused otherwise)."""
     from ..bundle.pack import PackOptions
     from ..bundle.pack import pack as pack_run
 
     return pack_run(PackOptions(Path(run_dir), Path(output), include_image=include_image,
                                 image=None if image is None else Path(image),
                                 image_url=image_url,
-                                sign_key=None if sign_key is None else Path(sign_key)))  # fmt: skip
+                                sign_key=None if sign_key is None else Path(sign_key),
+                                allow_local=allow_local))  # fmt: skip
 
 
 def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:

@@ -7,8 +7,10 @@ finds it (``follow.lost``), ``collect`` turns it into that run's operator error,
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,12 +32,33 @@ OnCycle = Callable[["list[RunState]"], None]
 OnRetry = Callable[[int, Exception, float], None]
 
 
+# ``run --local``: the client that runs the job script here instead (``slurm.local``), for the
+# submission, the follower and collect of that one call
+_LOCAL: contextvars.ContextVar[SlurmClient | None] = contextvars.ContextVar("local", default=None)
+
+
 def slurm_client() -> SlurmClient:
-    """The Slurm client every verb uses: the real commands, through the one Runner."""
+    """The Slurm client every verb uses: the real commands, through the one Runner (or, inside
+    ``local_jobs``, the machine's own ``LocalCluster``)."""
+    local = _LOCAL.get()
+    if local is not None:
+        return local
     from ..proc import SubprocessRunner
     from ..slurm.client import SlurmClient
 
     return SlurmClient(SubprocessRunner())
+
+
+@contextlib.contextmanager
+def local_jobs() -> Iterator[None]:
+    """Within it, every verb's jobs run on this machine without Slurm (``run --local``)."""
+    from ..slurm.local import LocalCluster
+
+    token = _LOCAL.set(LocalCluster())
+    try:
+        yield
+    finally:
+        _LOCAL.reset(token)
 
 
 # --------------------------------------------------------------------------- Run

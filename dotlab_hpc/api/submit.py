@@ -189,12 +189,23 @@ def run_all(
     on_retry: OnRetry | None = None,
     on_submitted: Callable[[SubmitResult], None] | None = None,
     on_cycle: OnCycle | None = None,
+    local: bool = False,
     **where: Unpack[RunInputs],
 ) -> tuple[SubmitResult, list[Collected]]:
     """``dotlab-hpc run``: submit, follow until every run is final, collect every run (a lost
-    job is that run's operator error). ``on_submitted`` hears of the submission first."""
+    job is that run's operator error). ``on_submitted`` hears of the submission first.
+
+    ``local``: the same job script, Apptainer flags and probe run on this machine, one task
+    after the other, without Slurm (``run --local``); each record says ``where: local``.
+    """
     if record is not None and len(manifests) > 1:
         raise UsageError("--record takes one claim; each run directory holds its own record")
+    if local:
+        from .runs import local_jobs
+
+        with local_jobs():
+            return run_all(manifests, record=record, log_file=log_file, on_retry=on_retry,
+                           on_submitted=on_submitted, on_cycle=on_cycle, **where)  # fmt: skip
     from .runs import collect_all, follow
 
     res = submission(manifests, log_file=log_file, on_retry=on_retry, **where)

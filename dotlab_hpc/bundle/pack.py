@@ -66,6 +66,7 @@ class PackOptions:
     image: Path | None = None
     image_url: str | None = None
     sign_key: Path | None = None
+    allow_local: bool = False  # a run --local record is not a cluster result unless asked
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,13 @@ def build_tree(
             hint=f"run `dotlab-hpc collect {rd.path}` once the job has finished, then pack",
         )
     record, record_bytes = got
+    if record.where == "local" and not opts.allow_local:
+        raise UsageError(
+            f"{one_line(rd.path)}: ran with `run --local` on {record.slurm.node or 'this machine'},"
+            " not on a cluster; a bundle hands over a cluster's result",
+            hint="run it on the cluster (dotlab-hpc run, without --local) and pack that run, or"
+            " add --allow-local to pack this one as what it is (its record says where: local)",
+        )
     run = rd.run()
     manifest = rd.manifest(run)
     manifest_name = run.manifest_file

@@ -77,6 +77,7 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
             gpus=list(facts.container.gpu_lines) if spec.is_gpu else [],
         ),
         isolation=isolation_record(facts.container.probe),
+        where="local" if facts.submission is not None and facts.submission.local else "slurm",
     )
 
 

@@ -97,6 +97,8 @@ class SubmissionRecord(_Frozen):
     slurm_log: str
     # an array's shared file: the path of its submission's ``RunIndex``; None for a plain job
     run_index: str | None = None
+    # ``run --local``: the job script ran on the submitting machine, no Slurm (slurm.local)
+    local: bool = False
 
     @property
     def whole_array(self) -> bool:

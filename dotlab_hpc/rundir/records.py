@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -120,6 +120,8 @@ class ClaimRecord(_Frozen):
     # each property of docs/contract.md §4 as measured inside the container before the analysis ran
     # (None: a run submitted before dotlab-hpc measured it)
     isolation: IsolationRecord | None = None
+    # where the job ran: a Slurm cluster, or this machine without Slurm (``run --local``)
+    where: Literal["slurm", "local"] = "slurm"
 
 
 class Outcome(StrEnum):
@@ -184,6 +186,7 @@ def build_record(
     inputs: InputsRecord,
     evidence: EvidenceRecord,
     isolation: IsolationRecord | None = None,
+    where: Literal["slurm", "local"] = "slurm",
 ) -> ClaimRecord:
     """Assemble the record; nothing in it depends on when it was collected."""
     return ClaimRecord(
@@ -200,6 +203,7 @@ def build_record(
         evidence=evidence,
         tool=ToolRecord(name=TOOL_NAME, version=__version__),
         isolation=isolation,
+        where=where,
     )
 
 

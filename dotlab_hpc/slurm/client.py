@@ -110,6 +110,8 @@ def _wanted(job_id: str, asked: set[str]) -> bool:
 class SlurmClient:
     """The Slurm commands dotlab-hpc needs, run through ``runner`` with a timeout each."""
 
+    is_local = False  # slurm.local.LocalCluster: the job script run here, no Slurm
+
     def __init__(
         self,
         runner: Runner,

@@ -234,7 +234,7 @@ def execute(
             writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
             raise
         sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted,
-                                index=index)  # fmt: skip
+                                index=index, local=client.is_local)  # fmt: skip
         try:
             # one file for the whole array, hard-linked into each of its run directories
             share_file([dirs[r.index] for r in runs], submission_file(dirs[runs[0].index], sub),

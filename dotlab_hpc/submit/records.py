@@ -136,6 +136,7 @@ def submission_record(
     now: datetime,
     adopted: bool,
     index: Path | None = None,
+    local: bool = False,
 ) -> SubmissionRecord:
     """The submission file of a run: a plain job's own, or the one its array's runs share.
 
@@ -153,4 +154,5 @@ def submission_record(
         adopted_after_retry=adopted,
         slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
         run_index=str(index) if whole and index is not None else None,
+        local=local,
     )
