@@ -164,19 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("render", "write the sbatch script (and the .def) without submitting")
     p.add_argument("manifest", nargs="?", type=Path)
-    p.add_argument("-o", "--output", type=Path, default=Path(), help="folder to write into")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path(),
+        help="where the rendered files go: job.sbatch, task.facts, claim.def (default: here)",
+    )
     p.add_argument("--from-dockerfile", type=Path, help="convert a Dockerfile into a .def")
     for flag, what in (
-        ("--code-dir", "code"),
-        ("--data-dir", "data"),
-        ("--out-dir", "output"),
-        ("--run-dir", "run"),
+        ("--code-dir", "the code folder the job binds at /work/code"),
+        ("--data-dir", "the data folder the job binds at /work/data"),
+        ("--out-dir", "the analysis's output folder the job binds at /work/out, as for submit"),
+        ("--run-dir", "the run directory the job writes its status into"),
     ):
-        p.add_argument(
-            flag,
-            type=Path,
-            help=f"the {what} folder to write into the script (default: under {PLACEHOLDER_ROOT})",
-        )
+        p.add_argument(flag, type=Path, help=f"{what} (default: under {PLACEHOLDER_ROOT})")
     p.add_argument("--image", type=Path, help="the .sif path to write into the script")
     p.add_argument("--apptainer", help="the apptainer program the job runs")
     _add_json(p)

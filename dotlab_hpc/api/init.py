@@ -200,7 +200,7 @@ def init(
     if not targets:
         notes.append(f"write the targets into {out} (or run init again with --results F.json)")
     if facts.image_digest is None:
-        notes.append(f"then build and pin the image: dotlab-hpc build {out} -o claim.sif --pin")
+        notes.append(f"build the image and pin it: dotlab-hpc build {out} -o claim.sif --pin")
     if targets:
         notes.append(f"confirm each target's tolerance in {out} (init wrote 1 % of the value)")
     return Initialised(out, tuple(notes), complete=bool(targets) and facts.image_digest is not None)

@@ -99,7 +99,7 @@ def with_defaults(manifests: Sequence[PathLike], where: RunInputs) -> RunInputs:
 
 
 def submission(
-    manifests: Sequence[PathLike],
+    manifests: PathLike | Sequence[PathLike],
     *,
     hold: bool = False,
     dry_run: bool = False,
@@ -113,6 +113,9 @@ def submission(
     ``where``: see ``RunInputs``; ``hold`` submits held (``sbatch --hold``); ``log_file`` gets
     one JSON object per step; ``on_retry`` hears of each sbatch attempt that failed.
     """
+    from .inputs import as_path_list
+
+    manifests = as_path_list(manifests)  # one path is one manifest, never its characters
     run_dir, array_limit = where.get("run_dir"), where.get("array_limit")
     if not manifests:
         raise UsageError("give at least one manifest")
@@ -167,7 +170,7 @@ def submitted_runs(res: SubmitResult) -> list[Run]:
 
 
 def submit(
-    manifests: Sequence[PathLike], *, hold: bool = False, **where: Unpack[RunInputs]
+    manifests: PathLike | Sequence[PathLike], *, hold: bool = False, **where: Unpack[RunInputs]
 ) -> list[Run]:
     """``dotlab-hpc submit``: verify every claim, then one job (or one array for several).
 
@@ -182,7 +185,7 @@ def submit(
 
 # --------------------------------------------------------------------------- run
 def run_all(
-    manifests: Sequence[PathLike],
+    manifests: PathLike | Sequence[PathLike],
     *,
     record: PathLike | None = None,
     log_file: PathLike | None = None,
@@ -198,6 +201,9 @@ def run_all(
     ``local``: the same job script, Apptainer flags and probe run on this machine, one task
     after the other, without Slurm (``run --local``); each record says ``where: local``.
     """
+    from .inputs import as_path_list
+
+    manifests = as_path_list(manifests)
     if record is not None and len(manifests) > 1:
         raise UsageError("--record takes one claim; each run directory holds its own record")
     if local:
@@ -221,10 +227,13 @@ def run_all(
     return res, collect_all(dirs, record=record, log_file=log_file, lost=lost)
 
 
-def run(manifests: Sequence[PathLike], **where: Unpack[RunInputs]) -> list[ClaimRecord]:
+def run(
+    manifests: PathLike | Sequence[PathLike], *, local: bool = False, **where: Unpack[RunInputs]
+) -> list[ClaimRecord]:
     """``dotlab-hpc run``: submit, follow until every run is final, collect every record
-    (``where``: as for ``submit``); the first run's error is raised (a lost job's is an
-    ``OperatorError``)."""
+    (``where``: as for ``submit``; ``local``: on this machine without Slurm, ``run --local``);
+    the first run's error is raised (a lost job's is an ``OperatorError``)."""
+    from .inputs import as_path_list
     from .runs import records
 
-    return records(run_all(manifests, **where)[1])
+    return records(run_all(as_path_list(manifests), local=local, **where)[1])

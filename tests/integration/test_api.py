@@ -138,6 +138,10 @@ def test_a_path_or_a_list_of_paths_and_only_typed_errors(kit: Kit) -> None:
     assert api.status(d)[0].finished and [s.finished for s in api.status([d, run])] == [True] * 2
     assert [r.outcome for r in api.collect([d, run.run_dir])] == ["reproduced"] * 2
     assert api.collect(d) == api.collect(run)
+    (rec,) = api.run(str(kit.manifest("paths-local")), local=True, code_dir=kit.code,
+                     data_dir=kit.data, image=kit.image, out_dir=kit.root / "out-local",
+                     runs_root=kit.root / "runs")  # fmt: skip
+    assert (rec.outcome, rec.where) == ("reproduced", "local")  # a str: one manifest
     for call in (lambda: api.status("nope"), lambda: api.collect([kit.code]),
                  lambda: api.validate("nope.yaml"), lambda: api.cancel(str(kit.root))):  # fmt: skip
         with pytest.raises(api.DotlabError):

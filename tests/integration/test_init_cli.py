@@ -116,3 +116,16 @@ def test_names_and_targets_helpers() -> None:
     assert result_targets([1]) == ((), ["results: not a JSON object of numbers"])
     kept, skipped = result_targets({"x": float("inf"), "y": 2})
     assert kept == (("y", 2.0),) and skipped == ["results: x: not a finite number; left out"]
+
+
+def test_init_from_a_base_says_to_build_and_pin(paper: Path) -> None:
+    (paper / "base.sif").write_bytes(IMAGE.read_bytes())
+    cp = dotlab(paper, "init", "--code-dir", "code", "--from", "base.sif", "--results",
+                "results.json", "-o", "claim.yaml")  # fmt: skip
+    assert cp.returncode == 0, cp.stderr
+    assert "next: build the image and pin it: dotlab-hpc build claim.yaml -o claim.sif --pin" in (
+        cp.stdout
+    )
+    assert (
+        "image.digest: required field is missing" in dotlab(paper, "validate", "claim.yaml").stderr
+    )
