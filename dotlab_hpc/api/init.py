@@ -196,7 +196,8 @@ def init(
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out, text)
     except OSError as e:
-        raise UsageError(f"-o {out}: cannot write ({e.strerror})") from e
+        hint = "write it in a folder you can write: -o DIR/claim.yaml"
+        raise UsageError(f"-o {out}: cannot write ({e.strerror})", hint=hint) from e
     if not targets:
         notes.append(f"write the targets into {out} (or run init again with --results F.json)")
     if facts.image_digest is None:

@@ -271,8 +271,16 @@ def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = N
                 try:
                     d.mkdir(parents=True)
                 except OSError as e:
-                    raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
+                    raise _cannot_create(d, e) from e
             except OSError as e:
-                raise UsageError(f"--out-dir {d}: cannot be created ({e.strerror})") from e
+                raise _cannot_create(d, e) from e
             if made is not None:
                 made += reversed(missing)
+
+
+def _cannot_create(d: Path, e: OSError) -> UsageError:
+    """An output folder that cannot be made: say so, and where one can go instead."""
+    return UsageError(
+        f"--out-dir {d}: cannot be created ({e.strerror})",
+        hint="give --out-dir (and --runs-root) in a folder you can write, or run from one",
+    )
