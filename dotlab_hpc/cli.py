@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from . import TOOL_NAME, api, cli_inputs
 from . import cli_output as out
+from .cli_inputs import site_options
 from .cli_output import live_table as _live_table
 from .cli_output import print_error as _print_error
 from .cli_output import print_error_lines as _print_error_lines
@@ -48,7 +49,7 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     where = api.with_defaults(args.manifest, {
         "code_dir": args.code_dir, "data_dir": args.data_dir, "image": args.image,
         "out_dir": args.out_dir, "runs_root": args.runs_root, "run_dir": args.run_dir,
-        "apptainer": args.apptainer, "array_limit": args.array_limit,
+        "array_limit": args.array_limit, **site_options(args),
     })  # fmt: skip
     return {**where, "log_file": args.log_file, "on_retry": _on_retry}
 
@@ -119,8 +120,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     done = api.reproduce(
         args.bundle, code_dir=args.code_dir, data_dir=args.data_dir, out_dir=args.out_dir,
         image=args.image, key=args.key, runs_root=args.runs_root, run_dir=args.run_dir,
-        record=args.record, log_file=args.log_file, apptainer=args.apptainer,
-        on_submitted=out.submitted_to(args.json), on_cycle=_live_table(),
+        record=args.record, log_file=args.log_file, on_submitted=out.submitted_to(args.json),
+        on_cycle=_live_table(), **site_options(args),
     )  # fmt: skip
     if args.json:
         out.print_document("reproduction", done.original, done.collected)
@@ -216,11 +217,21 @@ def _cmd_verify_bundle(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_site(args: argparse.Namespace) -> int:
+    report = api.site(args.manifest, **site_options(args))
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        from .printers.reports import site_table
+
+        sys.stdout.write(site_table(report))
+    return report.exit_code
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    report = api.doctor(image=args.image, partition=args.partition, gpus=args.gpus,
-                        apptainer=args.apptainer, apptainer_conf=args.apptainer_conf,
-                        work_dir=args.work_dir, keep=args.keep,
-                        timeout_s=args.timeout)  # fmt: skip
+    report = api.doctor(image=args.image, gpus=args.gpus, apptainer_conf=args.apptainer_conf,
+                        work_dir=args.work_dir, keep=args.keep, timeout_s=args.timeout,
+                        **site_options(args))  # fmt: skip
     if args.json:
         _print_json(report.to_json())
     else:

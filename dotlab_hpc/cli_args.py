@@ -45,6 +45,41 @@ def _add_inputs(p: argparse.ArgumentParser, *, image: bool = True) -> None:
         p.add_argument("--image", type=Path, required=True, help="the .sif image")
 
 
+SITE_EPILOG = (
+    "Where to run (docs/site.md): an option wins over $SBATCH_PARTITION and the like, which win"
+    " over the site file (--site, else $DOTLAB_SITE, else ~/.config/dotlab-hpc/site.toml), which"
+    " wins over the manifest's resources; `dotlab-hpc site` shows what is in force."
+)
+
+
+def add_site_options(p: argparse.ArgumentParser) -> None:
+    """Where to run, the same on every verb that submits a job: the site file, then the
+    options that win over it (and over the manifest's resources)."""
+    g = p.add_argument_group("where to run (docs/site.md)")
+    g.add_argument("--site", type=Path, metavar="FILE", help="the site file (TOML)")
+    for name, what in (
+        ("partition", "the partition"),
+        ("account", "the account charged"),
+        ("qos", "the quality of service"),
+        ("constraint", "the node features asked for"),
+        ("reservation", "the reservation to run in"),
+    ):
+        g.add_argument(f"--{name}", metavar=name.upper(),
+                       help=f"{what} ('' for the cluster's default)")  # fmt: skip
+    g.add_argument(
+        "--sbatch-arg",
+        dest="sbatch_args",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra sbatch option from the allow-list, as --sbatch-arg=--mail-type=END or"
+        " --sbatch-arg mail-type=END (repeat it)",
+    )
+    g.add_argument("--apptainer", help="the apptainer program the job runs (default: the one"
+                   " the job finds on its PATH after the site's prepare lines)")  # fmt: skip
+    p.epilog = f"{p.epilog} {SITE_EPILOG}" if p.epilog else SITE_EPILOG
+
+
 def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> None:
     """What submit, run and reproduce share: the inputs, where the runs go, the logs.
 
@@ -90,9 +125,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> Non
         "also write the record here",
     )  # fmt: skip
     p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
-    p.add_argument(
-        "--apptainer", help="the apptainer program the job runs (default: found on PATH)"
-    )
+    add_site_options(p)
     _add_json(p)
     if not bundle:
         p.add_argument(
@@ -180,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p.add_argument(flag, type=Path, help=f"{what} (default: under {PLACEHOLDER_ROOT})")
     p.add_argument("--image", type=Path, help="the .sif path to write into the script")
-    p.add_argument("--apptainer", help="the apptainer program the job runs")
+    add_site_options(p)
     _add_json(p)
 
     p = verb("submit", "verify, render and sbatch; print the run directory and job id")
@@ -218,9 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a .sif for the probe job (any image with /bin/sh; default: a tiny one made"
         " here from this node's shell and tools)",
     )
-    p.add_argument("--partition", help="the partition to check and to run the probe job in")
     p.add_argument("--gpus", type=int, default=0, help="GPUs the probe job asks for")
-    p.add_argument("--apptainer", help="the apptainer program jobs run")
     p.add_argument(
         "--apptainer-conf", type=Path, help="the apptainer.conf to read (default: buildcfg's)"
     )
@@ -239,6 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the probe claim's folder")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds the probe job may take")
     p.add_argument("--json", action="store_true")
+    add_site_options(p)
+
+    p = verb("site", "the site settings in force (where jobs run) and where each came from")
+    p.add_argument(
+        "manifest",
+        nargs="?",
+        type=Path,
+        help="also show what this claim's job would ask for (its resources' defaults merged)",
+    )
+    add_site_options(p)
+    _add_json(p)
 
     p = verb("status", "state of one or many runs (one Slurm query for all)")
     p.add_argument(  # strings: a Path each costs at 10,000 runs
@@ -261,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inputs(p)
     p.add_argument("--out-dir", type=Path, help="the shell's /work/out (default: a fresh folder)")
     p.add_argument("--local", action="store_true", help="on this machine, without Slurm")
-    p.add_argument("--apptainer", help="the apptainer program (default: the one on PATH)")
+    add_site_options(p)
 
     p = verb("cancel", "scancel the jobs of runs")
     p.add_argument("run_dirs", nargs="+", type=Path)

@@ -17,6 +17,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
+    from .api.where import SiteInputs
+
+
+def site_options(args: argparse.Namespace) -> SiteInputs:
+    """Where to run, as the command line gave it (``cli_args.add_site_options``): the keywords
+    of ``api.SiteInputs``."""
+    return {"site": args.site, "partition": args.partition, "account": args.account,
+            "qos": args.qos, "constraint": args.constraint, "reservation": args.reservation,
+            "sbatch_args": args.sbatch_args, "apptainer": args.apptainer}  # fmt: skip
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
     for warning in api.validate(args.manifest):
@@ -64,7 +74,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
     written = api.render(args.manifest, args.output, run_dir=args.run_dir, code_dir=args.code_dir,
                          data_dir=args.data_dir, out_dir=args.out_dir, image=args.image,
-                         apptainer=args.apptainer)  # fmt: skip
+                         **site_options(args))  # fmt: skip
     out.print_paths(written, args.json)
     return 0
 
@@ -86,7 +96,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
     return api.shell(api.plan_shell(args.manifest, code_dir=args.code_dir,
                                     data_dir=args.data_dir, image=args.image,
                                     out_dir=args.out_dir, local=args.local,
-                                    apptainer=args.apptainer))  # fmt: skip
+                                    **site_options(args)))  # fmt: skip
 
 
 def cmd_build(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..collect.collect import Collected as Collected
     from ..follow.states import BadRun as BadRun
     from ..follow.states import RunState as RunState
+    from ..site.report import SiteReport as SiteReport
     from ..submit.execute import SubmitResult as SubmitResult
     from .bundles import Reproduction as Reproduction
     from .bundles import keygen as keygen
@@ -77,12 +78,14 @@ if TYPE_CHECKING:
     from .shell import plan_shell as plan_shell
     from .shell import shell as shell
     from .site import doctor as doctor
+    from .site import site as site
     from .submit import run as run
     from .submit import run_all as run_all
     from .submit import submission as submission
     from .submit import submit as submit
     from .submit import submitted_runs as submitted_runs
     from .submit import with_defaults as with_defaults
+    from .where import SiteInputs as SiteInputs
 
 _HOME = {
     "init": ("Initialised", "init"),
@@ -96,7 +99,9 @@ _HOME = {
     "submit": ("run", "run_all", "submission", "submit", "submitted_runs", "with_defaults"),
     "defaults": ("default_out_dir", "default_run_dirs"),
     "bundles": ("Reproduction", "keygen", "pack", "reproduce", "verify_bundle"),
-    "site": ("doctor",),
+    "site": ("doctor", "site"),
+    "..site.report": ("SiteReport",),
+    "where": ("SiteInputs",),
 }  # fmt: skip
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 
@@ -113,6 +118,8 @@ __all__ = [
     "Run",
     "RunDirError",
     "ShellPlan",
+    "SiteInputs",
+    "SiteReport",
     "SlurmError",
     "UsageError",
     "analysis_stderr",
@@ -143,6 +150,7 @@ __all__ = [
     "run_all",
     "schema",
     "shell",
+    "site",
     "status",
     "status_rows",
     "submission",

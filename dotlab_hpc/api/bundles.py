@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from ..bundle.pack import PackResult
     from ..bundle.report import BundleReport
     from ..collect.collect import Collected
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from ..rundir.records import ClaimRecord
     from ..submit.execute import SubmitResult
     from .inputs import PathLike
+    from .where import SiteInputs
 
 
 def keygen(key: PathLike) -> tuple[Path, str]:
@@ -81,15 +84,16 @@ def reproduce(
     run_dir: PathLike | None = None,
     record: PathLike | None = None,
     log_file: PathLike | None = None,
-    apptainer: str | None = None,
     on_submitted: Callable[[SubmitResult], None] | None = None,
     on_cycle: Callable[[list[RunState]], None] | None = None,
+    **site_inputs: Unpack[SiteInputs],
 ) -> Reproduction:
     """``dotlab-hpc reproduce``: check the bundle folder as ``verify-bundle`` does (with ``key``
     its signature is required), then run its manifest as ``run`` does, with its image or
     ``image`` (checked against the pinned digest), into ``out_dir`` (default, as for ``run``:
     a fresh ``dotlab-out/<claim>-<time>`` beside the runs root). ``data_dir`` is needed when the
-    manifest lists ``data``."""
+    manifest lists ``data``. ``site_inputs``: where to run on this cluster (``SiteInputs``: the
+    site file, --partition …), which win over the manifest's resources without changing it."""
     from ..bundle.check import verify_dir
     from ..bundle.reproduce import plan_reproduce
     from ..bundle.sign import load_public_key
@@ -106,7 +110,7 @@ def reproduce(
                           image=None if image is None else Path(image))  # fmt: skip
     submitted, collected = run_all(
         [plan.manifest], code_dir=code_dir, data_dir=data_dir, image=plan.image, out_dir=out_dir,
-        runs_root=runs_root, run_dir=run_dir, apptainer=apptainer, record=record,
-        log_file=log_file, on_submitted=on_submitted, on_cycle=on_cycle,
+        runs_root=runs_root, run_dir=run_dir, record=record, log_file=log_file,
+        on_submitted=on_submitted, on_cycle=on_cycle, **site_inputs,
     )  # fmt: skip
     return Reproduction(plan.original, submitted, collected)

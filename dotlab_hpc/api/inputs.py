@@ -13,13 +13,14 @@ from ..errors import SifError, UsageError
 
 TYPE_CHECKING = False  # no runtime `typing` import: `dotlab-hpc hash` starts in ~50 ms
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Unpack
 
     from ..container.dockerfile import DefConversion
     from ..container.sif_types import SifImage
     from ..manifest.models import Manifest
     from ..render.build import BuildResult
     from ..verify.inputs import VerifyReport
+    from .where import SiteInputs
 
     PathLike = str | os.PathLike[str]
 
@@ -127,11 +128,13 @@ def render(
     data_dir: PathLike | None = None,
     out_dir: PathLike | None = None,
     image: PathLike | None = None,
-    apptainer: str | None = None,
+    **site_inputs: Unpack[SiteInputs],
 ) -> list[Path]:
     """``dotlab-hpc render``: the job script, the task's facts and (with ``image.build``) the
     .def, written into ``output``, all or none; paths not given are placeholders under
-    /dotlab. With ``run_dir`` equal to ``output`` the two are a complete job."""
+    /dotlab. With ``run_dir`` equal to ``output`` the two are a complete job. ``site_inputs``: the
+    site settings (``SiteInputs``), as ``submit`` takes them; the Apptainer is not looked for
+    (what the job will find is ``submit``'s and ``dotlab-hpc site``'s to check)."""
     from ..container.apptainer import find_apptainer
     from ..fsio.write import atomic_write_all
     from ..render.deffile import render_def
@@ -139,6 +142,8 @@ def render(
     from ..render.job import render_script
     from ..render.spec import JobSpec, TaskSpec
     from ..rundir.names import DEF_NAME, FACTS_FILE, SCRIPT_NAME
+    from ..site.settings import DEFAULT_SCRATCH_ROOT
+    from .where import site_settings
 
     m = load_manifest(manifest)
     out = Path(output)
@@ -158,7 +163,10 @@ def render(
         out_dir=where(out_dir, "out"),
         image=where(image, "image.sif"),
     )
-    job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}", apptainer=find_apptainer(apptainer))
+    site = site_settings(site_inputs)
+    job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}",
+                  apptainer=find_apptainer(site.apptainer.value), site=site,
+                  scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT)  # fmt: skip
     files = [
         (out / SCRIPT_NAME, render_script(job).encode(), 0o755),
         (out / FACTS_FILE, task_facts(task, job), 0o644),

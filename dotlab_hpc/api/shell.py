@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputMismatch, UsageError
+from ..site.settings import JOB_PATH  # the job's own PATH: the same programs, found the same way
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .inputs import PathLike
-
-# the job script's own PATH (templates/job.sbatch.j2): the same programs, found the same way
-JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)

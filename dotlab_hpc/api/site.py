@@ -1,13 +1,58 @@
-"""The site: what this site's Apptainer and Slurm give (``dotlab-hpc doctor``)."""
+"""The site: where jobs run (its settings, ``dotlab-hpc site``) and what its Apptainer and Slurm
+give (``dotlab-hpc doctor``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
+
+from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
     from ..site.doctor import DoctorReport
+    from ..site.report import SiteReport
     from .inputs import PathLike
+
+
+def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteReport:
+    """``dotlab-hpc site``: the site settings in force and where each came from (with a
+    ``manifest``: merged with its resources, as its job would ask); the Apptainer resolved as
+    the job will resolve it; the cluster's name when Slurm answers."""
+    from ..errors import DotlabError
+    from ..proc import SubprocessRunner
+    from ..site.report import SiteReport, SiteRow
+    from ..site.resolve import resolve_apptainer
+    from ..site.sitefile import WHERE
+    from .inputs import load_manifest
+    from .runs import slurm_client
+
+    settings = site_settings(where)
+    spec = load_manifest(manifest).spec if manifest is not None else None
+    resources = spec.resources if spec is not None else None
+    rows = [SiteRow(f, s.value or "", s.source)
+            for f in WHERE for s in [settings.setting_for(f, resources)]]  # fmt: skip
+    if spec is not None and spec.is_gpu and spec.resources.gpu_type:
+        mapped = settings.gres_type(spec.resources.gpu_type)
+        how = "site file [gpu_types]" if mapped != spec.resources.gpu_type else "manifest"
+        rows.append(SiteRow("gres", f"gpu:{mapped}:{spec.resources.gpus}", how))
+    rows += [SiteRow(f"gpu_types.{k}", v, "site file") for k, v in settings.gpu_types.items()]
+    rows += [SiteRow("sbatch_arg", a, settings.sbatch_args_source) for a in settings.sbatch_args]
+    rows += [SiteRow("prepare", line, "site file") for line in settings.prepare]
+    problem = fix = None
+    try:
+        program = resolve_apptainer(settings, SubprocessRunner()).apptainer
+        rows.append(SiteRow("apptainer", program.value or "", program.source))
+    except DotlabError as e:
+        problem, fix = e.message, e.hint
+        rows.append(SiteRow("apptainer", "", "not found"))
+    rows.append(SiteRow("scratch_root", settings.scratch_root.value or "",
+                        settings.scratch_root.source))  # fmt: skip
+    try:
+        cluster = slurm_client().cluster_name()
+    except DotlabError:
+        cluster = None
+    file = None if settings.file is None else str(settings.file)
+    return SiteReport(file, settings.name, cluster, tuple(rows), problem, fix)
 
 
 def doctor(

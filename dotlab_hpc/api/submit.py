@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Required, Unpack
 
 from ..errors import UsageError
+from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..rundir.records import ClaimRecord
+    from ..site.settings import Site
     from ..slurm.client import SlurmClient
     from ..submit.execute import SubmitResult
     from .inputs import PathLike
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
 def ask_early(code_dir: Path | None, *, many: bool, client: SlurmClient) -> Callable[[], Any]:
     """Start asking, in a thread, what a submission needs whatever its claims (the
     controller's MaxArraySize when there are ``many``, Slurm's version for --export, the
-    checkout's HEAD and changes) while this process imports the models and templates; returns
+    cluster's name, the checkout's HEAD and changes) while this process imports the models
+    and templates; returns
     the wait for the answers (the checkouts inspected, by ``checkout_key``). Nothing is asked
     that ``execute`` would not ask.
 
@@ -38,6 +41,7 @@ def ask_early(code_dir: Path | None, *, many: bool, client: SlurmClient) -> Call
             if many:
                 client.max_array_size()
             client.export_value()
+            client.cluster_name()
         if code_dir is not None:
             with contextlib.suppress(Exception):
                 from ..proc import SubprocessRunner
@@ -57,7 +61,7 @@ def ask_early(code_dir: Path | None, *, many: bool, client: SlurmClient) -> Call
     return wait
 
 
-class RunInputs(TypedDict, total=False):
+class RunInputs(SiteInputs, total=False):
     """Where a submission's inputs are and where its runs go: the keywords ``submit``, ``run``
     and their kin share (the options of ``dotlab-hpc submit``)."""
 
@@ -69,7 +73,6 @@ class RunInputs(TypedDict, total=False):
     out_dir: PathLike | None
     runs_root: PathLike  # where run directories are made (default: ./dotlab-runs)
     run_dir: PathLike | None  # the run directory of a single claim (--run-dir)
-    apptainer: str | None  # the apptainer the job runs (default: found on PATH)
     array_limit: int | None  # at most this many claims of an array at once (--array-limit)
 
 
@@ -129,14 +132,22 @@ def submission(
         raise RuntimeError("with_defaults left data_dir or out_dir unset")
     from .runs import slurm_client
 
+    site = site_settings(where)
     client = slurm_client()
     answers = ask_early(Path(where["code_dir"]), many=len(manifests) > 1, client=client)
     from ..clock import SystemClock
+    from ..proc import SubprocessRunner
     from ..rundir.events import step_logger
+    from ..site.resolve import resolve_apptainer
+    from ..site.settings import DEFAULT_SCRATCH_ROOT
     from ..submit.execute import execute
     from ..submit.plan import SubmitOptions, env_knobs
     from ..verify.inputs import submission_verifier
 
+    def resolve(s: Site) -> Site:
+        return resolve_apptainer(s, SubprocessRunner())
+
+    inspected = answers()  # the thread is done: the cluster's name is asked at most once
     opts = SubmitOptions(
         manifests=tuple(m if isinstance(m, Path) else Path(m) for m in manifests),
         code_dir=Path(where["code_dir"]),
@@ -145,12 +156,13 @@ def submission(
         image=Path(where["image"]),
         run_dir=None if run_dir is None else Path(run_dir),
         runs_root=Path(where.get("runs_root", "dotlab-runs")),
-        apptainer=where.get("apptainer"),
         hold=hold,
         array_limit=array_limit,
+        scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT,
+        site=site,
         **env_knobs(),
     )
-    verify_run = submission_verifier(opts.code_dir, opts.data_dir, opts.image, inspected=answers())
+    verify_run = submission_verifier(opts.code_dir, opts.data_dir, opts.image, inspected=inspected)
     return execute(
         opts,
         client=client,
@@ -159,6 +171,7 @@ def submission(
         dry_run=dry_run,
         log=step_logger(None if log_file is None else Path(log_file)),
         on_retry=on_retry,
+        resolve=resolve,
     )
 
 

@@ -119,6 +119,20 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
             "free the node's local disk, or set DOTLAB_SCRATCH_ROOT to a local file system with"
             " room (the job's log says how much was free), and submit again",
         )
+    if job.phase == "prepare_failed":
+        raise _operator(
+            f"the site's preparation lines (site file `prepare`) failed on node {job.node or '?'}"
+            f" with status {job.exit_code}, so no container was started",
+            "read slurm.out in the run directory, fix the line in the site file (`dotlab-hpc"
+            " site` shows it), and submit again",
+        )
+    if job.phase == "apptainer_missing":
+        raise _operator(
+            f"node {job.node or '?'} had no Apptainer where the job looked for it (after the"
+            " site's preparation lines), so no container was started",
+            "add the line that puts Apptainer on the job's PATH to the site file's `prepare`"
+            " (such as `module load apptainer`), or name it with `apptainer =`, and submit again",
+        )
     if job.phase == "isolation_failed":
         what, fix = job.isolation_failure or ("a property was not held", "see the run's probe.out")
         raise _operator(

@@ -10,7 +10,7 @@ from ..bundle.report import BundleReport
 from ..errors import one_line
 from ..render.build import BuildResult
 from ..rundir.records import ClaimRecord, TargetRecord
-from ..site.report import NotMeasured, Row
+from ..site.report import NotMeasured, Row, SiteReport
 from ..verify.inputs import VerifyReport
 from .table import table
 
@@ -137,3 +137,17 @@ def pin_lines(res: BuildResult, manifest: Path) -> str:
     if res.lock is None and not res.manifest_pins_it and not res.pinned:
         text += manifest_snippet(res.digest)
     return text
+
+
+def site_table(report: SiteReport) -> str:
+    """``dotlab-hpc site``: the site file and the cluster, then each setting, its value and
+    where it came from; when the jobs would find no Apptainer, why, and the fix."""
+    head = [f"site file: {report.file or 'none'}" + (f" ({report.name})" if report.name else ""),
+            f"cluster:   {report.cluster or 'unknown (Slurm did not answer)'}"]  # fmt: skip
+    rows = [(r.setting, r.value or "-", r.source) for r in report.rows]
+    lines = [*head, "", *table(rows, ("SETTING", "VALUE", "FROM"))]
+    if report.problem:
+        lines += ["", f"error: {one_line(report.problem)}"]
+        if report.fix:
+            lines.append(f"hint: {one_line(report.fix)}")
+    return "\n".join(lines) + "\n"

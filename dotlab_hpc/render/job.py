@@ -23,6 +23,7 @@ from ..rundir.names import (
     PROBE_OUT,
     STATUS_FILE,
 )
+from ..site.settings import JOB_PATH, NO_SITE, Site
 from ..slurm.directives import directive_lines, gres_gpus
 from .facts import PROBE_NAME
 from .spec import JobSpec
@@ -60,35 +61,42 @@ class ScriptView:
     probe_name: str
     # what the probe exits with when a property did not hold (container.isolation)
     isolation_failed_rc: str
+    # the PATH the job starts with (quoted), and the site's preparation lines (quoted words)
+    job_path: str
+    prepare: str
 
 
 def job_directives(job: JobSpec) -> tuple[str, ...]:
-    """The #SBATCH lines: the largest request of any task, since an array shares one request."""
+    """The #SBATCH lines: the largest request of any task, since an array shares one request;
+    where to run from the site's settings, else the manifests' defaults (``Site.where_for``)."""
     specs = [t.manifest.spec for t in job.tasks]
-    for field in ("partition", "account", "qos", "constraint"):
-        values = {getattr(s.resources, field) for s in specs}
-        if len(values) > 1:
-            raise UsageError(
-                f"resources.{field} differs between the manifests ({sorted(map(str, values))});"
-                " one job array has one " + field,
-                hint="submit those claims separately",
-            )
+    wheres = {job.site.where_for(s.resources) for s in specs}
+    if len(wheres) > 1:
+        for i, (option, _) in enumerate(next(iter(wheres))):
+            values = {w[i][1] for w in wheres}
+            if len(values) > 1:
+                raise UsageError(
+                    f"resources.{option} differs between the manifests"
+                    f" ({sorted(map(str, values))}); one job array has one {option}",
+                    hint=f"submit those claims separately, or give --{option} for all of them",
+                )
     gpus = max(s.resources.gpus for s in specs)
-    first = specs[0].resources
     return directive_lines(
         time_s=max(s.resources.time_s for s in specs) + job.margin_s,
         cpus=max(s.resources.cpus for s in specs),
         mem_mib=max(s.resources.memory_mib for s in specs),
-        gres=gres_value(specs, gpus) if gpus else None,
+        gres=gres_value(specs, gpus, job.site) if gpus else None,
         tmp_mib=max((s.sandbox.scratch_mib or 0) for s in specs) or None,
-        where=tuple((f, getattr(first, f)) for f in ("partition", "account", "qos", "constraint")),
+        where=wheres.pop(),
         usr1_lead_s=min(USR1_LEAD_S, max(30, job.margin_s // 2)),
         export=job.export,
+        extra=job.site.sbatch_args,
     )
 
 
-def gres_value(specs: Sequence[ManifestSpec], gpus: int) -> str:
-    """``gpu:N``, or ``gpu:TYPE:N`` when the claims name the GPU model (resources.gpu_type)."""
+def gres_value(specs: Sequence[ManifestSpec], gpus: int, site: Site = NO_SITE) -> str:
+    """``gpu:N``, or ``gpu:TYPE:N`` when the claims name the GPU model (resources.gpu_type),
+    TYPE being the site's name for that model (its ``[gpu_types]``)."""
     types = {s.resources.gpu_type for s in specs if s.is_gpu}
     if len(types) > 1:
         raise UsageError(
@@ -96,7 +104,7 @@ def gres_value(specs: Sequence[ManifestSpec], gpus: int) -> str:
             " one job array asks for one kind of GPU",
             hint="submit those claims separately",
         )
-    return gres_gpus(gpus, types.pop() if types else None)
+    return gres_gpus(gpus, site.gres_type(types.pop() if types else None))
 
 
 def _check_tasks(job: JobSpec) -> None:
@@ -141,6 +149,8 @@ def script_view(job: JobSpec) -> ScriptView:
         probe_script=sh_quote(probe_script()),
         probe_name=sh_quote(PROBE_NAME),
         isolation_failed_rc=str(ISOLATION_FAILED_RC),
+        job_path=sh_quote(JOB_PATH),
+        prepare=" ".join(sh_quote(line) for line in job.site.prepare),
     )
 
 

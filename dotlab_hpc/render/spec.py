@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..manifest.models import Manifest
+from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
 
-# Where a claim's scratch folder goes on the node (docs/contract.md: the node's local disk);
-# the operator may name another local file system with DOTLAB_SCRATCH_ROOT when submitting.
-DEFAULT_SCRATCH_ROOT = "/tmp"  # noqa: S108 - the job makes its folder with mkdir -m 700, never reuses one
 # Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
 # the container's start. Slurm's resolution is one minute (sbatch --time rounds seconds up).
 DEFAULT_MARGIN_S = 300
@@ -52,6 +50,9 @@ class JobSpec:
     export: str = "NONE"
     margin_s: int = DEFAULT_MARGIN_S
     scratch_root: str = DEFAULT_SCRATCH_ROOT
+    # where to run (site/settings.py): partition … reservation, extra sbatch options, the
+    # preparation lines before the container, the site's GPU model names
+    site: Site = NO_SITE
     array: ArrayLayout | None = None
     # the single run's id (None: the job name without its "dotlab-" prefix)
     run_id: str | None = None

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import RunDirError, one_line
 from ..slurm.jobids import task_job_id
 from .heads import array_without_task
-from .records import InputsRecord, ToolRecord
+from .records import InputsRecord, SiteRecord, ToolRecord
 
 
 class _Frozen(BaseModel):
@@ -54,6 +54,8 @@ class RunRecord(_Frozen):
     # The manifest as validated, every default filled in (what a bundle's manifest.resolved.json
     # holds). None: run directories made before kept it in a file of its own.
     manifest: dict[str, Any] | None = None
+    # Where the job was sent: the site settings used and the cluster (None: made before them).
+    site: SiteRecord | None = None
 
 
 _Count = Annotated[int, Field(ge=0)]
@@ -136,8 +138,9 @@ class JobStatus(_Frozen):
     """``status.json``: the contract the job script's ``write_status`` writes (once, atomically).
 
     ``phase`` is ``finished`` when the container ran to its end, else why it did not
-    (``image_missing``, ``image_mismatch``, ``out_not_empty``, ``scratch_unavailable``,
-    ``terminated``, ``slurm_time_limit``); text fields the shell had no value for are empty strings.
+    (``prepare_failed``, ``apptainer_missing``, ``image_missing``, ``image_mismatch``,
+    ``out_not_empty``, ``scratch_unavailable``, ``terminated``, ``slurm_time_limit``);
+    text fields the shell had no value for are empty strings.
     """
 
     version: Literal[1]

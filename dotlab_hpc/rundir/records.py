@@ -102,6 +102,27 @@ class IsolationRecord(BaseModel):
     gpus: list[GpuRecord] = []
 
 
+class SiteSettingRecord(_Frozen):
+    """One site setting used: its value (None: not set) and where it came from."""
+
+    value: str | None
+    source: str
+
+
+class SiteRecord(_Frozen):
+    """Where the run was sent (SPEC §10), apart from the manifest, whose hash it never changes:
+    the cluster, the site file, and each setting used with its source (``--partition``,
+    ``$SBATCH_ACCOUNT``, ``site file``, ``manifest``, ``default``)."""
+
+    cluster: str | None  # Slurm's ClusterName (scontrol show config); None: run --local
+    name: str | None  # the site file's own name for the site
+    file: str | None  # the site file read, if any
+    # partition, account, qos, constraint, reservation, gres_type, apptainer, scratch_root
+    settings: dict[str, SiteSettingRecord]
+    sbatch_args: tuple[str, ...] = ()
+    prepare: tuple[str, ...] = ()
+
+
 class ClaimRecord(_Frozen):
     """The record of one run: an honest outcome and everything needed to check it."""
 
@@ -122,6 +143,8 @@ class ClaimRecord(_Frozen):
     isolation: IsolationRecord | None = None
     # where the job ran: a Slurm cluster, or this machine without Slurm (``run --local``)
     where: Literal["slurm", "local"] = "slurm"
+    # the site settings the job was submitted with (None: a run submitted before they existed)
+    site: SiteRecord | None = None
 
 
 class Outcome(StrEnum):

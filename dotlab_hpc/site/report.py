@@ -1,5 +1,5 @@
 """The doctor's rows, the one line for what its probe job never measured, and what they add up
-to: the exit code and ``--json``."""
+to: the exit code and ``--json``; and ``dotlab-hpc site``'s report."""
 
 from __future__ import annotations
 
@@ -80,3 +80,44 @@ class DoctorReport:
     def to_json(self) -> dict[str, object]:
         """``doctor --json``: the exit code, every row, and what was not measured."""
         return report_json(self.rows)
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    """One setting in force: its name, its value ('' when unset) and where it came from."""
+
+    setting: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class SiteReport:
+    """``dotlab-hpc site``: the settings in force, where each came from, and whether the jobs
+    would find their Apptainer (``problem`` says why not; the exit code is then 1)."""
+
+    file: str | None
+    name: str | None
+    cluster: str | None
+    rows: tuple[SiteRow, ...]
+    problem: str | None = None
+    fix: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 when a job could be submitted with these settings, else 1."""
+        return 0 if self.problem is None else 1
+
+    def to_json(self) -> dict[str, object]:
+        """The report as one JSON document."""
+        return {
+            "file": self.file,
+            "name": self.name,
+            "cluster": self.cluster,
+            "settings": [
+                {"setting": r.setting, "value": r.value or None, "from": r.source}
+                for r in self.rows
+            ],
+            "problem": self.problem,
+            "fix": self.fix,
+        }

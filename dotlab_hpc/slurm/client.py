@@ -132,6 +132,7 @@ class SlurmClient:
         self._jobcomp_known = False
         self._jobcomp: Path | None = None
         self._max_array_size: int | None = None
+        self._config: dict[str, str] | None = None  # scontrol show config, once asked
         self._conf_ok = False  # SLURM_CONF found readable once (``_check_conf``)
 
     @property
@@ -181,13 +182,19 @@ class SlurmClient:
         """
         return "NIL" if self.version() >= (23, 2) else "NONE"
 
+    def _sbatch_env(self) -> dict[str, str]:
+        """No ``SBATCH_*`` input variable, which would win over the script's #SBATCH lines:
+        the site settings read them (site.settings), the record says so."""
+        env = self._env if self._env is not None else os.environ
+        return {k: v for k, v in env.items() if not k.startswith("SBATCH_")}
+
     def submit(self, argv: Sequence[str]) -> str:
         """Run an ``sbatch --parsable`` argv and return the job id; SlurmError if refused
         (naming the command, and what sbatch printed)."""
         self._check_conf(argv)
         self.calls[argv[0]] += 1
         try:
-            done = self._runner.run(argv, timeout=self._timeout_s, env=self._env)
+            done = self._runner.run(argv, timeout=self._timeout_s, env=self._sbatch_env())
         except ProcTimeout as e:
             raise SlurmError(
                 f"sbatch did not answer within {self._timeout_s:g} s"
@@ -260,13 +267,27 @@ class SlurmClient:
             out.update(found)
         return out
 
-    def _jobcomp_path(self) -> Path | None:
-        """Where the controller writes jobcomp/filetxt records (one scontrol call per client)."""
-        if not self._jobcomp_known:
+    def config(self) -> dict[str, str]:
+        """``scontrol show config`` as name → value (asked once per client)."""
+        if self._config is None:
             done = self._run(scontrol_show_config_argv())
             if done.returncode != 0:
                 raise classify_query_failure("scontrol", done.returncode, done.stderr, done.argv)
-            config = parse_scontrol_show_config(done.stdout)
+            self._config = parse_scontrol_show_config(done.stdout)
+        return self._config
+
+    def cluster_name(self) -> str | None:
+        """The controller's ClusterName, for the records; None when it cannot be asked now."""
+        try:
+            name = self.config().get("ClusterName", "")
+        except SlurmError:
+            return None
+        return name if name and name.isprintable() and len(name) <= 128 else None
+
+    def _jobcomp_path(self) -> Path | None:
+        """Where the controller writes jobcomp/filetxt records (one scontrol call per client)."""
+        if not self._jobcomp_known:
+            config = self.config()
             loc = config.get("JobCompLoc", "")
             if config.get("JobCompType") == "jobcomp/filetxt" and loc.startswith("/"):
                 self._jobcomp = Path(loc)
@@ -360,12 +381,10 @@ class SlurmClient:
         """
         if self._max_array_size is None:
             try:
-                done = self._run(scontrol_show_config_argv())
+                raw = self.config().get("MaxArraySize", "")
             except SlurmError:
                 return DEFAULT_MAX_ARRAY_SIZE
-            raw = parse_scontrol_show_config(done.stdout).get("MaxArraySize", "")
-            ok = done.returncode == 0 and raw.isascii() and raw.isdigit() and int(raw) > 0
-            if not ok:
+            if not (raw.isascii() and raw.isdigit() and int(raw) > 0):
                 return DEFAULT_MAX_ARRAY_SIZE
             self._max_array_size = int(raw)
         return self._max_array_size

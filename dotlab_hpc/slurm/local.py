@@ -126,6 +126,10 @@ class LocalCluster(SlurmClient):
 
     is_local = True
 
+    def cluster_name(self) -> str | None:
+        """No cluster: the job ran on this machine."""
+        return None
+
     def __init__(self, environ: Mapping[str, str] | None = None, node: str | None = None) -> None:
         super().__init__(_NoSlurm())
         self._environ = dict(os.environ if environ is None else environ)

@@ -6,6 +6,7 @@ nothing is written before every check has passed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..rundir.events import Logger, event
 from ..rundir.files import submission_file
 from ..rundir.names import SCRIPT_NAME
 from ..rundir.records import ClaimRecord
+from ..site.settings import Site
 from ..slurm.argv import array_value, sbatch_argv
 from ..slurm.client import SlurmClient
 from ..slurm.jobids import task_job_id
@@ -54,6 +56,7 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
         array=ArrayLayout(p.runs_root, p.batch) if p.batch and p.runs_root else None,
         run_id=None if p.is_array else p.runs[0].run_id,
         ends_dir=p.ends_dir,
+        site=p.site,
     )
 
 
@@ -132,10 +135,13 @@ def execute(
     on_retry: Callable[[int, Exception, float], None] | None = None,
     write_all: Writer = atomic_write_all,
     write_new: Writer = write_new_files,
+    resolve: Callable[[Site], Site] | None = None,
 ) -> SubmitResult:
     """verify → render → write run directories → sbatch (exactly once); nothing on a dry run.
 
     ``verify_run`` returns the mismatches of one manifest's inputs (empty when all match).
+    ``resolve`` finds the Apptainer the jobs will run (``site.resolve``), once the plan's
+    checks passed; a job that would find none is refused here (UsageError).
     ``write_all`` writes files all-or-nothing (``fsio.atomic_write_all``), ``write_new`` the
     files of the new run directories (each made whole by ``fsio.NewFolders``).
     """
@@ -149,6 +155,9 @@ def execute(
     # a non-empty output folder is refused before anything else; a missing one is made only
     # once verification and rendering have passed, so that a refusal leaves nothing behind
     check_out_dirs(p, create_missing=False)
+    if resolve is not None:
+        site = resolve(p.site)
+        p = dataclasses.replace(p, site=site, apptainer=site.apptainer.value or p.apptainer)
     mismatches = {r.index: verify_run(r.manifest) for r in p.runs}
     good = [r for r in p.runs if not mismatches[r.index]]
     try:
@@ -180,6 +189,7 @@ def execute(
             dry_run=True,
             sbatch_argvs=tuple(a for _, a in sbatches),
         )
+    p = dataclasses.replace(p, cluster=client.cluster_name())  # for the records
     records = {
         r.index: mismatch_record(r, mismatches[r.index]) for r in p.runs if mismatches[r.index]
     }

@@ -22,8 +22,9 @@ from ..container.apptainer import find_apptainer
 from ..errors import UsageError
 from ..manifest import models as manifest_mod
 from ..manifest.models import Manifest
-from ..render.spec import DEFAULT_MARGIN_S, DEFAULT_SCRATCH_ROOT
+from ..render.spec import DEFAULT_MARGIN_S
 from ..rundir.names import ENDS_ROOT, ENDS_SUBDIR, SLURM_LOG, new_batch_id, new_run_id
+from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
 from ..slurm.argv import array_task_output, output_path
 from ..verify.overlap import check_overlaps
 
@@ -57,18 +58,19 @@ class SubmitOptions:
     # at most this many tasks per array (DOTLAB_MAX_ARRAY_SIZE): a site's own bound below
     # the controller's MaxArraySize, which is always asked for
     max_array_size: int | None = None
+    # where to run (site.settings): its apptainer, resolved (site.resolve), wins over find_apptainer
+    site: Site = NO_SITE
 
 
 class EnvKnobs(TypedDict):
     """The site's knobs of a submission, from the environment (``env_knobs``)."""
 
     margin_s: int
-    scratch_root: str
     max_array_size: int | None
 
 
 def env_knobs(env: Mapping[str, str] | None = None) -> EnvKnobs:
-    """``DOTLAB_TIME_MARGIN_S``, ``DOTLAB_SCRATCH_ROOT`` and ``DOTLAB_MAX_ARRAY_SIZE``, checked
+    """``DOTLAB_TIME_MARGIN_S`` and ``DOTLAB_MAX_ARRAY_SIZE``, checked
     (UsageError naming the variable), for ``SubmitOptions``: the CLI and the API alike."""
     env = os.environ if env is None else env
     margin = env.get("DOTLAB_TIME_MARGIN_S")
@@ -80,7 +82,6 @@ def env_knobs(env: Mapping[str, str] | None = None) -> EnvKnobs:
         raise UsageError(f"DOTLAB_MAX_ARRAY_SIZE={size!r}: must be a whole number from 1")
     return EnvKnobs(
         margin_s=DEFAULT_MARGIN_S if margin is None else int(margin),
-        scratch_root=env.get("DOTLAB_SCRATCH_ROOT") or DEFAULT_SCRATCH_ROOT,
         max_array_size=None if size is None else int(size),
     )
 
@@ -121,6 +122,8 @@ class Plan:
     runs_root: Path | None = None
     parts: int = 1  # how many arrays (more than one beyond MaxArraySize)
     array_limit: int | None = None
+    site: Site = NO_SITE
+    cluster: str | None = None  # Slurm's ClusterName, for the records (execute asks it)
 
     @property
     def is_array(self) -> bool:
@@ -178,11 +181,12 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
         code_dir=code_dir,
         data_dir=data_dir,
         image=image,
-        apptainer=find_apptainer(opts.apptainer),
+        apptainer=find_apptainer(opts.apptainer or opts.site.apptainer.value),
         margin_s=opts.margin_s,
         scratch_root=opts.scratch_root,
         hold=opts.hold,
         array_limit=opts.array_limit,
+        site=opts.site,
     )
     if len(manifests) == 1:
         m = manifests[0]

@@ -25,6 +25,7 @@ from ..rundir.records import (
     ToolRecord,
     build_record,
 )
+from ..site.settings import site_record
 from .plan import Plan, PlannedRun
 
 TOOL = ToolRecord(name=TOOL_NAME, version=__version__)
@@ -42,6 +43,7 @@ def inputs_record(m: Manifest) -> InputsRecord:
 def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
     """The run file of one planned run: its job's name and array task, before sbatch runs."""
     m = run.manifest
+    gpu_type = m.spec.resources.gpu_type if m.spec.is_gpu else None
     return RunRecord(
         run_id=run.run_id,
         claim=m.spec.claim,
@@ -63,6 +65,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         inputs=inputs_record(m),
         ends_dir=str(p.ends_dir),
         manifest=m.spec.model_dump(mode="json", by_alias=True),
+        site=site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer),
     )
 
 

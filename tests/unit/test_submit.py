@@ -354,5 +354,5 @@ def test_hold_submits_held(tmp_path: Path) -> None:
     execute(
         replace(o, hold=True), client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: []
     )
-    (sbatch,) = [c for c in fake.calls if c[:2] != ("sbatch", "--version")]
+    (sbatch,) = [c for c in fake.calls if c[0] == "sbatch" and c[:2] != ("sbatch", "--version")]
     assert "--hold" in sbatch and sbatch[-1].endswith("job.sbatch")

@@ -1,0 +1,117 @@
+"""The Apptainer a job will run, found as the job finds it: on the job's PATH, after the site's
+preparation lines (``module load apptainer``), checked on the login node before anything is
+submitted, so that a job that would not find one is refused here, not after its wait in the queue.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import ProcTimeout, UsageError, one_line
+from ..proc import Runner
+from .settings import JOB_PATH, Setting, Site
+
+RESOLVE_TIMEOUT_S = 60.0
+_PREPARE_FAILED = 3
+_NOT_FOUND = 4
+
+# $1: the names to look for, space-separated; the rest: the preparation lines, each run as the
+# job script runs it (eval, in this shell); what they print goes to stderr, and stdout says
+# only which line failed or where the program is.
+_SCRIPT = r"""
+set +u
+names=$1
+shift
+n=0
+for line in "$@"; do
+  n=$((n + 1))
+  eval "$line" </dev/null >&2
+  rc=$?
+  if [ "$rc" -ne 0 ]; then echo "$n $rc"; exit 3; fi
+done
+for name in $names; do
+  found=$(command -v -- "$name") && case "$found" in /*) echo "$found"; exit 0 ;; esac
+done
+exit 4
+"""
+
+NOT_FOUND_HINT = (
+    "add the line that puts Apptainer on the job's PATH to the site file's `prepare` (such as"
+    ' prepare = ["module load apptainer"]), or name the program with --apptainer or'
+    " `apptainer =` in the site file; `dotlab-hpc site` shows what is in force"
+)
+
+
+def resolve_argv(names: tuple[str, ...], prepare: tuple[str, ...]) -> tuple[str, ...]:
+    """bash running the preparation lines, then ``command -v`` for each of ``names``."""
+    return ("bash", "--noprofile", "--norc", "-c", _SCRIPT, "dotlab-hpc-prepare",
+            " ".join(names), *prepare)  # fmt: skip
+
+
+def job_like_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the check: the login one (the job's under ``--export=NONE``), with
+    the job's PATH, and nothing that makes bash read a file first."""
+    out = {k: v for k, v in env.items() if k not in ("BASH_ENV", "ENV") and
+           not k.startswith("BASH_FUNC_")}  # fmt: skip
+    out.update(PATH=JOB_PATH, LC_ALL="C")
+    return out
+
+
+def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None = None) -> Site:
+    """``site`` with the Apptainer its jobs will run: an absolute path found after the
+    preparation lines, on the job's PATH (else, with no preparation lines, on this login
+    node's PATH: the job then runs it by that path). UsageError, with the fix, when there is
+    none, or a preparation line fails here."""
+    env = os.environ if env is None else env
+    wanted = site.apptainer.value
+    names = (wanted,) if wanted else ("apptainer", "singularity")
+    if wanted and "/" in wanted and not site.prepare:
+        if not (Path(wanted).is_file() and os.access(wanted, os.X_OK)):
+            raise UsageError(f"apptainer {one_line(wanted)} ({site.apptainer.source}): no such"
+                             " program here", hint=NOT_FOUND_HINT)  # fmt: skip
+        found = str(Path(wanted).absolute())
+        return replace(site, apptainer=Setting(found, site.apptainer.source))
+    try:
+        done = runner.run(resolve_argv(names, site.prepare), timeout=RESOLVE_TIMEOUT_S,
+                          env=job_like_env(env))  # fmt: skip
+    except ProcTimeout as e:
+        raise UsageError(
+            f"the site's preparation lines did not finish within {RESOLVE_TIMEOUT_S:g} s",
+            hint="each line must end by itself; `dotlab-hpc site` shows them",
+        ) from e
+    out = done.stdout.strip().splitlines()
+    if done.returncode == 0 and out and out[-1].startswith("/"):
+        how = site.apptainer.source if wanted else "the job's PATH"
+        how += " after prepare" if site.prepare else ""
+        return replace(site, apptainer=Setting(out[-1], how))
+    if done.returncode == _PREPARE_FAILED and out:
+        number, _, rc = out[-1].partition(" ")
+        line = site.prepare[int(number) - 1] if number.isdigit() and int(number) else "?"
+        said = one_line(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
+        raise UsageError(
+            f"site file: prepare line {number} ({one_line(line)[:120]!r}) failed here with status"
+            f" {rc}" + (f": {said[:200]}" if said else ""),
+            hint="fix the line (it runs in bash before the container, on the node as here)",
+        )
+    if done.returncode == _NOT_FOUND and not site.prepare:  # the login node's PATH, by path
+        for name in names:
+            on_login = shutil.which(name, path=env.get("PATH", ""))
+            if on_login:
+                found = str(Path(on_login).absolute())
+                how = f"{site.apptainer.source}, on " if wanted else ""
+                return replace(site, apptainer=Setting(found, how + "this login node's PATH"))
+    if done.returncode not in (0, _NOT_FOUND):
+        said = one_line(done.stderr.strip())[:200]
+        raise UsageError(f"could not look for Apptainer (bash said {done.returncode}: {said})",
+                         hint=NOT_FOUND_HINT)  # fmt: skip
+    looked = " or ".join(names)
+    after = " after the site's preparation lines" if site.prepare else ""
+    raise UsageError(
+        f"no {looked} on the job's PATH{after}: the job would fail on the node after its wait"
+        " in the queue, so nothing was submitted",
+        hint=NOT_FOUND_HINT,
+    )
