@@ -4,7 +4,9 @@ The same checks as ``submit`` (the inputs must be the pinned ones), then the ana
 ``apptainer exec`` (flags, binds, environment, working folder, process bound; ``render.facts``)
 with an interactive ``sh`` where the entrypoint would start: on a compute node through
 ``srun`` with the claim's request, or with ``local`` on this machine. ``/work/out`` is a fresh
-folder that stays afterwards (what the shell wrote is there to read).
+folder that stays afterwards (what the shell wrote is there to read). Where it runs and which
+Apptainer are the site settings' (``site.settings``), as for the claim's job: the site's
+preparation lines run before the apptainer, and its settings win over the manifest's.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Unpack
 
 from ..errors import InputMismatch, UsageError
 from ..site.settings import JOB_PATH  # the job's own PATH: the same programs, found the same way
+from .where import SiteInputs, site_settings
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .inputs import PathLike
 
@@ -33,8 +36,11 @@ class ShellPlan:
 
 def shell_env(environ: dict[str, str]) -> dict[str, str]:
     """The login environment as the job script leaves it: no APPTAINER*/SINGULARITY* variable
-    (they would steer Apptainer), the job's PATH and LC_ALL."""
-    env = {k: v for k, v in environ.items() if not k.startswith(("APPTAINER", "SINGULARITY"))}
+    (they would steer Apptainer), nothing that makes bash read a file or define a function
+    first (the site's preparation lines run as in the job), the job's PATH and LC_ALL."""
+    env = {k: v for k, v in environ.items()
+           if not k.startswith(("APPTAINER", "SINGULARITY", "BASH_FUNC_"))
+           and k not in ("BASH_ENV", "ENV")}  # fmt: skip
     env.update(PATH=JOB_PATH, LC_ALL="C")
     return env
 
@@ -47,23 +53,25 @@ def plan_shell(
     data_dir: PathLike | None = None,
     out_dir: PathLike | None = None,
     local: bool = False,
-    apptainer: str | None = None,
     pty: bool | None = None,
+    **site_inputs: Unpack[SiteInputs],
 ) -> ShellPlan:
     """Check the inputs and build the shell's argv; ``InputMismatch`` (with the fixes) when an
-    input is not the pinned one."""
+    input is not the pinned one, UsageError when the site's Apptainer cannot be found."""
     from ..clock import SystemClock
-    from ..container.apptainer import exec_argv, find_apptainer
+    from ..container.apptainer import exec_argv
     from ..proc import SubprocessRunner
     from ..render.facts import shell_exec_spec
     from ..render.job import gres_value
     from ..render.spec import TaskSpec
+    from ..site.resolve import prepared_argv, resolve_apptainer
+    from ..site.settings import DEFAULT_SCRATCH_ROOT
     from ..slurm.argv import srun_shell_argv
-    from ..submit.plan import env_knobs
     from ..verify.inputs import verify_inputs
     from .defaults import data_dir_needed, default_out_dir, empty_data_dir
     from .inputs import load_manifest
 
+    site = site_settings(site_inputs)
     m = load_manifest(manifest)
     if data_dir is None:
         data_dir_needed([m])
@@ -82,22 +90,23 @@ def plan_shell(
             raise UsageError(f"--out-dir {out}: not empty; the shell's /work/out starts empty")
     except OSError as e:
         raise UsageError(f"--out-dir {out}: cannot make it ({e.strerror})") from e
-    program = find_apptainer(apptainer)
+    site = resolve_apptainer(site, SubprocessRunner())
+    program = site.apptainer.value or "apptainer"  # resolved: an absolute path
     task = TaskSpec(manifest=m, run_dir=out.absolute(), code_dir=Path(code_dir).absolute(),
                     data_dir=data.absolute(), out_dir=out.absolute(),
                     image=Path(image).absolute())  # fmt: skip
-    spec = shell_exec_spec(task, program, env_knobs()["scratch_root"])
+    spec = shell_exec_spec(task, program, site.scratch_root.value or DEFAULT_SCRATCH_ROOT)
     if spec.scratch_dir is not None:  # the job makes it on the node; a shell has no job
         import dataclasses
 
         spec = dataclasses.replace(spec, scratch_dir=None)
-    argv = exec_argv(spec)
+    argv = prepared_argv(site.prepare, exec_argv(spec))  # after the site's lines, as the job
     if not local:
         r = m.spec.resources
-        where = tuple((f, getattr(r, f)) for f in ("partition", "account", "qos", "constraint"))
         argv = srun_shell_argv(
             argv, time_s=r.time_s, cpus=r.cpus, mem_mib=r.memory_mib,
-            gres=gres_value([m.spec], r.gpus) if r.gpus else None, where=where,
+            gres=gres_value([m.spec], r.gpus, site) if r.gpus else None,
+            where=site.where_for(r), extra=site.sbatch_args,
             pty=sys.stdin.isatty() if pty is None else pty,
         )  # fmt: skip
     return ShellPlan(argv, shell_env(dict(os.environ)), out)

@@ -58,16 +58,16 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
 def doctor(
     *,
     image: PathLike | None = None,
-    partition: str | None = None,
     gpus: int = 0,
-    apptainer: str | None = None,
     apptainer_conf: PathLike | None = None,
     work_dir: PathLike | None = None,
     keep: bool = False,
     timeout_s: float = 600.0,
+    **site_inputs: Unpack[SiteInputs],
 ) -> DoctorReport:
     """``dotlab-hpc doctor``: each property held, not held or unchecked, read on the login node
-    and measured by a probe job; the report's ``exit_code`` is 0, 1 or 2."""
+    and measured by a probe job submitted with the site settings jobs get (``site_inputs``, as
+    for ``submit``); the report's ``exit_code`` is 0, 1 or 2."""
     from ..proc import SubprocessRunner
     from ..site.doctor import DoctorOptions, DoctorReport
     from ..site.doctor import doctor as check_site
@@ -75,7 +75,16 @@ def doctor(
     def path(p: PathLike | None) -> Path | None:
         return None if p is None else Path(p)
 
-    opts = DoctorOptions(image=path(image), partition=partition, gpus=gpus, apptainer=apptainer,
-                         apptainer_conf=path(apptainer_conf), work_dir=path(work_dir), keep=keep,
-                         timeout_s=timeout_s)  # fmt: skip
+    settings = site_settings(site_inputs)
+    # the probe's `dotlab-hpc run` (in the probe folder) reads the same file and options; the
+    # environment's SBATCH_* and DOTLAB_* it inherits
+    site_argv: tuple[str, ...] = ()
+    if settings.file is not None:
+        site_argv = ("--site", str(settings.file.absolute()))
+    site_argv += tuple(f"--{k}={s.value or ''}" for k, s in settings.where.items()
+                       if s.source == f"--{k}")  # fmt: skip
+    site_argv += tuple(f"--sbatch-arg={a}" for a in site_inputs.get("sbatch_args", ()))
+    opts = DoctorOptions(image=path(image), gpus=gpus, apptainer_conf=path(apptainer_conf),
+                         work_dir=path(work_dir), keep=keep, timeout_s=timeout_s, site=settings,
+                         site_argv=site_argv)  # fmt: skip
     return DoctorReport(tuple(check_site(SubprocessRunner(), opts)))

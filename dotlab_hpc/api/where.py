@@ -42,6 +42,6 @@ def site_settings(where: SiteInputs) -> Site:
     site = where.get("site")
     return settings(SiteOptions(
         site_file=None if site is None else Path(site),
-        where={k: v for k in WHERE if (v := where.get(k)) is not None},
+        where={k: str(v) for k in WHERE if (v := where.get(k)) is not None},
         sbatch_args=tuple(where.get("sbatch_args", ())), apptainer=where.get("apptainer"),
     ))  # fmt: skip

@@ -20,6 +20,7 @@ from ..fsio.sha256 import sha256_many
 from ..manifest import models as manifest_mod
 from ..rundir.names import MANIFEST_PREFIX
 from ..rundir.records import ClaimRecord
+from .evidence import site_json
 from .layout import (
     BUNDLE_VERSION,
     DEF,
@@ -268,6 +269,7 @@ def _check_evidence(s: CheckState) -> None:
                 r.isolation.model_dump(mode="json") if r.isolation else None,
             ),
             ("slurm.job_id", slurm.get("job_id"), r.slurm.job_id),
+            ("site", ev.get("site"), site_json(r)),  # no key: a bundle made before sites were
         )
         if have != want
     ]

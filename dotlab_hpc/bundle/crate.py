@@ -123,6 +123,8 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         "containerImage": image,
         "actionStatus": {"@id": COMPLETED if ok else FAILED},
     }
+    if facts.location:  # where it ran (schema.org Action.location): the site, not the manifest
+        props["location"] = facts.location
     if facts.started_at:
         props["startTime"] = facts.started_at
     if facts.ended_at:
@@ -153,8 +155,10 @@ def check_crate(
     image_digest: str,
     datasets: Mapping[str, str],
     digests: Mapping[str, str],
+    location: str | None = None,
 ) -> list[str]:
-    """Problems of the crate as ``rocrate`` reads it back, against the record and the files."""
+    """Problems of the crate as ``rocrate`` reads it back, against the record and the files
+    (``location``: where the record says the run went, None when it does not say)."""
     from rocrate.rocrate import ROCrate
 
     try:
@@ -197,4 +201,7 @@ def check_crate(
     stated = {e.get("name"): e.get("sha256") for e in objects if e is not None}
     if stated != dict(datasets):
         problems.append(f"{CRATE} names datasets {stated}, the record {dict(datasets)}")
+    if action.get("location") != location:
+        problems.append(f"{CRATE} says the run went to {action.get('location')!r}, the record"
+                        f" {location!r}")  # fmt: skip
     return problems

@@ -1,4 +1,8 @@
-"""A bundle's evidence.json: what the container wrote inside it, and the Slurm job's facts."""
+"""A bundle's evidence.json: what the container wrote inside it, and the Slurm job's facts.
+
+It also states the site settings the job was submitted with (the record's ``site``), apart
+from the manifest, whose hash they never change.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,27 @@ def _text_or_none(value: str | None) -> str | None:
     return value or None
 
 
+def site_json(record: ClaimRecord) -> dict[str, Any] | None:
+    """The record's ``site`` as evidence.json states it (None: a record made before it)."""
+    return record.site.model_dump(mode="json") if record.site is not None else None
+
+
+def site_words(record: ClaimRecord) -> str:
+    """Where the run went, in a few words: ``[N, ]cluster C, partition P`` (N: the site file's
+    ``name``; ``unknown``: Slurm did
+    not name its cluster; ``default``: no partition asked for, the cluster's default), ``run
+    --local`` for a run without Slurm, ``not recorded`` for a record made before sites were."""
+    if record.where == "local":
+        return "run --local"
+    site = record.site
+    if site is None:
+        return "not recorded"
+    partition = site.settings.get("partition")
+    part = partition.value if partition is not None and partition.value else "default"
+    named = f"{site.name}, " if site.name else ""
+    return f"{named}cluster {site.cluster or 'unknown'}, partition {part}"
+
+
 def derive_evidence(
     record: ClaimRecord,
     *,
@@ -26,7 +51,8 @@ def derive_evidence(
     submission: SubmissionRecord | None,
     gpu_claim: bool,
 ) -> dict[str, Any]:
-    """``evidence.json``: what the container wrote inside it, and the Slurm job's facts.
+    """``evidence.json``: what the container wrote inside it, the Slurm job's facts, and the
+    site settings used (the record's ``site``: its own key, never part of the manifest).
 
     GPU lines count only for GPU claims, as in the record: for other claims no probe ran.
     """
@@ -65,4 +91,7 @@ def derive_evidence(
             "source": f"{RECORD}, {LOGS}/{STATUS_FILE} (written by the job),"
             f" {LOGS}/{SUBMISSION_FILE}",
         },
+        # where the job was sent: the cluster and each site setting used, with its source
+        # (--partition, a site file, $SBATCH_*, the manifest's default); None: not recorded
+        "site": site_json(record),
     }

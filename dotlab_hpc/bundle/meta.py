@@ -40,6 +40,15 @@ def agent_name(run_dir: Path) -> str:
         return f"uid {uid}"
 
 
+def crate_location(record: ClaimRecord) -> str | None:
+    """The run action's ``location`` in the crate: where the run went (``site_words``), or
+    None when its record does not say (made before site settings were recorded: the crates
+    packed from those have none)."""
+    from .evidence import site_words
+
+    return site_words(record) if record.site is not None else None
+
+
 def run_facts(
     record: ClaimRecord,
     spec: ManifestSpec,
@@ -79,6 +88,7 @@ def run_facts(
         tool_version=record.tool.version,
         packed_by=__version__,
         agent=agent,
+        location=crate_location(record),
     )
 
 

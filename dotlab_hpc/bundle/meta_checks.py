@@ -9,7 +9,7 @@ from ..errors import DotlabError
 from ..fsio.read import FileRefused, read_regular
 from .crate import check_crate
 from .layout import CRATE, ENVELOPE, STATEMENT
-from .meta import META_LIMIT
+from .meta import META_LIMIT, crate_location
 from .provenance import check_statement
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ def check_crate_file(s: CheckState) -> None:
         image_digest=r.inputs.image_digest,
         datasets=r.inputs.datasets,
         digests=s.digests,
+        location=crate_location(r),
     )
     s.add("crate", problems, f"{CRATE}: a Process Run Crate that rocrate reads")
 

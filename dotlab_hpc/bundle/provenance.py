@@ -62,6 +62,8 @@ class ProvenanceFacts:
     tool_version: str
     packed_by: str
     agent: str
+    # where the run went, in words (``bundle.evidence.site_words``): None when not recorded
+    location: str | None = None
 
 
 def _hex(digest: str) -> str:

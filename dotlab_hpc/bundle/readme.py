@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..manifest.models import ManifestSpec
 from ..rundir.records import ClaimRecord
+from .evidence import site_words
 from .layout import (
     CRATE,
     ENVELOPE,
@@ -21,6 +22,24 @@ from .layout import (
 # --------------------------------------------------------------------------- README.md
 def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
+
+
+def _where_line(record: ClaimRecord) -> str:
+    """Where the authors' run ran, and how a reviewer says where theirs runs."""
+    if record.where == "local":
+        where = "The authors' run ran with `run --local`, without Slurm."
+    elif record.site is None:
+        where = "Where the authors' run ran was not recorded (a record made before site settings)."
+    else:
+        where = (
+            f"The authors' run ran on {site_words(record)} (`site` in `{EVIDENCE}` and"
+            f" `{RECORD}`: each setting used and where it came from)."
+        )
+    return (
+        f"{where} Give your own with `--partition P` (or `--account`, `--qos` …) or a site"
+        " file (`--site FILE`), as in `dotlab-hpc reproduce BUNDLE --partition P`: site"
+        " settings are not part of the manifest and never change its sha256."
+    )
 
 
 def readme_text(
@@ -76,7 +95,8 @@ def readme_text(
         "",
         f"- `{RECORD}`: the record of the run (outcome, targets, Slurm job, verified inputs)",
         f"- `{EVIDENCE}`: container start and end times written inside the container,"
-        " `nvidia-smi -L` lines for GPU claims, the Slurm job's facts",
+        " `nvidia-smi -L` lines for GPU claims, the Slurm job's facts, the site settings the"
+        " job was submitted with (`site`)",
         f"- `{index.manifest}`: the manifest exactly as submitted; `{RESOLVED}`: as read",
     ]
     if index.deffile:
@@ -138,6 +158,8 @@ def readme_text(
         "",
         "       dotlab-hpc reproduce BUNDLE --code-dir <checkout> --data-dir <data>"
         + ("" if image.file else f" --image {image_arg}"),
+        "",
+        _where_line(record),
         "",
         "## ACM artifact badges",
         "",

@@ -78,6 +78,7 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
         ),
         isolation=isolation_record(facts.container.probe),
         where="local" if facts.submission is not None and facts.submission.local else "slurm",
+        site=facts.run.site,  # where it was sent, as submit wrote it: never from the manifest
     )
 
 

@@ -66,7 +66,8 @@ def _within(t: TargetRecord | None) -> str:
 
 
 def side_by_side(original: ClaimRecord, new: ClaimRecord) -> list[str]:
-    """Each target's expected value, tolerance, both actuals and verdicts; then the outcome."""
+    """Each target's expected value, tolerance, both actuals and verdicts; then where each run
+    went (``site_line``), and the outcome."""
     rows = []
     for name in sorted(set(original.targets) | set(new.targets)):
         o, n = original.targets.get(name), new.targets.get(name)
@@ -85,8 +86,17 @@ def side_by_side(original: ClaimRecord, new: ClaimRecord) -> list[str]:
         )
     header = ("TARGET", "EXPECTED", "TOLERANCE", "ORIGINAL", "NEW", "WITHIN (orig / new)")
     lines = table(rows, header)
+    lines.append(site_line(original, new))
     lines.append(verdict_line(original, new))
     return lines
+
+
+def site_line(original: ClaimRecord, new: ClaimRecord) -> str:
+    """Where the authors' run and this one went, from each record's ``site``: the cluster and
+    the partition (``not recorded`` for a record made before sites were; ``run --local``)."""
+    from ..bundle.evidence import site_words
+
+    return one_line(f"site: {site_words(original)} (authors'); {site_words(new)} (here)")
 
 
 def verdict_line(original: ClaimRecord, new: ClaimRecord) -> str:

@@ -210,8 +210,10 @@ def build_record(
     evidence: EvidenceRecord,
     isolation: IsolationRecord | None = None,
     where: Literal["slurm", "local"] = "slurm",
+    site: SiteRecord | None = None,
 ) -> ClaimRecord:
-    """Assemble the record; nothing in it depends on when it was collected."""
+    """Assemble the record; nothing in it depends on when it was collected. ``site``: the
+    settings the run was submitted with (its ``run.json``'s), apart from the manifest."""
     return ClaimRecord(
         record_version=RECORD_VERSION,
         outcome=verdict.outcome.value,
@@ -227,6 +229,7 @@ def build_record(
         tool=ToolRecord(name=TOOL_NAME, version=__version__),
         isolation=isolation,
         where=where,
+        site=site,
     )
 
 

@@ -6,7 +6,9 @@ any claim (``dotlab-hpc run`` in a child process), whose probe container measure
 a compute node (templates/probe.sh, read back by isolation.py). Every row is held, not held,
 could not check, or info; exit 0 when all hold, 1 when one does not, 2 when one could not be
 checked. When the probe job cannot be submitted (Slurm does not answer, sbatch refuses it), the
-properties it would have measured are one line, which says what to fix first.
+properties it would have measured are one line, which says what to fix first. It measures what
+jobs get: the site settings in force (``site.settings``), their Apptainer resolved as a job's
+(``site.resolve``), their partition, and a probe job submitted with them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..container.apptainer import buildcfg_argv, find_apptainer, version_argv
+from ..container.apptainer import buildcfg_argv, version_argv
 from ..container.conf import (
     apptainer_mode,
     conf_findings,
@@ -54,6 +56,8 @@ from .report import NotMeasured as NotMeasured
 from .report import Row as Row
 from .report import exit_code as exit_code
 from .report import report_json as report_json
+from .resolve import resolve_apptainer
+from .settings import NO_SITE, Site
 from .workdir import probe_folder
 
 PROBE_CLAIM = "dotlab-doctor-probe"
@@ -64,16 +68,17 @@ _STATE = {State.HELD: HELD, State.NOT_HELD: NOT_HELD, State.UNKNOWN: UNKNOWN}
 
 @dataclass(frozen=True)
 class DoctorOptions:
-    """What ``doctor`` was asked."""
+    """What ``doctor`` was asked: ``site``, the settings jobs get (the Apptainer resolved from
+    it here); ``site_argv``, the options that give the probe's ``dotlab-hpc run`` the same."""
 
     image: Path | None
-    partition: str | None
     gpus: int
-    apptainer: str | None
     apptainer_conf: Path | None
     work_dir: Path | None
     keep: bool
     timeout_s: float
+    site: Site = NO_SITE
+    site_argv: tuple[str, ...] = ()
 
 
 def slurm_conf_problem(environ: Mapping[str, str]) -> str | None:
@@ -98,6 +103,17 @@ def run_error(stderr: str, rc: int) -> str:
 
 
 # --------------------------------------------------------------------------- the login node
+def site_row(site: Site) -> Row:
+    """Which site file is in force (or none), and the settings it and the options give."""
+    file = f"site file {site.file}" if site.file is not None else "no site file"
+    said = [f"{k}={s.value or '(none)'} ({s.source})" for k, s in site.where.items()]
+    if site.sbatch_args:
+        said.append(f"sbatch args {' '.join(site.sbatch_args)} ({site.sbatch_args_source})")
+    if site.prepare:
+        said.append(f"{len(site.prepare)} prepare line{'s' * (len(site.prepare) > 1)}")
+    return Row("site", "site", INFO, f"{file}: {', '.join(said) or 'no settings given'}")
+
+
 def _run(
     runner: Runner,
     argv: Sequence[str],
@@ -123,15 +139,8 @@ def apptainer_rows(runner: Runner, apptainer: str, conf_path: Path | None) -> li
     rc, out, err = _run(runner, version_argv(apptainer))
     version = parse_apptainer_version(out) if rc == 0 else None
     if version is None:
-        rows.append(
-            Row(
-                sec,
-                "apptainer",
-                NOT_HELD,
-                f"{apptainer}: {_first_line(err) or out}",
-                "install Apptainer, or name it with --apptainer",
-            )
-        )
+        rows.append(Row(sec, "apptainer", NOT_HELD, f"{apptainer}: {_first_line(err) or out}",
+                        "install Apptainer, or name it with --apptainer"))  # fmt: skip
         return rows
     rows.append(Row(sec, "apptainer", HELD, f"{apptainer}, version {version}"))
     rc, out, _ = _run(runner, buildcfg_argv(apptainer))
@@ -209,15 +218,8 @@ def slurm_rows(
     part = parts.get(name) if name else None
     if part is None:
         state = NOT_HELD if partition and parts else UNKNOWN
-        rows.append(
-            Row(
-                sec,
-                f"partition {name or '?'}",
-                state,
-                "not found",
-                f"one of: {', '.join(sorted(parts)) or '?'}",
-            )
-        )
+        rows.append(Row(sec, f"partition {name or '?'}", state, "not found",
+                        f"one of: {', '.join(sorted(parts)) or '?'}"))  # fmt: skip
         return rows
     has = gpu_count(part.gres)
     detail = (
@@ -225,27 +227,17 @@ def slurm_rows(
         f" GPUs {','.join(part.gres) or 'none'}"
     )
     if gpus and has < gpus:
-        rows.append(
-            Row(
-                sec,
-                f"partition {part.name}",
-                NOT_HELD,
-                detail,
-                f"--gpus {gpus}: no node of {part.name} has that many GPUs",
-            )
-        )
+        rows.append(Row(sec, f"partition {part.name}", NOT_HELD, detail,
+                        f"--gpus {gpus}: no node of {part.name} has that many GPUs"))  # fmt: skip
     else:
         rows.append(Row(sec, f"partition {part.name}", INFO if not gpus else HELD, detail))
     return rows
 
 
 # --------------------------------------------------------------------------- the probe job
-def _probe_manifest(
-    image: Path, commit: str, partition: str | None, gpus: int
-) -> dict[str, object]:
+def _probe_manifest(image: Path, commit: str, gpus: int) -> dict[str, object]:
+    # where it runs is the site settings' (DoctorOptions.site_argv), as for any claim
     resources: dict[str, object] = {"time": "1", "memory": "256M", "gpus": gpus}
-    if partition:
-        resources["partition"] = partition
     return {
         "version": 1,
         "claim": PROBE_CLAIM,
@@ -314,17 +306,19 @@ def _made_from(plan: RootPlan) -> str:
     return said + (f"; not found: {', '.join(plan.missing)}" if plan.missing else "")
 
 
-def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str, work: Path) -> list[Row]:
-    """Submit the probe claim with ``dotlab-hpc run`` in ``work`` and read what its probe measured.
+def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str | None, work: Path) -> list[Row]:
+    """Submit the probe claim with ``dotlab-hpc run`` in ``work``, with the site settings and
+    the ``apptainer`` resolved (None: not found), and read what its probe measured.
 
     Without ``--image`` the probe runs in a tiny image made here (``probe_image``).
     """
     pre: list[Row] = []
+    program = apptainer or opts.site.apptainer.value  # unresolved: `run` says why, as for a claim
     if opts.image is not None:
         image = opts.image.absolute()
     else:
         try:
-            image, plan = make_probe_image(runner, apptainer, work)
+            image, plan = make_probe_image(runner, program or "apptainer", work)
         except ProbeImageError as e:
             said = f"the probe image could not be made: {e.message}"
             return [not_measured(said, _GIVE_IMAGE, opts.gpus)]
@@ -332,28 +326,13 @@ def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str, work: Path) -
     commit = _git_checkout(runner, work / "code")
     (work / "data").mkdir()
     manifest = work / "probe.json"
-    data = _probe_manifest(image, commit, opts.partition, opts.gpus)
+    data = _probe_manifest(image, commit, opts.gpus)
     manifest.write_text(json.dumps(data, indent=1) + "\n")
     run_dir = work / "run"
-    argv = (
-        sys.executable,
-        "-m",
-        "dotlab_hpc",
-        "run",
-        str(manifest),
-        "--code-dir",
-        str(work / "code"),
-        "--data-dir",
-        str(work / "data"),
-        "--image",
-        str(image),
-        "--out-dir",
-        str(work / "out"),
-        "--run-dir",
-        str(run_dir),
-        "--apptainer",
-        apptainer,
-    )
+    argv = (sys.executable, "-m", "dotlab_hpc", "run", str(manifest),
+            "--code-dir", str(work / "code"), "--data-dir", str(work / "data"),
+            "--image", str(image), "--out-dir", str(work / "out"), "--run-dir", str(run_dir),
+            *opts.site_argv, *(("--apptainer", program) if program else ()))  # fmt: skip
     # In the probe folder: the current one may be read-only (docs/contract.md §2, doctor).
     rc, _, err = _run(runner, argv, timeout=opts.timeout_s, cwd=work)
     if not (run_dir / SUBMISSION_FILE).is_file():  # `run` removes a run dir it did not submit
@@ -367,7 +346,8 @@ def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str, work: Path) -
 
 
 def doctor(runner: Runner, opts: DoctorOptions, env: Mapping[str, str] | None = None) -> list[Row]:
-    """Every row: the login node's reads, then the probe job's measurement (or why there is none).
+    """Every row: the site settings, the login node's reads, then the probe job's measurement
+    (or why there is none).
 
     The probe folder is made first, so a folder that cannot be made is an error before any check.
     """
@@ -375,10 +355,17 @@ def doctor(runner: Runner, opts: DoctorOptions, env: Mapping[str, str] | None = 
         raise UsageError(f"--gpus {opts.gpus}: must be 0 or more")
     if opts.image is not None and not opts.image.is_file():
         raise UsageError(f"--image {opts.image}: no such file", hint="give a .sif file")
-    apptainer = find_apptainer(opts.apptainer)
     with probe_folder(opts.work_dir, opts.keep) as work:
-        rows = apptainer_rows(runner, apptainer, opts.apptainer_conf)
-        slurm = slurm_rows(runner, env, opts.partition, opts.gpus)
+        rows = [site_row(opts.site)]
+        apptainer: str | None = None
+        try:  # as a job resolves it: after the site's preparation lines
+            apptainer = resolve_apptainer(opts.site, runner, env).apptainer.value
+        except DotlabError as e:
+            rows.append(Row("apptainer", "apptainer", NOT_HELD, e.message, e.hint or ""))
+        if apptainer is not None:
+            rows += apptainer_rows(runner, apptainer, opts.apptainer_conf)
+        partition = dict(opts.site.where_for(None))["partition"]  # else the default partition
+        slurm = slurm_rows(runner, env, partition, opts.gpus)
         rows += slurm
         if slurm[0].state == UNKNOWN:  # no probe job can be submitted: do not try
             rows.append(not_measured(f"Slurm: {slurm[0].detail}", FIX_SLURM, opts.gpus))

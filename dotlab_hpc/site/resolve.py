@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,20 +21,23 @@ _NOT_FOUND = 4
 
 # $1: the names to look for, space-separated; the rest: the preparation lines, each run as the
 # job script runs it (eval, in this shell); what they print goes to stderr, and stdout says
-# only which line failed or where the program is.
+# only which line failed or where the program is. The script's own variables are _dotlab_*, so
+# that a line setting `n` or `names` changes neither the line counted nor the program looked
+# for; a line is run as a condition, so that one turning on `set -e` cannot end the check
+# before the next line that fails is named.
 _SCRIPT = r"""
 set +u
-names=$1
+_dotlab_names=$1
 shift
-n=0
-for line in "$@"; do
-  n=$((n + 1))
-  eval "$line" </dev/null >&2
-  rc=$?
-  if [ "$rc" -ne 0 ]; then echo "$n $rc"; exit 3; fi
+_dotlab_n=0
+for _dotlab_line in "$@"; do
+  _dotlab_n=$((_dotlab_n + 1))
+  if eval "$_dotlab_line" </dev/null >&2; then _dotlab_rc=0; else _dotlab_rc=$?; fi
+  if [ "$_dotlab_rc" -ne 0 ]; then echo "$_dotlab_n $_dotlab_rc"; exit 3; fi
 done
-for name in $names; do
-  found=$(command -v -- "$name") && case "$found" in /*) echo "$found"; exit 0 ;; esac
+for _dotlab_name in $_dotlab_names; do
+  _dotlab_found=$(builtin command -v -- "$_dotlab_name") &&
+    case "$_dotlab_found" in /*) echo "$_dotlab_found"; exit 0 ;; esac
 done
 exit 4
 """
@@ -50,6 +53,43 @@ def resolve_argv(names: tuple[str, ...], prepare: tuple[str, ...]) -> tuple[str,
     """bash running the preparation lines, then ``command -v`` for each of ``names``."""
     return ("bash", "--noprofile", "--norc", "-c", _SCRIPT, "dotlab-hpc-prepare",
             " ".join(names), *prepare)  # fmt: skip
+
+
+# $1: how many preparation lines follow; then the lines; then the argv to run after them. Each
+# line runs as the job script runs it (eval, in this shell, set +u around it; its output on
+# stderr, nothing on stdin); then no APPTAINER*/SINGULARITY* variable is left, as in the job.
+_PREPARED = r"""
+set -u
+_dotlab_n=$1
+shift
+_dotlab_lines=("${@:1:$_dotlab_n}")
+shift "$_dotlab_n"
+for _dotlab_line in "${_dotlab_lines[@]}"; do
+  set +u
+  eval "$_dotlab_line" </dev/null >&2
+  _dotlab_rc=$?
+  set -u
+  if [ "$_dotlab_rc" -ne 0 ]; then
+    echo "dotlab-hpc: the site's preparation line failed: $_dotlab_line" >&2
+    exit 2
+  fi
+done
+export PATH LC_ALL=C
+for _dotlab_v in $(compgen -e); do
+  case "$_dotlab_v" in APPTAINER*|SINGULARITY*) unset "$_dotlab_v" ;; esac
+done
+exec "$@"
+"""
+
+
+def prepared_argv(prepare: Sequence[str], argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` run after the site's preparation lines, as the job runs its apptainer: bash
+    evals each line, exits 2 naming one that fails, unsets APPTAINER*/SINGULARITY*, then execs
+    ``argv``; ``argv`` itself when there are no lines."""
+    if not prepare:
+        return tuple(argv)
+    return ("bash", "--noprofile", "--norc", "-c", _PREPARED, "dotlab-hpc-prepare",
+            str(len(prepare)), *prepare, *argv)  # fmt: skip
 
 
 def job_like_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -90,10 +130,11 @@ def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None 
         return replace(site, apptainer=Setting(out[-1], how))
     if done.returncode == _PREPARE_FAILED and out:
         number, _, rc = out[-1].partition(" ")
-        line = site.prepare[int(number) - 1] if number.isdigit() and int(number) else "?"
+        known = number.isdigit() and 0 < int(number) <= len(site.prepare)
+        line = site.prepare[int(number) - 1] if known else "?"
         said = one_line(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
         raise UsageError(
-            f"site file: prepare line {number} ({one_line(line)[:120]!r}) failed here with status"
+            f"site file: prepare line {number} ({line[:120]!r}) failed here with status"
             f" {rc}" + (f": {said[:200]}" if said else ""),
             hint="fix the line (it runs in bash before the container, on the node as here)",
         )

@@ -55,10 +55,15 @@ class SiteSpec:
     gpu_types: Mapping[str, str] = field(default_factory=dict)
 
 
+def _shown(value: object) -> str:
+    """``value`` quoted for a message, cut at 80 characters (repr escapes what is not
+    printable; one_line first would escape it twice)."""
+    shown = str(value)
+    return repr(shown if len(shown) <= 80 else shown[:77] + "...")
+
+
 def _refuse(where: str, key: str, value: object, why: str) -> UsageError:
-    shown = one_line(value)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return UsageError(f"{where}: {key} {shown!r}: {why}")
+    return UsageError(f"{where}: {key} {_shown(value)}: {why}")
 
 
 def check_where_value(where: str, key: str, value: str) -> str:
@@ -152,7 +157,7 @@ def parse_site_text(text: str, where: str) -> SiteSpec:
                          hint="see docs/site.md for a site file's layout") from None  # fmt: skip
     unknown = [k for k in data if k not in KEYS]
     if unknown:
-        raise UsageError(f"{where}: unknown setting {one_line(unknown[0])!r}",
+        raise UsageError(f"{where}: unknown setting {_shown(unknown[0])}",
                          hint="the settings are: " + ", ".join(KEYS))  # fmt: skip
     got: dict[str, Any] = {"where": {
         key: check_where_value(where, key, _string(where, key, data[key]))
@@ -218,6 +223,8 @@ def load_site(given: Path | None, env: Mapping[str, str]) -> tuple[Path | None, 
             hint="see docs/site.md, or leave it out to use no site file",
         ) from None
     except FileRefused as e:
+        if not required and isinstance(e.__cause__, NotADirectoryError):  # $HOME=/dev/null
+            return None, SiteSpec()
         raise UsageError(f"{flag} {one_line(path)}: {e.reason}") from None
     except OSError as e:  # a folder on the way is not one, a name too long
         raise UsageError(f"{flag} {one_line(path)}: cannot be read ({e.strerror})") from None

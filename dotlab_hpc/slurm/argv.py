@@ -215,14 +215,20 @@ def srun_shell_argv(
     gres: str | None,
     where: Sequence[tuple[str, str | None]],
     pty: bool,
+    extra: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """``srun`` of an interactive ``command`` on a compute node with a claim's request (what its
-    job's #SBATCH lines ask for); ``--pty`` when a person types at a terminal."""
+    job's #SBATCH lines ask for, the site's extra options, allow-listed, among them); ``--pty``
+    when a person types at a terminal."""
     argv = ["srun", "--nodes=1", "--ntasks=1", f"--time={slurm_minutes(time_s)}"]
     argv += [f"--cpus-per-task={cpus}", f"--mem={mem_mib}M"]
     if gres:
         argv.append(f"--gres={_no_option(gres, 'gres')}")
     argv += [f"--{opt}={_no_option(value, opt)}" for opt, value in where if value is not None]
+    for arg in extra:  # a word without "--" would be read as the command
+        if not arg.startswith("--"):
+            raise SlurmError(f"an extra srun option must be --name[=value]: {arg!r}")
+        argv.append(_no_option(arg, "extra srun option"))
     if pty:
         argv.append("--pty")
     return (*argv, *command)

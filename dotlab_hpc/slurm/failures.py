@@ -119,17 +119,20 @@ _TRANSIENT: tuple[tuple[str, str], ...] = (
 _PERMANENT: tuple[tuple[str, str], ...] = (
     (
         "Invalid partition name specified",
-        "resources.partition names no partition of this cluster; `sinfo -s` lists them",
+        "the partition asked for (--partition, the site file, else resources.partition) is not"
+        " one of this cluster's; `sinfo -s` lists them: give --partition P or `partition =` in"
+        " the site file (`dotlab-hpc site` shows what is in force)",
     ),
     (
         "Invalid account or account/partition combination specified",
-        "resources.account is not yours, or not allowed on this partition; "
-        "`sacctmgr show assoc user=$USER format=account,partition` lists what you may use",
+        "the account asked for (--account, the site file, else resources.account) is not yours"
+        " here, or not on this partition; `sacctmgr show assoc user=$USER"
+        " format=account,partition` lists yours: give --account A (or --account '' for none)",
     ),
     (
         "Invalid qos specification",
-        "resources.qos is not a QOS you may use; "
-        "`sacctmgr show assoc user=$USER format=qos` lists them",
+        "the QOS asked for (--qos, the site file, else resources.qos) is not one you may use;"
+        " `sacctmgr show assoc user=$USER format=qos` lists them: give --qos Q (or '' for none)",
     ),
     (
         "Requested time limit is invalid",
@@ -147,7 +150,13 @@ _PERMANENT: tuple[tuple[str, str], ...] = (
     ),
     (
         "Invalid feature specification",
-        "resources.constraint names a feature no node has; `sinfo -o '%P %f'` lists them",
+        "the constraint asked for (--constraint, the site file, else resources.constraint) names"
+        " a feature no node has; `sinfo -o '%P %f'` lists them",
+    ),
+    (
+        "Requested reservation is invalid",
+        "the reservation asked for (--reservation or the site file) is not one of this"
+        " cluster's, or not open to you; `scontrol show reservation` lists them",
     ),
     (
         "Invalid job array specification",
@@ -155,7 +164,8 @@ _PERMANENT: tuple[tuple[str, str], ...] = (
     ),
     (
         "Access/permission denied",
-        "you may not submit there; check resources.partition and resources.account",
+        "you may not submit there; check the partition and account (`dotlab-hpc site` shows"
+        " them and where each came from)",
     ),
 )
 

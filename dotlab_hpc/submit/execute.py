@@ -180,7 +180,7 @@ def execute(
                     r.manifest.spec.claim,
                     r.run_dir,
                     None,
-                    mismatch_record(r, mismatches[r.index]) if mismatches[r.index] else None,
+                    mismatch_record(r, mismatches[r.index], p) if mismatches[r.index] else None,
                 )
                 for r in p.runs
             ),
@@ -191,7 +191,7 @@ def execute(
         )
     p = dataclasses.replace(p, cluster=client.cluster_name())  # for the records
     records = {
-        r.index: mismatch_record(r, mismatches[r.index]) for r in p.runs if mismatches[r.index]
+        r.index: mismatch_record(r, mismatches[r.index], p) for r in p.runs if mismatches[r.index]
     }
     events = _first_events(p, mismatches, clock) if log is not None else {}
     writing = NewRuns(p, write_new)

@@ -69,11 +69,16 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
     )
 
 
-def mismatch_record(run: PlannedRun, reasons: Sequence[str]) -> ClaimRecord:
-    """The record of a claim whose inputs did not match: nothing was submitted."""
+def mismatch_record(run: PlannedRun, reasons: Sequence[str], p: Plan | None = None) -> ClaimRecord:
+    """The record of a claim whose inputs did not match: nothing was submitted. With the plan,
+    it says where the run would have gone, as its ``run.json`` does (``run_record``)."""
     from ..rundir.records import Outcome, Verdict, empty_targets
 
     m = run.manifest
+    site = None
+    if p is not None:
+        gpu_type = m.spec.resources.gpu_type if m.spec.is_gpu else None
+        site = site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer)
     return build_record(
         verdict=Verdict(Outcome.INPUT_MISMATCH, "; ".join(reasons), empty_targets(m.spec)),
         claim=m.spec.claim,
@@ -83,6 +88,7 @@ def mismatch_record(run: PlannedRun, reasons: Sequence[str]) -> ClaimRecord:
         slurm=SlurmRecord(job_id=None, state=None, exit_code=None, node=None),
         inputs=inputs_record(m),
         evidence=EvidenceRecord(container_started_at=None, container_ended_at=None, gpus=[]),
+        site=site,
     )
 
 

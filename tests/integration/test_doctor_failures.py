@@ -132,6 +132,9 @@ def test_a_probe_job_sbatch_refuses_is_one_line(tmp_path: Path, slurm_env: dict[
     report = json.loads(done.stdout)
     rows = {r["name"]: r for r in report["rows"]}
     assert done.returncode == 1 and rows["partition nope"]["state"] == "not held"
+    # the site settings the probe job was submitted with (issue 23): --partition, shown once
+    site = rows["site"]
+    assert site["state"] == "info" and "partition=nope (--partition)" in site["detail"], site
     blocked = report["not_measured"]
     assert blocked["reason"].startswith("the probe job was not submitted: Slurm refused the job")
     assert "nope" in blocked["reason"] and blocked["properties"] == SECTION4

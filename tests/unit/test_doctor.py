@@ -1,4 +1,5 @@
-"""The doctor's probe folder, and the one line for a probe job that never ran (issue 22).
+"""The doctor's probe folder, and the one line for a probe job that never ran (issue 22); what
+it measures is what jobs get: the site settings, their Apptainer and partition (issue 23).
 
 A folder that cannot be made is one error naming it (exit 2); a Slurm that does not answer, or a
 probe job sbatch refuses, is one line that says what to fix first, never a row per property.
@@ -7,10 +8,12 @@ probe job sbatch refuses, is one line that says what to fix first, never a row p
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from dotlab_hpc import api
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.printers.reports import doctor_table
 from dotlab_hpc.proc import Completed
@@ -19,6 +22,8 @@ from dotlab_hpc.site.report import (
     FIX_SLURM,
     FIX_SUBMIT,
     HELD,
+    INFO,
+    NOT_HELD,
     SANDBOX,
     UNKNOWN,
     DoctorReport,
@@ -26,10 +31,12 @@ from dotlab_hpc.site.report import (
     Row,
     not_measured,
 )
+from dotlab_hpc.site.resolve import NOT_FOUND_HINT
+from dotlab_hpc.site.settings import NO_SITE, Setting, Site
 from dotlab_hpc.site.workdir import default_work_root, probe_folder
 from tests.support.fakes import ScriptedRunner
 
-APPTAINER = "/opt/apptainer/bin/apptainer"
+SITE_APPTAINER = "/opt/site/bin/apptainer"  # what the site's prepare line puts on the PATH
 
 
 # --------------------------------------------------------------------------- the probe folder
@@ -124,10 +131,14 @@ def test_what_was_not_measured_is_one_line_and_one_json_field() -> None:
 
 
 # --------------------------------------------------------------------------- doctor, faked
-def _answer(run_stderr: str, sbatch: bool = True) -> ScriptedRunner[tuple[str, ...]]:
+def _answer(
+    run_stderr: str, sbatch: bool = True, found: str | None = SITE_APPTAINER
+) -> ScriptedRunner[tuple[str, ...]]:
     def respond(argv: tuple[str, ...]) -> Completed:
-        if argv == (APPTAINER, "--version"):
+        if argv[0].endswith("/apptainer") and argv[1:] == ("--version",):
             return Completed(argv, 0, "apptainer version 1.4.5\n", "")
+        if argv[0] == "bash" and "dotlab-hpc-prepare" in argv:  # the Apptainer, resolved
+            return Completed(argv, 0, f"{found}\n", "") if found else Completed(argv, 4, "", "")
         if argv[0] == "sbatch" and "--version" in argv and sbatch:
             return Completed(argv, 0, "slurm 24.11.1\n", "")
         if argv[0] == "git":
@@ -139,10 +150,21 @@ def _answer(run_stderr: str, sbatch: bool = True) -> ScriptedRunner[tuple[str, .
     return ScriptedRunner(respond)
 
 
-def _opts(tmp_path: Path) -> DoctorOptions:
+def _opts(tmp_path: Path, site: Site | None = None, *argv: str) -> DoctorOptions:
     image = tmp_path / "probe.sif"
     image.write_bytes(b"SIF")
-    return DoctorOptions(image, None, 0, APPTAINER, None, tmp_path / "work", False, 60.0)
+    if site is None:  # --apptainer PATH: resolved without running anything
+        program = tmp_path / "bin" / "apptainer"
+        program.parent.mkdir()
+        program.write_text("#!/bin/sh\n")
+        program.chmod(0o755)
+        site = replace(NO_SITE, apptainer=Setting(str(program), "--apptainer"))
+    return DoctorOptions(image, 0, None, tmp_path / "work", False, 60.0, site, argv)
+
+
+def _run_argv(runner: ScriptedRunner[tuple[str, ...]]) -> tuple[str, ...]:
+    (run,) = [c for c in runner.calls if c[2:4] == ("dotlab_hpc", "run")]
+    return run
 
 
 def test_with_a_missing_slurm_conf_no_probe_job_is_tried(tmp_path: Path) -> None:
@@ -180,3 +202,87 @@ def test_without_a_working_sbatch_no_probe_job_is_tried(tmp_path: Path) -> None:
     (blocked,) = [r for r in rows if isinstance(r, NotMeasured)]
     assert blocked.detail == "Slurm: sbatch: error: no answer" and blocked.remedy == FIX_SLURM
     assert not (tmp_path / "work" / "code").exists()  # nothing was prepared for it
+
+
+# --------------------------------------------------------------------------- the site's settings
+SITE = Site(
+    file=Path("/etc/dotlab/site.toml"),
+    name="c",
+    where={
+        "partition": Setting("gpu", "site file"),
+        "account": Setting("lab", "--account"),
+        "qos": Setting("", "$SBATCH_QOS"),
+    },
+    sbatch_args=("--mail-type=END",),
+    sbatch_args_source="site file",
+    prepare=("module load apptainer",),
+    apptainer=Setting(None, "default"),
+    scratch_root=Setting("/tmp", "default"),
+    gpu_types={},
+)
+
+
+def test_doctor_measures_with_the_site_settings_jobs_get(tmp_path: Path) -> None:
+    runner = _answer("dotlab-hpc: Slurm refused the job: Invalid account\n")
+    probe_argv = ("--site", "/etc/dotlab/site.toml", "--account=lab")
+    rows = doctor(runner, _opts(tmp_path, SITE, *probe_argv), {})
+    (site,) = [r for r in rows if r.section == "site"]
+    assert rows[0] == site and site.state == INFO
+    assert site.detail == (
+        "site file /etc/dotlab/site.toml: partition=gpu (site file), account=lab (--account),"
+        " qos=(none) ($SBATCH_QOS), sbatch args --mail-type=END (site file), 1 prepare line"
+    )
+    # the Apptainer a job runs: found after the site's preparation line, then asked its version
+    (resolve,) = [c for c in runner.calls if c[0] == "bash"]
+    assert resolve[-1] == "module load apptainer"
+    assert (SITE_APPTAINER, "--version") in runner.calls
+    apptainer = next(r for r in rows if r.name == "apptainer")
+    assert apptainer.state == HELD and apptainer.detail.startswith(SITE_APPTAINER)
+    assert any(r.name == "partition gpu" for r in rows)  # the site's partition, not the default
+    run = _run_argv(runner)  # submitted as a claim would be
+    assert run[run.index("--run-dir") + 2 :] == (*probe_argv, "--apptainer", SITE_APPTAINER)
+    manifest = json.loads((tmp_path / "work" / "probe.json").read_text())
+    assert "partition" not in manifest["resources"]  # where it runs is the site's
+
+
+def test_no_site_file_and_no_settings_is_said_too(tmp_path: Path) -> None:
+    runner = _answer("")
+    rows = doctor(runner, _opts(tmp_path), {})
+    assert rows[0] == Row("site", "site", INFO, "no site file: no settings given")
+
+
+def test_an_apptainer_jobs_would_not_find_is_not_held_and_doctor_goes_on(tmp_path: Path) -> None:
+    runner = _answer("dotlab-hpc: no apptainer or singularity on the job's PATH\n", found=None)
+    rows = doctor(runner, _opts(tmp_path, SITE), {"PATH": str(tmp_path / "nowhere")})
+    (apptainer,) = [r for r in rows if r.section == "apptainer"]
+    assert apptainer.state == NOT_HELD and apptainer.remedy == NOT_FOUND_HINT
+    assert apptainer.detail.startswith("no apptainer or singularity on the job's PATH after the")
+    assert any(r.section == "slurm" for r in rows)
+    assert "--apptainer" not in _run_argv(runner)  # `run` resolves it itself, and says why not
+    assert DoctorReport(tuple(rows)).exit_code == 1
+
+
+def test_api_doctor_gives_the_probe_the_command_lines_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("SBATCH_PARTITION", "SBATCH_ACCOUNT", "SBATCH_QOS", "SBATCH_CONSTRAINT",
+                "SBATCH_RESERVATION", "DOTLAB_SITE", "DOTLAB_APPTAINER"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    Path("site.toml").write_text('partition = "gpu"\nsbatch_args = ["--comment=site"]\n')
+    seen: list[DoctorOptions] = []
+
+    def check(runner: object, opts: DoctorOptions, env: object = None) -> list[Row]:
+        seen.append(opts)
+        return []
+
+    monkeypatch.setattr("dotlab_hpc.site.doctor.doctor", check)
+    api.doctor(site="site.toml", account="lab", qos="", sbatch_args=["mail-type=END"],
+               apptainer="/opt/a/apptainer")  # fmt: skip
+    (opts,) = seen
+    assert opts.site.where["partition"] == Setting("gpu", "site file")
+    assert opts.site.apptainer == Setting("/opt/a/apptainer", "--apptainer")
+    # the probe runs in its own folder: the site file by its absolute path; the site file's
+    # own settings it reads there, the options are given again
+    assert opts.site_argv == ("--site", str(tmp_path / "site.toml"), "--account=lab", "--qos=",
+                              "--sbatch-arg=mail-type=END")  # fmt: skip

@@ -116,6 +116,21 @@ def test_the_five_steps_show_the_commands_a_newcomer_types() -> None:
 # ---------------------------------------------------------------------------------- manifests
 
 
+SITE_DOC = Path(__file__).resolve().parents[2] / "docs" / "site.md"
+
+
+@pytest.mark.parametrize("where", ["README.md", "docs/site.md"], ids=["readme", "site-doc"])
+def test_each_site_file_shown_is_one_dotlab_hpc_reads(where: str) -> None:
+    from dotlab_hpc.site.sitefile import parse_site_text
+
+    text = TEXT if where == "README.md" else SITE_DOC.read_text(encoding="utf-8")
+    shown = blocks("toml", text)
+    assert shown, f"{where} shows no site file"
+    for body in shown:
+        spec = parse_site_text(body, where)
+        assert spec.where or spec.prepare or spec.sbatch_args
+
+
 def test_there_are_manifests_to_check() -> None:
     assert len(manifests()) >= 2
 

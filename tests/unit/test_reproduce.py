@@ -41,7 +41,8 @@ def test_side_by_side_shows_both_numbers() -> None:
     assert lines[0].split() == ["TARGET", "EXPECTED", "TOLERANCE", "ORIGINAL", "NEW", "WITHIN",
                                 "(orig", "/", "new)"]  # fmt: skip
     assert lines[1].split() == ["acc", "0.9", "abs", "0.01", "0.9", "0.5", "yes", "/", "NO"]
-    assert lines[2] == (
+    assert lines[2] == "site: not recorded (authors'); not recorded (here)"  # older records
+    assert lines[3] == (
         "NOT REPRODUCED HERE: the authors' run reproduced, this one is not_reproduced:"
         " because not_reproduced"
     )

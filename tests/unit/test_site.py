@@ -161,7 +161,7 @@ def test_doctor_refuses_bad_options_before_asking_anything(tmp_path: Path) -> No
         def run(self, *a: object, **k: object) -> object:
             raise AssertionError("nothing may run")
 
-    base = DoctorOptions(None, None, 0, None, None, None, False, 60.0)
+    base = DoctorOptions(None, 0, None, None, False, 60.0)
     for opts, fragment in (
         (replace(base, gpus=-1), "--gpus -1: must be 0 or more"),
         (replace(base, image=tmp_path / "none.sif"), "none.sif: no such file"),
