@@ -285,8 +285,9 @@ def entry() -> NoReturn:
 
 def _main(argv: Sequence[str] | None) -> int:
     from .cli_args import build_parser
+    from .cli_inputs import joined_sbatch_args
 
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(joined_sbatch_args(sys.argv[1:] if argv is None else argv))
     try:
         verb = args.verb.replace("-", "_")
         # each verb of cli_args is run by its function: cli_inputs.cmd_VERB, or _cmd_VERB below

@@ -72,8 +72,8 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an extra sbatch option from the allow-list, as --sbatch-arg=--mail-type=END or"
-        " --sbatch-arg mail-type=END (repeat it)",
+        help="an extra sbatch option from the allow-list (docs/site.md), as --sbatch-arg"
+        " --mail-type=END or mail-type=END; repeat it for more",
     )
     g.add_argument("--apptainer", help="the apptainer program the job runs (default: the one"
                    " the job finds on its PATH after the site's prepare lines)")  # fmt: skip

@@ -16,8 +16,21 @@ from .errors import UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
     from .api.where import SiteInputs
+
+
+def joined_sbatch_args(argv: Sequence[str]) -> list[str]:
+    """``--sbatch-arg --mail-type=END`` as ``--sbatch-arg=--mail-type=END``: argparse takes no
+    value that starts with ``-``, and the first thing a user types is sbatch's own spelling."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] == "--sbatch-arg" and word.startswith("--") and word != "--":
+            out[-1] = f"--sbatch-arg={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def site_options(args: argparse.Namespace) -> SiteInputs:

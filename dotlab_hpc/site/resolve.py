@@ -152,7 +152,7 @@ def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None 
     looked = " or ".join(names)
     after = " after the site's preparation lines" if site.prepare else ""
     raise UsageError(
-        f"no {looked} on the job's PATH{after}: the job would fail on the node after its wait"
-        " in the queue, so nothing was submitted",
+        f"no {looked} on the job's PATH{after}: a job would fail on its node after its wait"
+        " in the queue",
         hint=NOT_FOUND_HINT,
     )

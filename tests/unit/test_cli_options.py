@@ -284,3 +284,34 @@ def test_completion_names_every_verb(shell: str) -> None:
 def test_completion_verb_prints_the_script(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["completion", "bash"]) == 0
     assert capsys.readouterr().out == completion_script("bash")
+
+
+# ------------------------------------------------------------------ where to run (issue 23)
+SITE_VERBS = ("submit", "run", "reproduce", "shell", "doctor", "render", "site")
+
+
+@pytest.mark.parametrize("verb", SITE_VERBS)
+def test_every_verb_that_submits_takes_the_where_to_run_options(verb: str) -> None:
+    parser = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices[verb]
+    given = set(parser._option_string_actions)
+    for option in ("--site", "--partition", "--account", "--qos", "--constraint",
+                   "--reservation", "--sbatch-arg", "--apptainer"):  # fmt: skip
+        assert option in given, f"{verb} has no {option}"
+
+
+def test_sbatch_arg_takes_sbatchs_own_spelling() -> None:
+    from dotlab_hpc.cli_inputs import joined_sbatch_args
+
+    argv = ["site", "--sbatch-arg", "--mail-type=END", "--sbatch-arg", "comment=x", "--json"]
+    assert joined_sbatch_args(argv) == [
+        "site", "--sbatch-arg=--mail-type=END", "--sbatch-arg", "comment=x", "--json"]  # fmt: skip
+    args = build_parser().parse_args(joined_sbatch_args(argv))
+    assert args.sbatch_args == ["--mail-type=END", "comment=x"]
+
+
+def test_a_refused_sbatch_arg_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["site", "--sbatch-arg", "--export=ALL"]) == 2
+    err = capsys.readouterr().err
+    assert "--export is refused" in err and "Traceback" not in err
