@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from .bundles import verify_bundle as verify_bundle
     from .defaults import default_out_dir as default_out_dir
     from .defaults import default_run_dirs as default_run_dirs
-    from .init import Initialised as Initialised
-    from .init import init as init
+    from .first_manifest import Initialised as Initialised
+    from .first_manifest import init as init
     from .inputs import build as build
     from .inputs import convert_dockerfile as convert_dockerfile
     from .inputs import embedded_def as embedded_def
@@ -74,32 +74,32 @@ if TYPE_CHECKING:
     from .runs import status_rows as status_rows
     from .runs import wait as wait
     from .runs import watch_rows as watch_rows
-    from .shell import ShellPlan as ShellPlan
-    from .shell import plan_shell as plan_shell
-    from .shell import shell as shell
-    from .site import doctor as doctor
-    from .site import site as site
-    from .submit import run as run
-    from .submit import run_all as run_all
-    from .submit import submission as submission
-    from .submit import submit as submit
-    from .submit import submitted_runs as submitted_runs
-    from .submit import with_defaults as with_defaults
+    from .shells import ShellPlan as ShellPlan
+    from .shells import plan_shell as plan_shell
+    from .shells import shell as shell
+    from .sites import doctor as doctor
+    from .sites import site as site
+    from .submitting import run as run
+    from .submitting import run_all as run_all
+    from .submitting import submission as submission
+    from .submitting import submit as submit
+    from .submitting import submitted_runs as submitted_runs
+    from .submitting import with_defaults as with_defaults
     from .where import SiteInputs as SiteInputs
 
 _HOME = {
-    "init": ("Initialised", "init"),
-    "shell": ("ShellPlan", "plan_shell", "shell"),
+    "first_manifest": ("Initialised", "init"),
+    "shells": ("ShellPlan", "plan_shell", "shell"),
     "inputs": ("build", "convert_dockerfile", "embedded_def", "hash_paths", "inspect",
                "load_manifest", "render", "schema", "validate", "verify"),
     "..follow.states": ("BadRun",),  # a status row whose run directory could not be read
     "runs": ("Cancelled", "Run", "analysis_stderr", "cancel", "cancel_all", "collect",
              "collect_all", "follow", "lost_error", "open_run", "records", "status",
              "status_rows", "wait", "watch_rows"),
-    "submit": ("run", "run_all", "submission", "submit", "submitted_runs", "with_defaults"),
+    "submitting": ("run", "run_all", "submission", "submit", "submitted_runs", "with_defaults"),
     "defaults": ("default_out_dir", "default_run_dirs"),
     "bundles": ("Reproduction", "keygen", "pack", "reproduce", "verify_bundle"),
-    "site": ("doctor", "site"),
+    "sites": ("doctor", "site"),
     "..site.report": ("SiteReport",),
     "where": ("SiteInputs",),
 }  # fmt: skip

@@ -97,7 +97,7 @@ def reproduce(
     from ..bundle.check import verify_dir
     from ..bundle.reproduce import plan_reproduce
     from ..bundle.sign import load_public_key
-    from .submit import run_all
+    from .submitting import run_all
 
     root = Path(bundle)
     if not root.is_dir():

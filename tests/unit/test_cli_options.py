@@ -315,3 +315,17 @@ def test_a_refused_sbatch_arg_is_one_line_exit_2(capsys: pytest.CaptureFixture[s
     assert main(["site", "--sbatch-arg", "--export=ALL"]) == 2
     err = capsys.readouterr().err
     assert "--export is refused" in err and "Traceback" not in err
+
+
+def test_each_verb_of_the_api_stays_a_function_whatever_was_imported_first() -> None:
+    # a module of dotlab_hpc.api named like a verb would replace the verb once imported
+    import importlib
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(api.__path__)}
+    assert not modules & set(api.__all__), "a module of dotlab_hpc.api is named like a verb"
+    for name in ("doctor", "plan_shell", "site", "shell"):
+        assert callable(getattr(api, name))
+    importlib.import_module("dotlab_hpc.api.sites")
+    importlib.import_module("dotlab_hpc.api.shells")
+    assert not isinstance(api.site, type(api)) and not isinstance(api.shell, type(api))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.api.shell import ShellPlan, plan_shell, shell_env
+from dotlab_hpc.api.shells import ShellPlan, plan_shell, shell_env
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.render.facts import MAX_PROCESSES, SHELL_WRAPPER
 from dotlab_hpc.site.resolve import prepared_argv

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from importlib import import_module
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-from dotlab_hpc import api, proc
+from dotlab_hpc import proc
 from dotlab_hpc.api import runs
 from dotlab_hpc.cli import main
 from dotlab_hpc.errors import SlurmError
@@ -69,9 +68,6 @@ def site_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(FakeSlurm, "name", "clusterA")
     monkeypatch.setattr(proc, "SubprocessRunner", FakeBash)
     monkeypatch.setattr(runs, "slurm_client", FakeSlurm)
-    # api.site is the verb only until something imports the module dotlab_hpc.api.site (as
-    # api.doctor does): then the package's attribute is that module. Pin the verb.
-    monkeypatch.setattr(api, "site", import_module("dotlab_hpc.api.site").site)
     path = tmp_path / "site.toml"
     path.write_text(SITE, encoding="utf-8")
     return path

@@ -512,7 +512,7 @@ def test_what_submit_asks_early_is_handed_on_and_a_failure_there_is_left_for_lat
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
-    from dotlab_hpc.api.submit import ask_early
+    from dotlab_hpc.api.submitting import ask_early
     from dotlab_hpc.verify import checkout
 
     asked: list[str] = []
