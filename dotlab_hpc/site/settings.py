@@ -145,7 +145,7 @@ def resolve_site(opts: SiteOptions, spec: SiteSpec, path: Path | None,
         option, from_env, in_file = opts.where.get(key), env.get(ENV_OF[key]), spec.where.get(key)
         if option is not None:
             where[key] = Setting(option, f"--{key}")
-        elif from_env is not None:
+        elif from_env:  # set but empty is unset, as for sbatch
             where[key] = Setting(check_where_value(f"${ENV_OF[key]}", "value", from_env),
                                  f"${ENV_OF[key]}")  # fmt: skip
         elif in_file is not None:

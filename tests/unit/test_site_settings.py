@@ -264,7 +264,7 @@ def test_option_over_environment_over_file_over_manifest() -> None:
         "account": Setting("env", "$SBATCH_ACCOUNT"),
         "qos": Setting("", "--qos"),  # '' : none, not the file's nor the manifest's
         "constraint": Setting("", "site file"),
-        "reservation": Setting("", "$SBATCH_RESERVATION"),
+        "reservation": Setting(None, "unset"),  # set but empty is unset, as for sbatch
     }
     assert site.where_for(res) == (("partition", "opt"), ("account", "env"), ("qos", None),
                                    ("constraint", None), ("reservation", None))  # fmt: skip
