@@ -18,6 +18,15 @@ from .settings import JOB_PATH, Setting, Site
 RESOLVE_TIMEOUT_S = 60.0
 _PREPARE_FAILED = 3
 _NOT_FOUND = 4
+_TIMED_OUT = 124  # coreutils timeout: the command did not end in time
+
+
+def _too_long() -> UsageError:
+    return UsageError(
+        f"the site's preparation lines did not finish within {RESOLVE_TIMEOUT_S:g} s",
+        hint="each line must end by itself; `dotlab-hpc site` shows them",
+    )
+
 
 # $1: the names to look for, space-separated; the rest: the preparation lines, each run as the
 # job script runs it (eval, in this shell); what they print goes to stderr, and stdout says
@@ -49,10 +58,12 @@ NOT_FOUND_HINT = (
 )
 
 
-def resolve_argv(names: tuple[str, ...], prepare: tuple[str, ...]) -> tuple[str, ...]:
-    """bash running the preparation lines, then ``command -v`` for each of ``names``."""
-    return ("bash", "--noprofile", "--norc", "-c", _SCRIPT, "dotlab-hpc-prepare",
-            " ".join(names), *prepare)  # fmt: skip
+def resolve_argv(names: tuple[str, ...], prepare: tuple[str, ...],
+                 timeout_s: float = RESOLVE_TIMEOUT_S) -> tuple[str, ...]:  # fmt: skip
+    """bash running the preparation lines, then ``command -v`` for each of ``names``; under
+    coreutils' ``timeout``, which ends the whole process group (what a line started, too)."""
+    return ("timeout", "--kill-after=5", f"{timeout_s:g}", "bash", "--noprofile", "--norc",
+            "-c", _SCRIPT, "dotlab-hpc-prepare", " ".join(names), *prepare)  # fmt: skip
 
 
 # $1: how many preparation lines follow; then the lines; then the argv to run after them. Each
@@ -116,13 +127,12 @@ def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None 
         found = str(Path(wanted).absolute())
         return replace(site, apptainer=Setting(found, site.apptainer.source))
     try:
-        done = runner.run(resolve_argv(names, site.prepare), timeout=RESOLVE_TIMEOUT_S,
-                          env=job_like_env(env))  # fmt: skip
+        done = runner.run(resolve_argv(names, site.prepare, RESOLVE_TIMEOUT_S),
+                          timeout=RESOLVE_TIMEOUT_S + 10, env=job_like_env(env))  # fmt: skip
     except ProcTimeout as e:
-        raise UsageError(
-            f"the site's preparation lines did not finish within {RESOLVE_TIMEOUT_S:g} s",
-            hint="each line must end by itself; `dotlab-hpc site` shows them",
-        ) from e
+        raise _too_long() from e
+    if done.returncode in (_TIMED_OUT, 128 + 9):  # timeout's own status; its KILL
+        raise _too_long()
     out = done.stdout.strip().splitlines()
     if done.returncode == 0 and out and out[-1].startswith("/"):
         how = site.apptainer.source if wanted else "the job's PATH"

@@ -136,3 +136,12 @@ def test_an_absolute_apptainer_without_prepare_lines_is_checked_here(fake_bin: P
     with pytest.raises(UsageError, match="no such program here") as e:
         resolved(site(apptainer=str(fake_bin / "nope")))
     assert e.value.hint is not None and "`prepare`" in e.value.hint
+
+
+def test_what_a_line_started_ends_with_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(resolve, "RESOLVE_TIMEOUT_S", 1.0)
+    marker = tmp_path / "still-running"
+    with pytest.raises(UsageError, match="did not finish within 1 s"):
+        resolved(site(f"(sleep 3; touch {marker}) & wait"))
+    time.sleep(4)
+    assert not marker.exists()  # the background child was ended with the line
