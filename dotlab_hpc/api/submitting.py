@@ -24,8 +24,7 @@ if TYPE_CHECKING:
 def ask_early(code_dir: Path | None, *, many: bool, client: SlurmClient) -> Callable[[], Any]:
     """Start asking, in a thread, what a submission needs whatever its claims (the
     controller's MaxArraySize when there are ``many``, Slurm's version for --export, the
-    cluster's name, the checkout's HEAD and changes) while this process imports the models
-    and templates; returns
+    checkout's HEAD and changes) while this process imports the models and templates; returns
     the wait for the answers (the checkouts inspected, by ``checkout_key``). Nothing is asked
     that ``execute`` would not ask.
 
@@ -41,7 +40,6 @@ def ask_early(code_dir: Path | None, *, many: bool, client: SlurmClient) -> Call
             if many:
                 client.max_array_size()
             client.export_value()
-            client.cluster_name()
         if code_dir is not None:
             with contextlib.suppress(Exception):
                 from ..proc import SubprocessRunner

@@ -10,8 +10,8 @@ a read of the jobcomp file (no Slurm call) for jobs the controller has already f
 
 from __future__ import annotations
 
+import contextlib
 import os
-import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -30,6 +30,7 @@ from .argv import (
     squeue_by_name_argv,
     squeue_by_names_argv,
 )
+from .conf import conf_cluster_name, parse_conf_cluster_name, read_tail
 from .failures import (
     accounting_disabled,
     classify_query_failure,
@@ -62,28 +63,6 @@ JOBCOMP_TAIL_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_ARRAY_SIZE = 1001
 
 TailReader = Callable[[Path, int], "str | None"]
-
-
-def read_tail(path: Path, limit: int) -> str | None:
-    """The last ``limit`` bytes of ``path`` as text, or None when it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
-            return None
-        os.lseek(fd, max(0, st.st_size - limit), os.SEEK_SET)
-        chunks, size = [], 0
-        while size < limit and (chunk := os.read(fd, min(1 << 20, limit - size))):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def _chunks(items: Sequence[str], limit: int) -> Iterator[list[str]]:
@@ -133,6 +112,7 @@ class SlurmClient:
         self._jobcomp: Path | None = None
         self._max_array_size: int | None = None
         self._config: dict[str, str] | None = None  # scontrol show config, once asked
+        self._cluster: str | None = None  # "" once asked and unknown
         self._conf_ok = False  # SLURM_CONF found readable once (``_check_conf``)
 
     @property
@@ -277,12 +257,15 @@ class SlurmClient:
         return self._config
 
     def cluster_name(self) -> str | None:
-        """The controller's ClusterName, for the records; None when it cannot be asked now."""
-        try:
-            name = self.config().get("ClusterName", "")
-        except SlurmError:
-            return None
-        return name if name and name.isprintable() and len(name) <= 128 else None
+        """The ClusterName, for the records: slurm.conf's (``slurm.conf``), else the
+        controller's; None when neither answers (asked once: a down controller costs one wait)."""
+        if self._cluster is None:
+            name = conf_cluster_name(self._env if self._env is not None else os.environ)
+            if name is None:
+                with contextlib.suppress(SlurmError, KeyError):
+                    name = parse_conf_cluster_name(f"ClusterName={self.config()['ClusterName']}")
+            self._cluster = name or ""
+        return self._cluster or None
 
     def _jobcomp_path(self) -> Path | None:
         """Where the controller writes jobcomp/filetxt records (one scontrol call per client)."""

@@ -215,7 +215,7 @@ def test_the_cli_gives_one_line_and_exit_2_on_a_fifo(
 
 def test_log_windows_and_the_jobcomp_tail_skip_a_fifo(tmp_path: Path, no_hang: None) -> None:
     from dotlab_hpc.fsio.read import read_window
-    from dotlab_hpc.slurm.client import read_tail
+    from dotlab_hpc.slurm.conf import read_tail
 
     os.mkfifo(tmp_path / "fifo")
     assert read_window(tmp_path / "fifo") == ""

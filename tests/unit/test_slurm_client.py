@@ -11,7 +11,8 @@ import pytest
 from dotlab_hpc.errors import ProcTimeout, SlurmError
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.slurm.argv import SQUEUE_FORMAT, sbatch_argv
-from dotlab_hpc.slurm.client import SlurmClient, read_tail
+from dotlab_hpc.slurm.client import SlurmClient
+from dotlab_hpc.slurm.conf import read_tail
 from dotlab_hpc.slurm.states import JobState
 from tests.support.fakes import ScriptedRunner
 
