@@ -137,7 +137,7 @@ def _answer(
     def respond(argv: tuple[str, ...]) -> Completed:
         if argv[0].endswith("/apptainer") and argv[1:] == ("--version",):
             return Completed(argv, 0, "apptainer version 1.4.5\n", "")
-        if argv[0] == "bash" and "dotlab-hpc-prepare" in argv:  # the Apptainer, resolved
+        if "bash" in argv and "dotlab-hpc-prepare" in argv:  # the Apptainer, resolved
             return Completed(argv, 0, f"{found}\n", "") if found else Completed(argv, 4, "", "")
         if argv[0] == "sbatch" and "--version" in argv and sbatch:
             return Completed(argv, 0, "slurm 24.11.1\n", "")
@@ -233,7 +233,7 @@ def test_doctor_measures_with_the_site_settings_jobs_get(tmp_path: Path) -> None
         " qos=(none) ($SBATCH_QOS), sbatch args --mail-type=END (site file), 1 prepare line"
     )
     # the Apptainer a job runs: found after the site's preparation line, then asked its version
-    (resolve,) = [c for c in runner.calls if c[0] == "bash"]
+    (resolve,) = [c for c in runner.calls if "dotlab-hpc-prepare" in c]
     assert resolve[-1] == "module load apptainer"
     assert (SITE_APPTAINER, "--version") in runner.calls
     apptainer = next(r for r in rows if r.name == "apptainer")
