@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import UsageError
 
@@ -22,11 +21,16 @@ _CONTINUED_RE = re.compile(r"\\[ \t]*$")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_HEREDOC_RE = re.compile(r"(?<!<)<<(-?)\s*([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2")
+_HEREDOC_KEYWORDS = ("RUN", "COPY", "ADD")  # Docker reads heredocs in these only
+
+
 @dataclass
 class Instruction:
     line: int
     keyword: str
     lines: list[str]  # the arguments' physical lines, continuation backslashes kept
+    heredoc: list[str] = field(default_factory=list)  # heredoc bodies and end lines, as written
 
     @property
     def joined(self) -> str:
@@ -39,7 +43,11 @@ def read_instructions(text: str, source: str) -> list[Instruction]:
     out: list[Instruction] = []
     current: Instruction | None = None
     directives = True
-    for n, raw in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    n = 0
+    while n < len(lines):
+        raw = lines[n]
+        n += 1
         stripped = raw.strip()
         if directives:
             m = _DIRECTIVE_RE.fullmatch(stripped)
@@ -61,11 +69,40 @@ def read_instructions(text: str, source: str) -> list[Instruction]:
         else:
             current.lines.append(raw.rstrip())
         if not _CONTINUED_RE.search(raw):
+            n = _read_heredocs(current, lines, n, source)
             out.append(current)
             current = None
     if current is not None:
         out.append(current)
     return out
+
+
+def heredoc_markers(ins: Instruction) -> list[re.Match[str]]:
+    """The ``<<NAME`` heredoc markers of an instruction's line (none in quoted words)."""
+    if ins.keyword not in _HEREDOC_KEYWORDS:
+        return []
+    try:
+        words = raw_words(ins.joined, "")
+    except UsageError:
+        return []
+    return [m for w in words if w[0] not in "\"'" for m in _HEREDOC_RE.finditer(w)]
+
+
+def _read_heredocs(ins: Instruction, lines: list[str], n: int, source: str) -> int:
+    """Take the bodies of the instruction's heredocs from ``lines[n:]``; return the next index."""
+    for m in heredoc_markers(ins):
+        strip_tabs, name = m.group(1) == "-", m.group(3)
+        while True:
+            if n >= len(lines):
+                raise UsageError(
+                    f"{source}:{ins.line}: {ins.keyword} heredoc <<{name} has no end line {name}"
+                )
+            body = lines[n]
+            ins.heredoc.append(body)
+            n += 1
+            if (body.lstrip("\t") if strip_tabs else body) == name:
+                break
+    return n
 
 
 def raw_words(text: str, where: str) -> list[str]:
@@ -101,34 +138,38 @@ def raw_words(text: str, where: str) -> list[str]:
     return words
 
 
-def env_pairs(ins: Instruction, where: str) -> list[str]:
+def env_items(ins: Instruction, where: str) -> list[tuple[str, str]]:
+    """ENV's (key, raw value) pairs; the legacy ``ENV KEY value with spaces`` is one pair."""
     words = raw_words(ins.joined, where)
     if not words:
         raise UsageError(f"{where}: ENV without a variable")
-    if "=" not in words[0]:  # legacy form: ENV KEY value with spaces
-        key, value = words[0], ins.joined[len(words[0]) :].strip()
-        escaped = re.sub(r'(["\\`])', r"\\\1", value)
-        words = [f'{key}="{escaped}"']
+    if "=" not in words[0]:  # legacy form: the rest of the line is the value
+        return [(words[0], ins.joined[len(words[0]) :].strip())]
+    items = []
     for w in words:
-        key = w.split("=", 1)[0]
-        if "=" not in w or not _ENV_KEY_RE.fullmatch(key):
+        key, eq, value = w.partition("=")
+        if not eq or not _ENV_KEY_RE.fullmatch(key):
             raise UsageError(f"{where}: cannot read {w!r} as ENV KEY=value")
-    return words
+        items.append((key, value))
+    return items
 
 
-def label_pairs(ins: Instruction, where: str) -> list[list[str]]:
-    try:
-        words = [" ".join(shlex.split(w)) for w in raw_words(ins.joined, where)]
-    except ValueError as e:
-        raise UsageError(f"{where}: cannot read LABEL {ins.joined!r}: {e}") from e
-    if words and "=" not in words[0]:  # legacy form: LABEL key value
-        return [[words[0], " ".join(words[1:])]]
+def is_name(text: str) -> bool:
+    """``text`` is a shell variable name."""
+    return _ENV_KEY_RE.fullmatch(text) is not None
+
+
+def label_items(ins: Instruction, where: str) -> list[tuple[str, str]]:
+    """LABEL's (raw key, raw value) pairs; the legacy ``LABEL key value`` is one pair."""
+    words = raw_words(ins.joined, where)
+    if words and "=" not in words[0]:
+        return [(words[0], ins.joined[len(words[0]) :].strip())]
     pairs = []
     for w in words:
         key, eq, value = w.partition("=")
-        if not eq or not key or any(c.isspace() for c in key):
+        if not eq or not key:
             raise UsageError(f"{where}: cannot read {w!r} as LABEL key=value")
-        pairs.append([key, value])
+        pairs.append((key, value))
     return pairs
 
 

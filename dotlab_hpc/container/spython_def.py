@@ -1,5 +1,8 @@
 """spython's side of the Dockerfile conversion: checked stages → Recipe objects → .def text.
 
+The %runscript is written here, not by spython (which appends the arguments to CMD): it runs
+ENTRYPOINT followed by the container's arguments, or by CMD when there are none, as Docker does
+(https://docs.docker.com/reference/dockerfile/#understand-how-cmd-and-entrypoint-interact).
 The written text is then read back as Apptainer reads it and must hold exactly the stages,
 header lines and sections the recipes call for (``deffile.check_shape``).
 """
@@ -14,6 +17,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .deffile import check_shape, text_problem
+from .dockerfile_expand import Scope
 
 
 @dataclass
@@ -28,6 +32,12 @@ class Stage:
     entrypoint: list[str] | None = None
     shell_entrypoint: bool = False  # Docker ignores CMD after a shell-form ENTRYPOINT
     cmd: list[str] | None = None
+    workdir: str | None = None  # the WORKDIR in force, absolute
+    scope: Scope = field(default_factory=lambda: Scope({}, {}, set()))
+    user: tuple[int, str] | None = None  # the line and name of a USER that is not root
+    runs: int = 0  # RUN lines so far (a COPY after one is staged, see dockerfile_copy)
+    copies: int = 0  # COPY/ADD lines staged so far
+    copied_to: set[str] = field(default_factory=set)  # destinations %files writes directly
 
 
 def checked_text(text: str, where: str, keyword: str) -> str:
@@ -83,14 +93,23 @@ def spython_parse(stages: list[Stage], source: str) -> dict[str, Any]:
         recipe.entrypoint = None
         recipe.cmd = None
         recipe.test = None
-    final = stages[-1]
-    if final.entrypoint is not None and final.shell_entrypoint:
-        command = final.entrypoint
-    else:
-        command = (final.entrypoint or []) + (final.cmd or [])
-    if command:
-        recipes[final.name].entrypoint = checked_text(shlex.join(command), source, "CMD")
+        recipe.workdir = None
     return recipes
+
+
+def runscript(stage: Stage, source: str) -> list[str]:
+    """The %runscript lines for the final stage's ENTRYPOINT and CMD (none: keep the base's)."""
+    entry, cmd = stage.entrypoint or [], stage.cmd or []
+    if stage.shell_entrypoint:
+        cmd = []  # sh -c 'text' would read CMD as $0..., which Docker documents as ignored
+    if not entry and not cmd:
+        return []
+    lines = [f"cd {shlex.quote(stage.workdir)}"] if stage.workdir else []
+    if cmd:
+        lines.append(f'if [ "$#" -eq 0 ]; then set -- {shlex.join(cmd)}; fi')
+    lines.append(f'exec {shlex.join(entry)} "$@"' if entry else 'exec "$@"')
+    checked_text("\n".join(lines), source, "CMD")
+    return lines
 
 
 def spython_write(recipes: dict[str, Any], stages: list[Stage], source: str) -> str:
@@ -104,17 +123,21 @@ def spython_write(recipes: dict[str, Any], stages: list[Stage], source: str) -> 
     lines = text.split("\n")
     if len(stages) == 1:
         lines = [x for x in lines if x != "Stage: spython-base"]
-    # No CMD/ENTRYPOINT: leave %runscript out so Apptainer keeps the base image's own.
-    if recipes[stages[-1].name].entrypoint is None and "%runscript" in lines:
+    # spython always writes a runscript (a shell); drop it and write ours, or none, so that
+    # without CMD/ENTRYPOINT Apptainer keeps the base image's own.
+    if "%runscript" in lines:
         lines = lines[: len(lines) - 1 - lines[::-1].index("%runscript")]
+    run = runscript(stages[-1], source)
+    if run:
+        lines += ["%runscript", *run, "%startscript", *run]
     text = "\n".join(lines).rstrip("\n") + "\n"
     _check_header(text, stages, source)
-    check_shape(text, _meant(recipes, stages), source)
+    check_shape(text, _meant(recipes, stages, bool(run)), source)
     return text
 
 
 def _meant(
-    recipes: dict[str, Any], stages: list[Stage]
+    recipes: dict[str, Any], stages: list[Stage], run: bool
 ) -> list[tuple[list[tuple[str, str]], list[str]]]:
     """Per stage, the header lines and sections the recipes handed to spython call for."""
     out = []
@@ -127,7 +150,7 @@ def _meant(
         names += [f"files from {layer}" for layer in recipe.layer_files]
         names += [n for n, v in (("labels", recipe.labels), ("post", recipe.install)) if v]
         names += ["environment"] if recipe.environ else []
-        if i == len(stages) - 1 and recipe.entrypoint is not None:
+        if i == len(stages) - 1 and run:
             names += ["runscript", "startscript"]
         out.append((header, names))
     return out

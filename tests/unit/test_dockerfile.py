@@ -58,24 +58,31 @@ CMD ["python", "run.py"]
 From: {PY}
 
 %files
-requirements.lock /opt/claim/
-run.py /opt/claim/
+requirements.lock /.dotlab-files/0/0
+run.py /.dotlab-files/0/1
 %post
 export PIP_NO_CACHE_DIR=1 GREETING="hello world"
 apt-get update && \\
     apt-get install -y --no-install-recommends curl
 mkdir -p /opt/claim
 cd /opt/claim
+mkdir -p /opt/claim && if [ -d /.dotlab-files/0/0 ]; then cp -a /.dotlab-files/0/0/. /opt/claim; \
+else cp -a /.dotlab-files/0/0 /opt/claim/requirements.lock; fi
+mkdir -p /opt/claim && if [ -d /.dotlab-files/0/1 ]; then cp -a /.dotlab-files/0/1/. /opt/claim; \
+else cp -a /.dotlab-files/0/1 /opt/claim/run.py; fi
 pip install --require-hashes -r requirements.lock
+rm -rf /.dotlab-files
 %environment
 export PIP_NO_CACHE_DIR=1
 export GREETING="hello world"
 %runscript
 cd /opt/claim
-exec python run.py "$@"
+if [ "$#" -eq 0 ]; then set -- python run.py; fi
+exec "$@"
 %startscript
 cd /opt/claim
-exec python run.py "$@"
+if [ "$#" -eq 0 ]; then set -- python run.py; fi
+exec "$@"
 """
     )
     assert conv.images == (PY,)
@@ -158,13 +165,13 @@ def test_from_a_build_argument_is_refused(text: str) -> None:
     [
         ("RUN true\n", "no FROM line"),
         (f"RUN true\nFROM {PY}\n", "RUN before the first FROM"),
-        (f"FROM --platform=linux/amd64 {PY}\n", "flags such as --platform"),
+        (f"FROM --network=host {PY}\n", "FROM --network=host is not supported"),
         (f"FROM {PY} AS a\nFROM a\n", "builds on an earlier stage"),
         ("FROM scratch\n", "FROM scratch"),
         (f"FROM {PY}\nCOPY --from=nginx:1 /a /b\n", "does not name an earlier stage"),
         (f"FROM {PY}\nADD https://example.org/x.tgz /x\n", "downloads content that nothing pins"),
         (f"FROM {PY}\nADD data.tar.gz /data\n", "would unpack the archive"),
-        (f"FROM {PY}\nRUN <<EOF\necho hi\nEOF\n", "heredoc"),
+        (f"FROM {PY}\nRUN <<EOF\necho hi\n", "heredoc <<EOF has no end line EOF"),
         (f'FROM {PY}\nCOPY ["a b", "/c"]\n', "paths with spaces"),
         (f"FROM {PY}\nFROBNICATE x\n", "unknown instruction FROBNICATE"),
         (f"# escape=`\nFROM {PY}\n", "escape directive"),
@@ -182,11 +189,11 @@ def test_lossy_instructions_warn() -> None:
         f"""FROM {PY}
 ARG VERSION
 ARG LEVEL=3
-USER nobody
 EXPOSE 8080
 RUN --mount=type=cache,target=/root/.cache pip install x
 COPY --chown=1000:1000 a /a
 RUN docker inspect --format '{{{{ json }}}}' x
+USER nobody
 """
     )
     assert [w.split(": ", 1)[0] for w in conv.warnings] == [
@@ -197,12 +204,17 @@ RUN docker inspect --format '{{{{ json }}}}' x
         "Dockerfile:7",
         "Dockerfile:8",
     ]
-    assert "build argument" in conv.warnings[-1]
+    assert "build argument" in conv.warnings[-2]
+    assert "USER left out" in conv.warnings[-1]
     post = dict(sections(conv.text))["%post"]
     assert post == [
         "export LEVEL=3",
         "pip install x",
+        "if [ -d /.dotlab-files/0/0 ]; then mkdir -p /a && cp -a /.dotlab-files/0/0/. /a; "
+        "elif [ -d /a ]; then cp -a /.dotlab-files/0/0 /a/a; "
+        "else mkdir -p / && cp -a /.dotlab-files/0/0 /a; fi",  # the COPY after a RUN, in place
         "docker inspect --format '{{ json }}' x",
+        "rm -rf /.dotlab-files",
     ]
 
 

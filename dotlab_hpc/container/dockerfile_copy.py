@@ -1,0 +1,168 @@
+"""COPY and ADD, kept in their place among the RUN lines.
+
+Apptainer runs every %files line before any of %post, so a COPY that follows a RUN would move
+ahead of it. Such a COPY (and any whose outcome depends on what is already in the image: several
+sources, a wildcard, a folder destination) therefore goes through %files into a staging folder,
+``/.dotlab-files/<n>/<i>``, and is put in place by a ``cp -a`` step in %post at its own position,
+following Docker's rules (https://docs.docker.com/reference/dockerfile/#copy): a source folder's
+contents are copied, a destination ending in ``/`` is a folder, a relative destination is relative
+to the WORKDIR. The staging folder is removed at the end of %post. A single-source COPY before the
+first RUN goes straight into %files, which then does what Docker does (Apptainer's %files is
+``cp -fLr`` after creating the parent folders, internal/pkg/build/files/copy.go).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+
+from ..errors import UsageError
+from .dockerfile_expand import expand, literal
+from .dockerfile_lex import Instruction, json_list, raw_words
+from .spython_def import Stage, checked_text
+
+STAGING = "/.dotlab-files"
+# Apptainer expands each %files source with /bin/sh on the build host (files.go expandPath):
+# only characters that are plain there, and Docker's wildcards.
+_SOURCE_RE = re.compile(r"[A-Za-z0-9_./@+,:=*?\[\]-]+")
+_GLOB = "*?["
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|git@")
+_TAR_RE = re.compile(r"\.(tar|tgz|tbz2?|txz|tar\.(gz|bz2|xz|zst))$", re.I)
+_DROPPED_COPY_FLAGS = ("--chown", "--chmod", "--link")
+
+
+def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
+    """Add a COPY/ADD to the current stage: %files lines, and %post steps when staged."""
+    stage, kw = stages[-1], ins.keyword
+    if ins.heredoc:
+        raise UsageError(
+            f"{where}: {kw} with a heredoc is not supported",
+            hint="put the text in a file next to the Dockerfile and COPY that file",
+        )
+    argv = json_list(ins.joined)
+    words = argv if argv is not None else raw_words(ins.joined, where)
+    flags = [w for w in words if w.startswith("--")]
+    scope = stage.scope
+    paths = [literal(expand(w, scope, where, warnings), where, kw) for w in words if w not in flags]
+    layer = None
+    for flag in flags:
+        if flag.startswith("--from="):
+            value = literal(expand(flag.split("=", 1)[1], scope, where, warnings), where, kw)
+            layer = _copy_source(value, stages, where)
+        elif flag.startswith(_DROPPED_COPY_FLAGS):
+            warnings.append(f"{where}: {kw} {flag} left out: %files copies as root")
+        else:
+            raise UsageError(f"{where}: {kw} {flag} is not supported")
+    if len(paths) < 2:
+        raise UsageError(f"{where}: {kw} needs a source and a destination")
+    sources, dest = paths[:-1], paths[-1]
+    for p in sources:
+        _check_source(p, kw, where, ins.keyword == "ADD" and layer is None)
+    if not dest:
+        raise UsageError(f"{where}: {kw} with an empty destination")
+    folder = dest.endswith("/") or posixpath.basename(dest) in (".", "..")
+    if not dest.startswith("/") and stage.workdir is None:
+        warnings.append(
+            f"{where}: {kw} destination {dest} taken relative to / (no WORKDIR in this stage; "
+            "Docker would use the base image's WORKDIR if it sets one)"
+        )
+    target = _absolute(posixpath.join(stage.workdir or "/", dest))
+    many = len(sources) > 1 or any(c in _GLOB for c in "".join(sources))
+    if many and not folder:
+        raise UsageError(
+            f"{where}: {kw} of several files (or a wildcard) into {dest}, which does not end in /",
+            hint=f"end the destination with / ({dest}/), as Docker requires",
+        )
+    prefix = f"COPY --from={layer} " if layer else "COPY "
+    if _direct(stage, sources, folder, target):
+        stage.copied_to.add(target)
+        stage.spython_lines.append(prefix + checked_text(f"{sources[0]} {target}", where, kw))
+        return
+    n = stage.copies
+    stage.copies += 1
+    for i, src in enumerate(sources):
+        glob = any(c in _GLOB for c in src)
+        staged = f"{STAGING}/{n}/{i}"
+        into = staged + "/" if glob else staged  # a wildcard's matches keep their names
+        stage.spython_lines.append(prefix + checked_text(f"{src} {into}", where, kw))
+        step = _place_glob(staged, target) if glob else _place(staged, src, target, folder)
+        stage.spython_lines.append("RUN " + checked_text(step, where, kw))
+
+
+def _direct(stage: Stage, sources: list[str], folder: bool, target: str) -> bool:
+    """%files alone does what Docker does: no RUN before, one plain file-or-folder source."""
+    if stage.runs or len(sources) != 1 or folder or any(c.isspace() for c in target):
+        return False
+    if any(c in _GLOB for c in sources[0]):
+        return False
+    # %files would copy a folder INTO an existing folder (Docker merges): not ours to create.
+    return not any(t == target or t.startswith(target + "/") for t in stage.copied_to)
+
+
+def _place(staged: str, src: str, target: str, folder: bool) -> str:
+    q = shlex.quote(target)
+    named = shlex.quote(posixpath.join(target, posixpath.basename(src.rstrip("/"))))
+    if folder:
+        return f"mkdir -p {q} && if [ -d {staged} ]; then cp -a {staged}/. {q}; " + (
+            f"else cp -a {staged} {named}; fi"
+        )
+    parent = shlex.quote(posixpath.dirname(target) or "/")
+    return (
+        f"if [ -d {staged} ]; then mkdir -p {q} && cp -a {staged}/. {q}; "
+        f"elif [ -d {q} ]; then cp -a {staged} {named}; "
+        f"else mkdir -p {parent} && cp -a {staged} {q}; fi"
+    )
+
+
+def _place_glob(staged: str, target: str) -> str:
+    q = shlex.quote(target)
+    return (
+        f"mkdir -p {q} && for f in {staged}/* {staged}/.[!.]* {staged}/..?*; do "
+        f'if [ -d "$f" ]; then cp -a "$f"/. {q}; elif [ -e "$f" ]; then cp -a "$f" {q}; fi; done'
+    )
+
+
+def _absolute(path: str) -> str:
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/")
+
+
+def _check_source(p: str, kw: str, where: str, add: bool) -> None:
+    if add and _URL_RE.match(p):
+        raise UsageError(
+            f"{where}: ADD {p} downloads content that nothing pins",
+            hint="download it in RUN and check it: curl -fsSLo f URL && "
+            "echo '<sha256>  f' | sha256sum -c",
+        )
+    if add and _TAR_RE.search(p):
+        raise UsageError(
+            f"{where}: ADD {p} would unpack the archive, which %files does not",
+            hint="COPY the archive and unpack it in RUN (tar -xf)",
+        )
+    if not p or any(c.isspace() for c in p):
+        raise UsageError(f"{where}: {kw} paths with spaces cannot go into %files")
+    if not _SOURCE_RE.fullmatch(p) or p.startswith("-"):
+        raise UsageError(
+            f"{where}: {kw} source {p!r}: Apptainer reads %files sources with the shell, so only "
+            "letters, digits, . _ / @ + , : = - and the wildcards * ? [ ] are taken",
+            hint="rename the file, or copy its folder instead",
+        )
+    if ".." in p.split("/"):
+        raise UsageError(
+            f"{where}: {kw} source {p}: '..' leaves the build context",
+            hint="move the file under the Dockerfile's folder",
+        )
+
+
+def _copy_source(value: str, stages: list[Stage], where: str) -> str:
+    names = [s.name for s in stages[:-1]]
+    if value.isascii() and value.isdigit() and len(value) < 5 and int(value) < len(names):
+        return names[int(value)]
+    if value.lower() in names:
+        return value.lower()
+    raise UsageError(
+        f"{where}: COPY --from={value} does not name an earlier stage",
+        hint=f"a .def copies only between its own stages; add FROM {value}@sha256:<digest> AS "
+        "<name> before this stage and COPY --from=<name>",
+    )

@@ -1,0 +1,208 @@
+"""One Dockerfile instruction inside a stage → the lines spython maps faithfully.
+
+Build arguments and ENV values are expanded here, where Docker expands them (dockerfile_expand),
+so %environment holds literal values; RUN lines still expand them in the shell, from the exports
+written into %post at the ARG and ENV lines' own positions. A RUN after a non-root USER is
+refused: %post runs as root, so it would install into root's home instead.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+
+from ..errors import UsageError, one_line
+from .deffile import TOOL_LABEL_PREFIX
+from .dockerfile_copy import copy
+from .dockerfile_expand import Scope, Value, expand, literal, shell
+from .dockerfile_lex import (
+    _CONTINUED_RE,
+    Instruction,
+    env_items,
+    exec_or_shell,
+    heredoc_markers,
+    is_name,
+    json_list,
+    label_items,
+    raw_words,
+)
+from .spython_def import Stage, checked_text
+
+_BUILD_ARG_RE = re.compile(r"{{\s*\w+\s*}}")  # Apptainer's build-argument syntax
+_DROPPED = {
+    "EXPOSE": "ports are not part of an Apptainer image",
+    "VOLUME": "Apptainer binds folders at run time (--bind)",
+    "STOPSIGNAL": "Apptainer has no stop signal setting",
+    "HEALTHCHECK": "Apptainer has no health checks",
+    "SHELL": "%post runs under /bin/sh; bash-only syntax in RUN will fail there",
+    "ONBUILD": "Apptainer has no ONBUILD triggers",
+}
+# Docker sets these for the platform it builds for; Apptainer builds for the host's.
+_PLATFORM_EXAMPLE = {"PLATFORM": "linux/amd64", "OS": "linux", "ARCH": "amd64", "VARIANT": ""}
+_PLATFORM_ARGS = {f"{w}{p}": v for w in ("TARGET", "BUILD") for p, v in _PLATFORM_EXAMPLE.items()}
+_ROOT = ("root", "0")
+
+
+def global_arg(ins: Instruction, scope: Scope, where: str, warnings: list[str]) -> None:
+    """An ARG before the first FROM: a default a stage's ``ARG NAME`` takes up."""
+    for name, value in _arg_items(ins, scope, where, warnings):
+        if value is not None:
+            scope.values[name] = value
+
+
+def instruction(
+    ins: Instruction, stages: list[Stage], glob: Scope, where: str, warnings: list[str]
+) -> None:
+    """Convert one instruction into the current stage (the last of ``stages``)."""
+    stage = stages[-1]
+    kw = ins.keyword
+    if any(_BUILD_ARG_RE.search(x) for x in ins.lines + ins.heredoc):
+        warnings.append(
+            f"{where}: `{{{{ name }}}}` in {kw} will be read by Apptainer as a build argument"
+        )
+    if kw == "RUN":
+        if stage.user is not None:
+            line, user = stage.user
+            raise UsageError(
+                f"{where}: RUN after USER {user} (line {line}) would run as root when "
+                "Apptainer builds, not as that user",
+                hint=f"move USER {user} after the last RUN (the container runs as whoever "
+                "starts it), or install into a folder every user can read instead of $HOME",
+            )
+        stage.spython_lines.append("RUN " + checked_text(_run(ins, where, warnings), where, kw))
+        stage.runs += 1
+    elif kw in ("COPY", "ADD"):
+        copy(ins, stages, where, warnings)
+    elif kw == "WORKDIR":
+        _workdir(ins, stage, where, warnings)
+    elif kw == "ENV":
+        new = [(k, expand(v, stage.scope, where, warnings)) for k, v in env_items(ins, where)]
+        pairs = [checked_text(f"{k}={shell(v)}", where, kw) for k, v in new]
+        for k, v in new:  # every value was read before any is set, as Docker does
+            stage.scope.values[k] = v
+            stage.scope.env.add(k)
+        stage.environ += pairs
+        stage.spython_lines.append("RUN export " + " ".join(pairs))
+    elif kw == "ARG":
+        _arg(ins, stage, glob, where, warnings)
+    elif kw == "LABEL":
+        for key, value in label_items(ins, where):
+            lkey = literal(expand(key, stage.scope, where, warnings), where, kw)
+            lvalue = literal(expand(value, stage.scope, where, warnings), where, kw)
+            stage.labels.append(_label(lkey, lvalue, where))
+    elif kw == "MAINTAINER":
+        stage.labels.append(_label("maintainer", ins.joined, where))
+    elif kw in ("CMD", "ENTRYPOINT"):
+        argv = exec_or_shell(ins.joined)
+        checked_text(shlex.join(argv), where, kw)
+        if kw == "CMD":
+            stage.cmd = argv
+        else:
+            stage.entrypoint, stage.cmd = argv, None  # Docker: ENTRYPOINT resets CMD
+            stage.shell_entrypoint = json_list(ins.joined) is None
+    elif kw == "USER":
+        user = literal(expand(ins.joined, stage.scope, where, warnings), where, kw)
+        stage.user = None if user.split(":", 1)[0] in _ROOT else (ins.line, one_line(user))
+        warnings.append(
+            f"{where}: USER left out: an Apptainer container runs as the user who starts it"
+        )
+    elif kw in _DROPPED:
+        warnings.append(f"{where}: {kw} left out: {_DROPPED[kw]}")
+    else:
+        raise UsageError(f"{where}: unknown instruction {kw}")
+
+
+def _arg(ins: Instruction, stage: Stage, glob: Scope, where: str, warnings: list[str]) -> None:
+    scope = stage.scope
+    for name, value in _arg_items(ins, scope, where, warnings):
+        if value is None and name in glob.values:
+            value = glob.values[name]
+        if value is None:
+            scope.empty[name] = ins.line
+            warnings.append(f"{where}: ARG {name} has no default and is left out of the .def")
+            continue
+        if name in scope.env:
+            continue  # Docker: an ENV of the same name wins over the ARG
+        scope.values[name] = value
+        scope.empty.pop(name, None)
+        pair = checked_text(f"{name}={shell(value)}", where, "ARG")
+        stage.spython_lines.append(f"RUN export {pair}")
+
+
+def _arg_items(
+    ins: Instruction, scope: Scope, where: str, warnings: list[str]
+) -> list[tuple[str, Value | None]]:
+    out: list[tuple[str, Value | None]] = []
+    for word in raw_words(ins.joined, where):
+        name, eq, raw = word.partition("=")
+        if not is_name(name):
+            raise UsageError(f"{where}: cannot read {word!r} as ARG NAME[=default]")
+        if name in _PLATFORM_ARGS and not eq:
+            raise UsageError(
+                f"{where}: ARG {name}: Docker sets it to the platform it builds for; Apptainer "
+                "builds for the host's, and the conversion cannot know which that is",
+                hint=f"give it the value for your cluster, e.g. ARG {name}={_PLATFORM_ARGS[name]}",
+            )
+        out.append((name, expand(raw, scope, where, warnings) if eq else None))
+    return out
+
+
+def _workdir(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
+    path = literal(expand(ins.joined, stage.scope, where, warnings), where, "WORKDIR")
+    if not path:
+        raise UsageError(f"{where}: WORKDIR without a path")
+    path = "/" + posixpath.normpath(posixpath.join(stage.workdir or "/", path)).lstrip("/")
+    stage.workdir = path
+    q = checked_text(shlex.quote(path), where, "WORKDIR")
+    stage.spython_lines += [f"RUN mkdir -p {q}", f"RUN cd {q}"]
+
+
+def _label(key: str, value: str, where: str) -> list[str]:
+    if key.lower().startswith(TOOL_LABEL_PREFIX):
+        raise UsageError(
+            f"{where}: LABEL {one_line(key)}: {TOOL_LABEL_PREFIX}* labels are dotlab-hpc's own"
+        )
+    if not key or any(c.isspace() for c in key):
+        raise UsageError(f"{where}: LABEL key {one_line(key)!r} is empty or has spaces")
+    checked_text(f"{key} {value}", where, "LABEL")
+    return [key, value]
+
+
+def _run(ins: Instruction, where: str, warnings: list[str]) -> str:
+    body = "\n".join(ins.lines)
+    while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
+        warnings.append(f"{where}: RUN {m.group(1)} left out: %post has no BuildKit RUN options")
+        body = body[m.end() :]
+    body = _CONTINUED_RE.sub("", body.rstrip()).rstrip()
+    if ins.heredoc:
+        return _heredoc(ins, body, where)
+    argv = json_list(body)
+    if argv is not None:
+        return shlex.join(argv)
+    if not body:
+        raise UsageError(f"{where}: RUN without a command")
+    return body
+
+
+def _heredoc(ins: Instruction, body: str, where: str) -> str:
+    """``RUN <<EOF`` runs the heredoc as a script; ``RUN cmd <<EOF`` is shell text as it is."""
+    markers = heredoc_markers(ins)
+    if not re.match(r"\s*\d*<<", body):
+        return body + "\n" + "\n".join(ins.heredoc)  # /bin/sh reads the heredoc itself
+    script = ins.heredoc[:-1]
+    if markers[0].group(1) == "-":
+        script = [x.lstrip("\t") for x in script]
+    if len(markers) > 1 or body.strip() != markers[0].group(0):
+        raise UsageError(
+            f"{where}: RUN {body.strip()}: only one heredoc can be run as the script",
+            hint="give the command first (RUN sh <<EOF), or split it into several RUN lines",
+        )
+    if script and script[0].startswith("#!"):
+        raise UsageError(
+            f"{where}: RUN <<{markers[0].group(3)} with {script[0]}: %post runs scripts under "
+            "/bin/sh",
+            hint=f"name the interpreter on the RUN line: RUN {script[0][2:].strip()} "
+            f"<<{markers[0].group(3)}",
+        )
+    return "(\n" + "\n".join(script) + "\n)"  # a subshell, as Docker runs it in its own
