@@ -144,7 +144,7 @@ def _meant(
     for i, stage in enumerate(stages):
         recipe = recipes[stage.name]
         header = [("bootstrap", "docker"), ("from", stage.image)]
-        if len(stages) > 1:
+        if len(stages) > 1 or stage.name != "spython-base":  # a single stage named AS x, too
             header.append(("stage", stage.name))
         names = ["files"] if recipe.files else []
         names += [f"files from {layer}" for layer in recipe.layer_files]

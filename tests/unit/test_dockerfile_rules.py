@@ -243,3 +243,9 @@ def test_quoted_workdir_is_unquoted() -> None:
         "mkdir -p '/app/my dir'",
         "cd '/app/my dir'",
     ]
+
+
+def test_a_single_stage_named_with_as_converts() -> None:
+    # FROM x AS base, one stage only: spython writes its Stage: line, which the check expects
+    conv = dockerfile_to_def(f"FROM {PY} AS base\nRUN true\n")
+    assert conv.text.startswith(f"Bootstrap: docker\nFrom: {PY}\nStage: base\n")

@@ -1,0 +1,86 @@
+"""A converted Dockerfile built for real by Apptainer 1.4.5 (``apptainer build --fakeroot`` as
+the test user) keeps the Dockerfile's meaning: ARG and ENV expanded, COPY relative to WORKDIR and
+in its place after the RUN that made its folder, a RUN reading what a COPY put there, a heredoc
+RUN, CMD replaced by the arguments given. No registry is reachable here, so the converted .def's
+``Bootstrap: docker`` header is swapped for the local test image; the body is the converter's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.container.dockerfile import dockerfile_to_def
+from tests.support import platform
+
+pytestmark = pytest.mark.real_apptainer
+
+PIN = "sha256:" + "0" * 64
+DOCKERFILE = f"""\
+FROM python:3.12-slim@{PIN} AS base
+ARG APP=/opt/app
+ARG VERSION=1.2
+ENV APP_HOME=$APP GREETING="v${{VERSION}}"
+WORKDIR $APP
+RUN mkdir -p conf && echo from-run > conf/original.txt
+COPY settings.txt conf/
+COPY requirements.txt .
+RUN cat conf/settings.txt > conf/seen-by-run.txt
+RUN <<SCRIPT
+echo heredoc-ran > /opt/app/heredoc.txt
+SCRIPT
+CMD ["echo", "default-cmd"]
+"""
+
+
+def apptainer(*args: str, cwd: Path | None = None) -> str:
+    done = subprocess.run([str(platform.apptainer()), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=900)  # fmt: skip
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    platform.require()
+    ctx = tmp_path_factory.mktemp("dockerfile")
+    (ctx / "settings.txt").write_text("from-copy\n")
+    (ctx / "requirements.txt").write_text("numpy\n")
+    text = dockerfile_to_def(DOCKERFILE).text
+    bootstrap, base, body = text.split("\n", 2)
+    assert (bootstrap, base) == ("Bootstrap: docker", f"From: python:3.12-slim@{PIN}")
+    deffile = ctx / "claim.def"
+    deffile.write_text(f"Bootstrap: localimage\nFrom: {platform.image()}\n{body}")
+    out = ctx / "claim.sif"
+    apptainer("build", "--fakeroot", str(out), str(deffile), cwd=ctx)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("/opt/app/conf/original.txt", "from-run"),  # the RUN before the COPY made the folder
+        ("/opt/app/conf/settings.txt", "from-copy"),  # COPY into it, relative to WORKDIR
+        ("/opt/app/conf/seen-by-run.txt", "from-copy"),  # the RUN after saw the copy
+        ("/opt/app/requirements.txt", "numpy"),  # COPY x . lands in WORKDIR
+        ("/opt/app/heredoc.txt", "heredoc-ran"),
+    ],
+)
+def test_each_instruction_kept_its_meaning(built: Path, path: str, content: str) -> None:
+    assert apptainer("exec", str(built), "cat", path) == content
+
+
+def test_env_values_are_the_build_arguments(built: Path) -> None:
+    got = apptainer("exec", str(built), "sh", "-c", 'echo "$APP_HOME $GREETING"')
+    assert got == "/opt/app v1.2"
+
+
+def test_nothing_staged_is_left_in_the_image(built: Path) -> None:
+    assert apptainer("exec", str(built), "sh", "-c", "ls -A / | grep -c dotlab || true") == "0"
+
+
+def test_cmd_is_replaced_by_the_arguments(built: Path) -> None:
+    assert apptainer("run", str(built)) == "default-cmd"
+    assert apptainer("run", str(built), "echo", "given") == "given"
