@@ -21,7 +21,7 @@ from ..errors import UsageError
 from ..fsio.write import atomic_write_all
 from .deffile import has_full_digest, pinned_ref_problem
 from .dockerfile_copy import STAGING
-from .dockerfile_expand import Scope
+from .dockerfile_expand import Scope, expand, literal
 from .dockerfile_lex import Instruction, read_instructions
 from .dockerfile_stage import global_arg, instruction
 from .spython_def import Stage, spython_parse, spython_write
@@ -104,7 +104,7 @@ def _stages(instructions: list[Instruction], source: str, warnings: list[str]) -
         where = f"{source}:{ins.line}"
         try:
             if ins.keyword == "FROM":
-                stage, problem = _from(ins, stages, multi, where, warnings)
+                stage, problem = _from(ins, stages, multi, glob, where, warnings)
                 stages.append(stage)  # even when refused: a later FROM/COPY --from names it
                 if isinstance(problem, UsageError):
                     raise problem
@@ -129,10 +129,24 @@ def _stages(instructions: list[Instruction], source: str, warnings: list[str]) -
 
 
 def _from(
-    ins: Instruction, stages: list[Stage], multi: bool, where: str, warnings: list[str]
+    ins: Instruction,
+    stages: list[Stage],
+    multi: bool,
+    glob: Scope,
+    where: str,
+    warnings: list[str],
 ) -> tuple[Stage, UsageError | bool]:
-    """The stage a FROM opens, and why it is refused, or whether its image is unpinned."""
-    words = ins.joined.split()
+    """The stage a FROM opens, and why it is refused, or whether its image is unpinned. The
+    ARGs declared before the first FROM are expanded in it, as Docker does: the .def then holds
+    the reference itself, pinned or refused like any other."""
+    words, unknown = [], None
+    for word in ins.joined.split():
+        if "$" in word and not word.startswith("--"):
+            try:
+                word = _from_word(word, glob, where, warnings)
+            except UsageError as e:  # the stage is still named: a later FROM may build on it
+                unknown = unknown or e
+        words.append(word)
     while words and words[0].startswith("--platform="):
         warnings.append(
             f"{where}: FROM {words[0]} left out: Apptainer pulls the image for the host's "
@@ -148,6 +162,8 @@ def _from(
             name += "-unnamed"
     stage = Stage(name=name or "spython-base", image=ref)
     stage.spython_lines.append(f"FROM {ref} AS {name}" if name else f"FROM {ref}")
+    if unknown is not None:
+        return stage, unknown
     try:
         problem = _from_problem(ref, words, name, earlier, where)
     except UsageError as e:
@@ -163,12 +179,6 @@ def _from_problem(
     if len(words) not in (1, 3) or (len(words) == 3 and words[1].lower() != "as"):
         raise UsageError(
             f"{where}: cannot read `FROM {' '.join(words)}` (expected FROM image [AS name])"
-        )
-    if "$" in ref:
-        raise UsageError(
-            f"{where}: FROM {ref} takes its base image from a build argument",
-            hint="write the pinned reference itself, FROM name:tag@sha256:<digest>: a .def cannot "
-            "read Docker ARGs, and a pin inside an ARG default is one --build-arg away from gone",
         )
     if ref.lower() in earlier:
         raise UsageError(
@@ -186,6 +196,18 @@ def _from_problem(
     if problem and has_full_digest(ref):
         raise UsageError(f"{where}: FROM {ref}: {problem}")
     return problem
+
+
+def _from_word(word: str, glob: Scope, where: str, warnings: list[str]) -> str:
+    """A FROM word with the ARGs declared before the first FROM expanded (Docker's scope for
+    FROM lines); a variable no such ARG gives a value is refused."""
+    try:
+        return literal(expand(word, glob, where, warnings), where, "FROM")
+    except UsageError as e:
+        raise UsageError(
+            f"{e.message}; only the ARGs before the first FROM reach a FROM line",
+            hint="declare it before the first FROM with its value: ARG NAME=<value>",
+        ) from None
 
 
 def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
