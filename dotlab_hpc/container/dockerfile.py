@@ -21,9 +21,9 @@ from ..errors import UsageError
 from ..fsio.write import atomic_write_all
 from .deffile import has_full_digest, pinned_ref_problem
 from .dockerfile_copy import STAGING
-from .dockerfile_expand import Scope, expand, literal
+from .dockerfile_expand import Scope, expand, fixed, literal
 from .dockerfile_lex import Instruction, read_instructions
-from .dockerfile_stage import global_arg, instruction
+from .dockerfile_stage import global_arg, global_scope, instruction
 from .spython_def import Stage, spython_parse, spython_write
 
 MAX_DOCKERFILE_BYTES = 1 << 20
@@ -97,7 +97,7 @@ def _stages(instructions: list[Instruction], source: str, warnings: list[str]) -
         raise UsageError(f"{source}: no FROM line; a Dockerfile starts from a base image")
     multi = len(froms) > 1
     stages: list[Stage] = []
-    glob = Scope({}, {}, set())  # ARGs before the first FROM
+    glob = global_scope()  # ARGs before the first FROM
     unpinned: list[tuple[int, str]] = []
     first_error: UsageError | None = None  # reported after the pinning check, which comes first
     for ins in instructions:
@@ -201,8 +201,9 @@ def _from_problem(
 def _from_word(word: str, glob: Scope, where: str, warnings: list[str]) -> str:
     """A FROM word with the ARGs declared before the first FROM expanded (Docker's scope for
     FROM lines); a variable no such ARG gives a value is refused."""
+    value = fixed(expand(word, glob, where, warnings), where, "FROM")
     try:
-        return literal(expand(word, glob, where, warnings), where, "FROM")
+        return literal(value, where, "FROM")
     except UsageError as e:
         raise UsageError(
             f"{e.message}; only the ARGs before the first FROM reach a FROM line",

@@ -9,6 +9,12 @@ contents are copied, a destination ending in ``/`` is a folder, a relative desti
 to the WORKDIR. The staging folder is removed at the end of %post. A single-source COPY before the
 first RUN goes straight into %files, which then does what Docker does (Apptainer's %files is
 ``cp -fLr`` after creating the parent folders, internal/pkg/build/files/copy.go).
+
+ADD of a local tar archive (uncompressed, gzip, bzip2 or xz, named so) unpacks it into the
+destination folder (https://docs.docker.com/reference/dockerfile/#adding-local-tar-archives): it
+is staged like a COPY and unpacked by ``tar`` in %post at its own position, with the flag its
+name calls for (busybox tar does not detect the compression itself). ``--unpack=false`` copies
+it as it is. A zstd archive is refused: Docker's documentation does not say it unpacks one.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ STAGING = "/.dotlab-files"
 _SOURCE_RE = re.compile(r"[A-Za-z0-9_./@+,:=*?\[\]-]+")
 _GLOB = "*?["
 _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|git@")
-_TAR_RE = re.compile(r"\.(tar|tgz|tbz2?|txz|tar\.(gz|bz2|xz|zst))$", re.I)
+_TAR_RE = re.compile(r"\.(tar|tgz|tbz2?|txz|tzst|tar\.(gz|bz2|xz|zst))$", re.I)
+_TAR_FLAG = {"tgz": "z", "gz": "z", "tbz": "j", "tbz2": "j", "bz2": "j", "txz": "J", "xz": "J"}
 _DROPPED_COPY_FLAGS = ("--chown", "--chmod", "--link")
 
 
@@ -45,9 +52,11 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
     flags = [w for w in words if w.startswith("--")]
     scope = stage.scope
     paths = [literal(expand(w, scope, where, warnings), where, kw) for w in words if w not in flags]
-    layer = None
+    layer, unpack = None, kw == "ADD"
     for flag in flags:
-        if flag.startswith("--from="):
+        if kw == "ADD" and flag in ("--unpack", "--unpack=true", "--unpack=false"):
+            unpack = flag != "--unpack=false"
+        elif flag.startswith("--from="):
             value = literal(expand(flag.split("=", 1)[1], scope, where, warnings), where, kw)
             layer = _copy_source(value, stages, where)
         elif flag.startswith(_DROPPED_COPY_FLAGS):
@@ -59,6 +68,7 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
     sources, dest = paths[:-1], paths[-1]
     for p in sources:
         _check_source(p, kw, where, ins.keyword == "ADD" and layer is None)
+    archives = [unpack and layer is None and _archive(p, where) for p in sources]
     if not dest:
         raise UsageError(f"{where}: {kw} with an empty destination")
     folder = dest.endswith("/") or posixpath.basename(dest) in (".", "..")
@@ -75,7 +85,7 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
             hint=f"end the destination with / ({dest}/), as Docker requires",
         )
     prefix = f"COPY --from={layer} " if layer else "COPY "
-    if _direct(stage, sources, folder, target):
+    if not any(archives) and _direct(stage, sources, folder, target):
         stage.copied_to.add(target)
         stage.spython_lines.append(prefix + checked_text(f"{sources[0]} {target}", where, kw))
         return
@@ -86,18 +96,56 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
         staged = f"{STAGING}/{n}/{i}"
         into = staged + "/" if glob else staged  # a wildcard's matches keep their names
         stage.spython_lines.append(prefix + checked_text(f"{src} {into}", where, kw))
-        step = _place_glob(staged, target) if glob else _place(staged, src, target, folder)
+        if archives[i]:
+            step = _unpack(staged, src, target)
+        elif glob:
+            step = _place_glob(staged, target)
+        else:
+            step = _place(staged, src, target, folder)
         stage.spython_lines.append("RUN " + checked_text(step, where, kw))
 
 
 def _direct(stage: Stage, sources: list[str], folder: bool, target: str) -> bool:
-    """%files alone does what Docker does: no RUN before, one plain file-or-folder source."""
-    if stage.runs or len(sources) != 1 or folder or any(c.isspace() for c in target):
+    """%files alone does what Docker does: no RUN and no staged COPY before (its ``cp -a`` in
+    %post would come after this one), one plain file-or-folder source."""
+    if (
+        stage.runs
+        or stage.copies
+        or len(sources) != 1
+        or folder
+        or any(c.isspace() for c in target)
+    ):
         return False
     if any(c in _GLOB for c in sources[0]):
         return False
     # %files would copy a folder INTO an existing folder (Docker merges): not ours to create.
     return not any(t == target or t.startswith(target + "/") for t in stage.copied_to)
+
+
+def _archive(src: str, where: str) -> bool:
+    """Whether ADD unpacks this local source: a tar archive by its name, one file."""
+    m = _TAR_RE.search(src)
+    if m is None:
+        return False
+    if "zst" in m.group().lower():
+        raise UsageError(
+            f"{where}: ADD {src}: Docker documents unpacking tar, gzip, bzip2 and xz archives, "
+            "not zstd",
+            hint="COPY the archive and unpack it in RUN (tar --zstd -xf)",
+        )
+    if any(c in _GLOB for c in src):
+        raise UsageError(
+            f"{where}: ADD {src}: a wildcard of archives, each of which Docker would unpack",
+            hint="ADD each archive by its name",
+        )
+    return True
+
+
+def _unpack(staged: str, src: str, target: str) -> str:
+    """Unpack a staged archive into the destination folder, as Docker's ADD does."""
+    flag = _TAR_FLAG.get(src.rsplit(".", 1)[-1].lower(), "")
+    q = shlex.quote(target)
+    return f"mkdir -p {q} && tar -x{flag}f {staged} -C {q}"
 
 
 def _place(staged: str, src: str, target: str, folder: bool) -> str:
@@ -134,11 +182,6 @@ def _check_source(p: str, kw: str, where: str, add: bool) -> None:
             f"{where}: ADD {p} downloads content that nothing pins",
             hint="download it in RUN and check it: curl -fsSLo f URL && "
             "echo '<sha256>  f' | sha256sum -c",
-        )
-    if add and _TAR_RE.search(p):
-        raise UsageError(
-            f"{where}: ADD {p} would unpack the archive, which %files does not",
-            hint="COPY the archive and unpack it in RUN (tar -xf)",
         )
     if not p or any(c.isspace() for c in p):
         raise UsageError(f"{where}: {kw} paths with spaces cannot go into %files")

@@ -5,18 +5,24 @@ Docker expands ``$NAME``, ``${NAME}``, ``${NAME:-word}``, ``${NAME-word}``, ``${
 (https://docs.docker.com/reference/dockerfile/#environment-replacement). A name the Dockerfile
 defines (an ARG or ENV of the stage) is replaced by its value here; any other name comes from the
 base image's environment, which the conversion cannot see, so it stays a shell reference for
-Apptainer to expand (only where the value is shell text: ENV and ARG).
+Apptainer to expand (only where the value is shell text: ENV and ARG). Docker's platform
+arguments (``ARG TARGETARCH`` without a default) are set in %post when Apptainer builds, for the
+build host: a reference to one stays live in shell text and is refused where its value would be
+needed now.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import UsageError
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]")
 _SAFE_RE = re.compile(r"[A-Za-z0-9_./:@%+,=-]+")
+# Docker sets these for the platform it builds for (the value of the hint for each).
+_PLATFORM_EXAMPLE = {"PLATFORM": "linux/amd64", "OS": "linux", "ARCH": "amd64", "VARIANT": ""}
+PLATFORM_ARGS = {f"{w}{p}": v for w in ("TARGET", "BUILD") for p, v in _PLATFORM_EXAMPLE.items()}
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,7 @@ class Ref:
     name: str
     op: str = ""  # "", ":-", "-", ":+", "+"
     word: Value = ()
+    platform: int | None = None  # a platform ARG set in %post: its ARG line (0: Docker's own)
 
 
 Part = str | Ref
@@ -39,6 +46,7 @@ class Scope:
     values: dict[str, Value]
     empty: dict[str, int]  # ARG without a default → the line that declared it
     env: set[str]
+    platform: dict[str, int] = field(default_factory=dict)  # platform ARG → its line, see above
 
     def lookup(self, name: str) -> Value | None:
         return self.values.get(name)
@@ -52,6 +60,7 @@ def expand(text: str, scope: Scope, where: str, warnings: list[str]) -> Value:
 
 def literal(value: Value, where: str, what: str) -> str:
     """The value as plain text, refused if it still needs a variable from the base image."""
+    fixed(value, where, what)
     refs = [p for p in value if isinstance(p, Ref)]
     if refs:
         raise UsageError(
@@ -60,6 +69,31 @@ def literal(value: Value, where: str, what: str) -> str:
             hint=f"write the value itself, or set it first with ARG {refs[0].name}=<value>",
         )
     return "".join(p for p in value if isinstance(p, str))
+
+
+def fixed(value: Value, where: str, what: str) -> Value:
+    """The value, refused if it needs a platform argument, known only when Apptainer builds."""
+    ref = _platform_ref(value)
+    if ref is not None:
+        line = f" (ARG {ref.name}, line {ref.platform})" if ref.platform else ""
+        raise UsageError(
+            f"{where}: {what} uses ${{{ref.name}}}{line}: Docker sets it to the platform it builds "
+            "for; Apptainer builds for the host's, and the conversion cannot know which that is",
+            hint=f"give it the value for your cluster, e.g. ARG {ref.name}="
+            f"{PLATFORM_ARGS.get(ref.name, '')}",
+        )
+    return value
+
+
+def _platform_ref(value: Value) -> Ref | None:
+    for p in value:
+        if isinstance(p, Ref):
+            if p.platform is not None:
+                return p
+            inner = _platform_ref(p.word)
+            if inner is not None:
+                return inner
+    return None
 
 
 def shell(value: Value) -> str:
@@ -148,6 +182,10 @@ def _dollar(
             )
         i += 1
     value = scope.lookup(name)
+    if value is None and name in scope.platform:  # set in %post when Apptainer builds
+        return [Ref(name, op, _merge(word), scope.platform[name])], i
+    if value is not None and op and _platform_ref(value) is not None:  # ARG X=$TARGETVARIANT
+        return [Ref(name, op, _merge(word), 0)], i  # X is exported in %post: the shell decides
     is_set = value is not None
     if value is None and name in scope.empty and not op:
         warnings.append(

@@ -2,8 +2,10 @@
 
 Build arguments and ENV values are expanded here, where Docker expands them (dockerfile_expand),
 so %environment holds literal values; RUN lines still expand them in the shell, from the exports
-written into %post at the ARG and ENV lines' own positions. A RUN after a non-root USER is
-refused: %post runs as root, so it would install into root's home instead.
+written into %post at the ARG and ENV lines' own positions. Docker's platform arguments declared
+without a default (``ARG TARGETARCH``) are computed there from ``uname -m``, as Docker sets them
+for a native build; TARGETOS and BUILDOS are ``linux``. A RUN after a non-root USER is refused:
+%post runs as root, so it would install into root's home instead.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import shlex
 from ..errors import UsageError, one_line
 from .deffile import TOOL_LABEL_PREFIX
 from .dockerfile_copy import copy
-from .dockerfile_expand import Scope, Value, expand, literal, shell
+from .dockerfile_expand import PLATFORM_ARGS, Scope, Value, expand, fixed, literal, shell
 from .dockerfile_lex import (
     _CONTINUED_RE,
     Instruction,
@@ -38,9 +40,17 @@ _DROPPED = {
     "SHELL": "%post runs under /bin/sh; bash-only syntax in RUN will fail there",
     "ONBUILD": "Apptainer has no ONBUILD triggers",
 }
-# Docker sets these for the platform it builds for; Apptainer builds for the host's.
-_PLATFORM_EXAMPLE = {"PLATFORM": "linux/amd64", "OS": "linux", "ARCH": "amd64", "VARIANT": ""}
-_PLATFORM_ARGS = {f"{w}{p}": v for w in ("TARGET", "BUILD") for p, v in _PLATFORM_EXAMPLE.items()}
+# `uname -m` in %post → Docker's architecture and variant (containerd's platforms.Normalize).
+_MACHINES = (
+    ("x86_64", "amd64", ""),
+    ("aarch64|arm64", "arm64", ""),
+    ("armv5*", "arm", "v5"),
+    ("armv6*", "arm", "v6"),
+    ("armv8*", "arm", "v8"),
+    ("arm*", "arm", "v7"),
+    ("i?86", "386", ""),
+    ("loongarch64", "loong64", ""),
+)
 _ROOT = ("root", "0")
 
 
@@ -49,6 +59,15 @@ def global_arg(ins: Instruction, scope: Scope, where: str, warnings: list[str]) 
     for name, value in _arg_items(ins, scope, where, warnings):
         if value is not None:
             scope.values[name] = value
+            scope.platform.pop(name, None)
+        elif name in scope.platform and name not in scope.values:
+            scope.platform[name] = ins.line
+
+
+def global_scope() -> Scope:
+    """The scope of the ARGs before the first FROM, where Docker predefines the platform ones."""
+    os_values: dict[str, Value] = {n: ("linux",) for n in PLATFORM_ARGS if n.endswith("OS")}
+    return Scope(os_values, {}, set(), {n: 0 for n in PLATFORM_ARGS if n not in os_values})
 
 
 def instruction(
@@ -77,7 +96,10 @@ def instruction(
     elif kw == "WORKDIR":
         _workdir(ins, stage, where, warnings)
     elif kw == "ENV":
-        new = [(k, expand(v, stage.scope, where, warnings)) for k, v in env_items(ins, where)]
+        new = [
+            (k, fixed(expand(v, stage.scope, where, warnings), where, kw))
+            for k, v in env_items(ins, where)
+        ]
         pairs = [checked_text(f"{k}={shell(v)}", where, kw) for k, v in new]
         for k, v in new:  # every value was read before any is set, as Docker does
             stage.scope.values[k] = v
@@ -117,7 +139,14 @@ def _arg(ins: Instruction, stage: Stage, glob: Scope, where: str, warnings: list
     scope = stage.scope
     for name, value in _arg_items(ins, scope, where, warnings):
         if value is None and name in glob.values:
-            value = glob.values[name]
+            value = fixed(glob.values[name], where, f"ARG {name}")  # the stage cannot see it
+        if value is None and name in PLATFORM_ARGS:
+            if name not in scope.env:
+                scope.values.pop(name, None)
+                scope.empty.pop(name, None)
+                scope.platform[name] = ins.line
+                stage.spython_lines.append("RUN " + platform_script(name))
+            continue
         if value is None:
             scope.empty[name] = ins.line
             warnings.append(f"{where}: ARG {name} has no default and is left out of the .def")
@@ -126,8 +155,22 @@ def _arg(ins: Instruction, stage: Stage, glob: Scope, where: str, warnings: list
             continue  # Docker: an ENV of the same name wins over the ARG
         scope.values[name] = value
         scope.empty.pop(name, None)
+        scope.platform.pop(name, None)
         pair = checked_text(f"{name}={shell(value)}", where, "ARG")
         stage.spython_lines.append(f"RUN export {pair}")
+
+
+def platform_script(name: str) -> str:
+    """The %post line that sets a platform argument for the build host, as Docker would for a
+    native build: ``TARGETARCH`` amd64, arm64, arm…; ``TARGETVARIANT`` v7 or empty;
+    ``TARGETPLATFORM`` linux/arm64, linux/arm/v7…; any other machine is taken as it is."""
+    kind = name.removeprefix("TARGET").removeprefix("BUILD")
+    cases = []
+    for machine, arch, variant in _MACHINES:
+        value = {"ARCH": arch, "VARIANT": variant}.get(kind, f"linux/{arch}/{variant}".rstrip("/"))
+        cases.append(f"{machine}) {name}={value} ;;")
+    other = {"ARCH": '"$(uname -m)"', "VARIANT": ""}.get(kind, '"linux/$(uname -m)"')
+    return f'case "$(uname -m)" in {" ".join(cases)} *) {name}={other} ;; esac; export {name}'
 
 
 def _arg_items(
@@ -138,12 +181,6 @@ def _arg_items(
         name, eq, raw = word.partition("=")
         if not is_name(name):
             raise UsageError(f"{where}: cannot read {word!r} as ARG NAME[=default]")
-        if name in _PLATFORM_ARGS and not eq:
-            raise UsageError(
-                f"{where}: ARG {name}: Docker sets it to the platform it builds for; Apptainer "
-                "builds for the host's, and the conversion cannot know which that is",
-                hint=f"give it the value for your cluster, e.g. ARG {name}={_PLATFORM_ARGS[name]}",
-            )
         out.append((name, expand(raw, scope, where, warnings) if eq else None))
     return out
 

@@ -16,16 +16,18 @@ from dotlab_hpc.errors import UsageError
 A = "sha256:" + "a" * 64
 PY = f"python:3.11-slim@{A}"
 
-NAMES = st.sampled_from(["A", "B", "V"])
+NAMES = st.sampled_from(["A", "B", "V", "TARGETARCH"])
 SEG = st.sampled_from(["a", "b", "app", "..", ".", "src"])
 PATHS = st.lists(SEG, min_size=1, max_size=3).map("/".join)
 VALUES = st.one_of(
     st.sampled_from(["1", "x y", "", "$A", "${B}", "${V:-d}", "${A:+s}", "$PATH", "'$A'", "\\$A"]),
-    st.text(alphabet="ab$/{}:-+'\" \\", max_size=8),
+    # a value ending in \ would continue the line into the next instruction
+    st.text(alphabet="ab$/{}:-+'\" \\", max_size=8).filter(lambda v: not v.endswith("\\")),
 )
 STEPS = st.one_of(
     st.tuples(st.just("WORKDIR"), st.one_of(PATHS, PATHS.map(lambda p: "/" + p))),
     st.tuples(st.just("COPY"), st.tuples(SEG, PATHS, st.booleans())),
+    st.tuples(st.just("ADD"), st.tuples(SEG, PATHS, st.booleans())),  # an archive: unpacked
     st.tuples(st.just("RUN"), st.integers(0, 99)),
     st.tuples(st.just("ENV"), st.tuples(NAMES, VALUES)),
     st.tuples(st.just("ARG"), st.tuples(NAMES, st.one_of(st.none(), VALUES))),
@@ -40,6 +42,9 @@ def render(steps: list[tuple[str, Any]]) -> str:
         if kw == "COPY":
             src, dest, slash = arg
             out.append(f"COPY f{src.replace('.', 'd')} {dest}{'/' if slash else ''}")
+        elif kw == "ADD":
+            src, dest, slash = arg
+            out.append(f"ADD a{src.replace('.', 'd')}.tar.gz {dest}{'/' if slash else ''}")
         elif kw == "RUN":
             out.append(f"RUN echo step{arg}")
         elif kw == "ENV":
@@ -85,9 +90,9 @@ def test_conversion_keeps_order_and_places_or_refuses_at_a_line(
             workdir = "/" + posixpath.normpath(posixpath.join(workdir, str(arg))).lstrip("/")
         elif kw == "RUN":
             ran = True
-        elif kw == "COPY":
+        elif kw in ("COPY", "ADD"):
             _, dest, _ = arg
-            after_run += ran
+            after_run += ran or kw == "ADD"  # an archive is always unpacked in %post
             expected.append("/" + posixpath.normpath(posixpath.join(workdir, dest)).lstrip("/"))
     placed = [x for x in post if "/.dotlab-files/" in x and not x.startswith("rm ")]
     files = [
@@ -103,8 +108,14 @@ def test_conversion_keeps_order_and_places_or_refuses_at_a_line(
         assert target in expected
     for step in placed:
         assert any(f"mkdir -p {t}" in step or f"mkdir -p '{t}'" in step for t in expected), step
-    # a COPY after a RUN is never a direct %files line: it is placed in %post
+    # a COPY after a RUN, or an archive, is never a direct %files line: it is placed in %post
     assert len(placed) >= after_run
+    assert sum(" && tar -xzf /.dotlab-files/" in x for x in post) == sum(
+        kw == "ADD" for kw, _ in steps
+    )
+    # nothing goes straight into %files once something was staged: it would land first
+    staged = [f.startswith("/.dotlab-files/") for f in files]
+    assert staged == sorted(staged)
     # an ENV value never holds a reference to an ARG or ENV defined before every ENV line
     defined: set[str] = set()
     for kw, a in steps:

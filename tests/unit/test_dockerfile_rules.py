@@ -92,9 +92,11 @@ def test_relative_copy_lands_under_the_workdir() -> None:
     conv = convert(f"FROM {PY}\nWORKDIR /app\nCOPY requirements.txt .\nCOPY run.py src/run.py\n")
     assert section(conv, "files") == [
         "requirements.txt /.dotlab-files/0/0",
-        "run.py /app/src/run.py",
+        "run.py /.dotlab-files/1/0",  # after a staged COPY: a direct one would land first
     ]
-    assert "cp -a /.dotlab-files/0/0 /app/requirements.txt" in section(conv, "post")[2]
+    post = section(conv, "post")
+    assert "cp -a /.dotlab-files/0/0 /app/requirements.txt" in post[2]
+    assert "mkdir -p /app/src && cp -a /.dotlab-files/1/0 /app/src/run.py" in post[3]
 
 
 def test_relative_workdir_builds_on_the_previous_one() -> None:
@@ -115,12 +117,80 @@ def test_copy_paths_are_expanded() -> None:
     assert section(conv, "files") == ["dist/x.whl /w/dist.whl"]
 
 
-def test_platform_arguments_are_refused_with_a_value_to_use() -> None:
-    err = refused(f"FROM {PY}\nARG TARGETPLATFORM\nCOPY dist/${{TARGETPLATFORM}}/d /d\n")
-    assert err.message.startswith("Dockerfile:2: ARG TARGETPLATFORM: Docker sets it")
-    assert err.hint == "give it the value for your cluster, e.g. ARG TARGETPLATFORM=linux/amd64"
+def test_platform_arguments_are_computed_in_post_for_the_build_host() -> None:
+    conv = convert(
+        f"FROM {PY}\nARG TARGETARCH\nARG TARGETPLATFORM\nARG TARGETVARIANT BUILDOS\n"
+        "ARG SUFFIX=${TARGETVARIANT:+/$TARGETVARIANT}\nRUN echo $TARGETARCH$SUFFIX\n"
+    )
+    post = section(conv, "post")
+    assert post[0].startswith('case "$(uname -m)" in x86_64) TARGETARCH=amd64 ;; ')
+    assert "aarch64|arm64) TARGETPLATFORM=linux/arm64 ;;" in post[1]
+    assert "arm*) TARGETVARIANT=v7 ;;" in post[2]
+    assert [x.rsplit("; ", 1)[-1] for x in post[:3]] == [
+        "export TARGETARCH",
+        "export TARGETPLATFORM",
+        "export TARGETVARIANT",
+    ]
+    assert post[3:] == [
+        "export BUILDOS=linux",  # Apptainer builds Linux images only
+        'export SUFFIX="${TARGETVARIANT:+/${TARGETVARIANT}}"',
+        "echo $TARGETARCH$SUFFIX",
+    ]
+    assert conv.warnings == ()
+
+
+def test_platform_script_gives_dockers_names_for_the_build_host() -> None:
+    from fnmatch import fnmatchcase
+
+    from dotlab_hpc.container.dockerfile_stage import platform_script
+
+    def value(name: str, machine: str) -> str:
+        """What /bin/sh's case sets, the first pattern matching `uname -m` winning."""
+        script = platform_script(name)
+        for patterns, got in re.findall(rf"(\S+)\) {name}=(.*?) ;;", script):
+            if any(fnmatchcase(machine, p) for p in patterns.split("|")):
+                return str(got).replace("$(uname -m)", machine).strip('"')
+        raise AssertionError(script)
+
+    names = ["TARGETARCH", "TARGETVARIANT", "TARGETPLATFORM", "BUILDARCH"]
+    for machine, want in [
+        ("x86_64", ["amd64", "", "linux/amd64", "amd64"]),
+        ("aarch64", ["arm64", "", "linux/arm64", "arm64"]),
+        ("armv7l", ["arm", "v7", "linux/arm/v7", "arm"]),
+        ("armv6l", ["arm", "v6", "linux/arm/v6", "arm"]),
+        ("i686", ["386", "", "linux/386", "386"]),
+        ("ppc64le", ["ppc64le", "", "linux/ppc64le", "ppc64le"]),
+    ]:
+        assert [value(n, machine) for n in names] == want, machine
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ARG TARGETARCH\nCOPY dist/${TARGETARCH}/d /d\n", "Dockerfile:3: COPY uses ${TARGETARCH}"),
+        ("ARG TARGETPLATFORM\nENV P=$TARGETPLATFORM\n", "Dockerfile:3: ENV uses ${TARGETPLATFORM}"),
+        ("ARG TARGETARCH\nARG D=/opt/$TARGETARCH\nWORKDIR $D\n", "Dockerfile:4: WORKDIR uses $"),
+        ("ARG BUILDARCH\nLABEL arch=$BUILDARCH\n", "Dockerfile:3: LABEL uses ${BUILDARCH}"),
+        ("ARG TARGETARCH\nUSER u-$TARGETARCH\n", "Dockerfile:3: USER uses ${TARGETARCH}"),
+    ],
+)
+def test_a_platform_argument_needed_when_converting_is_refused(text: str, message: str) -> None:
+    err = refused(f"FROM {PY}\n{text}")
+    assert err.message.startswith(message), err.message
+    assert "(ARG " in err.message and ", line 2): Docker sets it to the platform" in err.message
+    assert err.hint is not None and err.hint.startswith("give it the value for your cluster, e.g.")
+
+
+def test_a_platform_argument_in_from_is_refused_and_a_value_is_used() -> None:
+    err = refused(f"ARG TARGETARCH\nFROM python:3-$TARGETARCH@{A}\n")
+    assert err.message.startswith("Dockerfile:2: FROM uses ${TARGETARCH} (ARG TARGETARCH, line 1)")
+    assert err.hint == "give it the value for your cluster, e.g. ARG TARGETARCH=amd64"
+    err = refused(f"FROM {PY} AS b-amd64\nFROM b-$TARGETARCH\n")  # Docker predefines it
+    assert err.message.startswith("Dockerfile:2: FROM uses ${TARGETARCH}: Docker sets it")
     conv = convert(f"FROM {PY}\nARG TARGETARCH=amd64\nCOPY dist/${{TARGETARCH}}/d /d\n")
     assert section(conv, "files") == ["dist/amd64/d /d"]
+    conv = convert(f"ARG TARGETOS\nFROM {PY}\nARG TARGETOS\nCOPY dist/${{TARGETOS}}/d /d\n")
+    assert section(conv, "files") == ["dist/linux/d /d"]
 
 
 def test_a_source_the_build_shell_would_read_is_refused() -> None:
@@ -155,6 +225,54 @@ def test_copy_from_a_stage_after_run_is_staged_too() -> None:
     conv = convert(f"FROM {PY} AS b\nRUN true\nFROM {PY}\nRUN true\nCOPY --from=b /w /w\n")
     assert section(conv, "files from b") == ["/w /.dotlab-files/0/0"]
     assert section(conv, "post")[-1] == "rm -rf /.dotlab-files"
+
+
+@pytest.mark.parametrize(
+    ("name", "flag"),
+    [("a.tar", ""), ("a.tar.gz", "z"), ("a.tgz", "z"), ("a.tar.bz2", "j"), ("a.txz", "J")],
+)
+def test_add_of_a_local_archive_unpacks_it_in_place(name: str, flag: str) -> None:
+    conv = convert(f"FROM {PY}\nWORKDIR /w\nRUN echo one\nADD {name} src\nRUN ls src\n")
+    assert section(conv, "files") == [f"{name} /.dotlab-files/0/0"]
+    assert section(conv, "post")[2:] == [
+        "echo one",
+        f"mkdir -p /w/src && tar -x{flag}f /.dotlab-files/0/0 -C /w/src",
+        "ls src",
+        "rm -rf /.dotlab-files",
+    ]
+
+
+def test_add_of_an_archive_before_any_run_is_staged_and_so_is_what_follows() -> None:
+    conv = convert(f"FROM {PY}\nADD a.tar.xz /opt/\nCOPY conf /opt/a/conf\nADD b.tgz c.txt /d/\n")
+    assert section(conv, "files") == [
+        "a.tar.xz /.dotlab-files/0/0",
+        "conf /.dotlab-files/1/0",  # after the unpacking, as in Docker
+        "b.tgz /.dotlab-files/2/0",
+        "c.txt /.dotlab-files/2/1",
+    ]
+    post = section(conv, "post")
+    assert post[0] == "mkdir -p /opt && tar -xJf /.dotlab-files/0/0 -C /opt"
+    assert "cp -a /.dotlab-files/1/0 /opt/a/conf" in post[1]
+    assert post[2] == "mkdir -p /d && tar -xzf /.dotlab-files/2/0 -C /d"
+    assert "cp -a /.dotlab-files/2/1 /d/c.txt" in post[3]
+
+
+def test_add_unpack_false_and_copy_keep_the_archive_as_it_is() -> None:
+    for line in ("ADD --unpack=false a.tar.gz /x.tar.gz", "COPY a.tar.gz /x.tar.gz"):
+        conv = convert(f"FROM {PY}\n{line}\n")
+        assert section(conv, "files") == ["a.tar.gz /x.tar.gz"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("ADD a.tar.zst /x/", "Dockerfile:2: ADD a.tar.zst: Docker documents unpacking tar, gzip"),
+        ("ADD *.tar.gz /x/", "Dockerfile:2: ADD *.tar.gz: a wildcard of archives"),
+        ("ADD https://example.org/a.tar.gz /x/", "downloads content that nothing pins"),
+    ],
+)
+def test_archives_add_cannot_unpack_faithfully_are_refused(line: str, message: str) -> None:
+    assert message in refused(f"FROM {PY}\n{line}\n").message
 
 
 # --------------------------------------------------------------------------- 5. CMD and arguments
