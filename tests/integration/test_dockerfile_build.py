@@ -1,13 +1,16 @@
 """A converted Dockerfile built for real by Apptainer 1.4.5 (``apptainer build --fakeroot`` as
 the test user) keeps the Dockerfile's meaning: ARG and ENV expanded, COPY relative to WORKDIR and
 in its place after the RUN that made its folder, a RUN reading what a COPY put there, a heredoc
-RUN, CMD replaced by the arguments given. No registry is reachable here, so the converted .def's
+RUN, a local archive ADDed and unpacked, Docker's TARGETARCH, CMD replaced by the arguments
+given. No registry is reachable here, so the converted .def's
 ``Bootstrap: docker`` header is swapped for the local test image; the body is the converter's.
 """
 
 from __future__ import annotations
 
+import platform as host
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from tests.support import platform
 pytestmark = pytest.mark.real_apptainer
 
 PIN = "sha256:" + "0" * 64
+ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(host.machine(), host.machine())
 DOCKERFILE = f"""\
 FROM python:3.12-slim@{PIN} AS base
 ARG APP=/opt/app
@@ -31,6 +35,9 @@ RUN cat conf/settings.txt > conf/seen-by-run.txt
 RUN <<SCRIPT
 echo heredoc-ran > /opt/app/heredoc.txt
 SCRIPT
+ADD data.tar.gz /opt/data/
+ARG TARGETARCH
+RUN echo "$TARGETARCH" > /opt/app/arch.txt
 CMD ["echo", "default-cmd"]
 """
 
@@ -48,6 +55,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ctx = tmp_path_factory.mktemp("dockerfile")
     (ctx / "settings.txt").write_text("from-copy\n")
     (ctx / "requirements.txt").write_text("numpy\n")
+    (ctx / "inner.txt").write_text("unpacked\n")
+    with tarfile.open(ctx / "data.tar.gz", "w:gz") as tar:  # ADD unpacks a local archive
+        tar.add(ctx / "inner.txt", arcname="inner.txt")
     text = dockerfile_to_def(DOCKERFILE).text
     bootstrap, base, body = text.split("\n", 2)
     assert (bootstrap, base) == ("Bootstrap: docker", f"From: python:3.12-slim@{PIN}")
@@ -66,6 +76,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("/opt/app/conf/seen-by-run.txt", "from-copy"),  # the RUN after saw the copy
         ("/opt/app/requirements.txt", "numpy"),  # COPY x . lands in WORKDIR
         ("/opt/app/heredoc.txt", "heredoc-ran"),
+        ("/opt/data/inner.txt", "unpacked"),
+        ("/opt/app/arch.txt", ARCH),  # Docker's TARGETARCH of a native build
     ],
 )
 def test_each_instruction_kept_its_meaning(built: Path, path: str, content: str) -> None:

@@ -40,15 +40,7 @@ def bundle(kit: Kit) -> Path:
 
 
 def reproduce(kit: Kit, bundle: Path, data: Path, name: str, *extra: str) -> Result:
-    run_dir = kit.root / f"rerun-{name}"
-    res = kit.cli(
-        "reproduce", str(bundle), "--code-dir", str(kit.code), "--data-dir", str(data),
-        "--out-dir", str(kit.root / f"out-{name}"), "--run-dir", str(run_dir),
-        "--apptainer", str(platform.apptainer()), *extra,
-    )  # fmt: skip
-    res.run_dir = run_dir
-    assert "Traceback" not in res.stderr
-    return res
+    return kit.reproduce(bundle, name, *extra, data=data)
 
 
 def row(stdout: str, target: str) -> list[str]:

@@ -321,6 +321,18 @@ class Kit:
         res.run_dir = Path(args[args.index("--run-dir") + 1])
         return res
 
+    def reproduce(self, bundle: Path, name: str, *extra: str, data: Path | None = None) -> Result:
+        """``dotlab-hpc reproduce`` the bundle into ``out-NAME`` and ``rerun-NAME``."""
+        run_dir = self.root / f"rerun-{name}"
+        res = self.cli(
+            "reproduce", str(bundle), "--code-dir", str(self.code),
+            "--data-dir", str(data or self.data), "--out-dir", str(self.root / f"out-{name}"),
+            "--run-dir", str(run_dir), "--apptainer", str(platform.apptainer()), *extra,
+        )  # fmt: skip
+        res.run_dir = run_dir
+        assert "Traceback" not in res.stderr
+        return res
+
     def submit(self, manifest: Path, *extra: str, env: dict[str, str] | None = None,
                apptainer: Path | str | None = None) -> Result:  # fmt: skip
         """``dotlab-hpc submit`` (no wait)."""
