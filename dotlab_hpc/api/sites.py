@@ -32,9 +32,8 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
     rows = [SiteRow(f, s.value or "", s.source)
             for f in WHERE for s in [settings.setting_for(f, resources)]]  # fmt: skip
     if spec is not None and spec.is_gpu and spec.resources.gpu_type:
-        mapped = settings.gres_type(spec.resources.gpu_type)
-        how = "site file [gpu_types]" if mapped != spec.resources.gpu_type else "manifest"
-        rows.append(SiteRow("gres", f"gpu:{mapped}:{spec.resources.gpus}", how))
+        gres = settings.gres_setting(spec.resources.gpu_type)
+        rows.append(SiteRow("gres", f"gpu:{gres.value}:{spec.resources.gpus}", gres.source))
     rows += [SiteRow(f"gpu_types.{k}", v, "site file") for k, v in settings.gpu_types.items()]
     rows += [SiteRow("sbatch_arg", a, settings.sbatch_args_source) for a in settings.sbatch_args]
     rows += [SiteRow("prepare", line, "site file") for line in settings.prepare]

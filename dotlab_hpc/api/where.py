@@ -29,9 +29,6 @@ class SiteInputs(TypedDict, total=False):
     apptainer: str | None  # the apptainer the job runs (default: found on the job's PATH)
 
 
-SITE_KEYS = tuple(SiteInputs.__annotations__)
-
-
 def site_settings(where: SiteInputs) -> Site:
     """The site settings in force for ``where`` (``site.settings``): the site file, then the
     environment's SBATCH_PARTITION … , then the options, each winning over the one before."""

@@ -94,9 +94,12 @@ class Site:
 
     def gres_type(self, gpu_type: str | None) -> str | None:
         """The site's GRES name for the claim's GPU model (``[gpu_types]``), else the model."""
-        if gpu_type is None:
-            return None
-        return self.gpu_types.get(gpu_type, gpu_type)
+        return None if gpu_type is None else self.gres_setting(gpu_type).value
+
+    def gres_setting(self, gpu_type: str) -> Setting:
+        """The site's GRES type for the claim's GPU model, and where that name came from."""
+        mapped = self.gpu_types.get(gpu_type, gpu_type)
+        return Setting(mapped, "site file [gpu_types]" if mapped != gpu_type else "manifest")
 
 
 NO_SITE = Site(
@@ -203,9 +206,7 @@ def site_record(site: Site, resources: Any, gpu_type: str | None, cluster: str |
 
     settings = {f: rec(site.setting_for(f, resources)) for f in WHERE}
     if gpu_type is not None:
-        mapped = site.gres_type(gpu_type)
-        how = "site file [gpu_types]" if mapped != gpu_type else "manifest"
-        settings["gres_type"] = SiteSettingRecord(value=mapped, source=how)
+        settings["gres_type"] = rec(site.gres_setting(gpu_type))
     program = Setting(apptainer, site.apptainer.source) if apptainer else site.apptainer
     settings["apptainer"] = rec(program)
     settings["scratch_root"] = rec(site.scratch_root)
