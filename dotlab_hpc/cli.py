@@ -119,7 +119,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     done = api.reproduce(
         args.bundle, code_dir=args.code_dir, data_dir=args.data_dir, out_dir=args.out_dir,
-        image=args.image, key=args.key, runs_root=args.runs_root, run_dir=args.run_dir,
+        image=args.image, key=args.key, plain_http=args.plain_http,
+        runs_root=args.runs_root, run_dir=args.run_dir,
         record=args.record, log_file=args.log_file, on_submitted=out.submitted_to(args.json),
         on_cycle=_live_table(), **site_options(args),
     )  # fmt: skip
@@ -189,7 +190,7 @@ def _cmd_pack(args: argparse.Namespace) -> int:
         raise UsageError("--image and --no-image exclude each other")
     res = api.pack(args.run_dir, args.output, include_image=not args.no_image, image=args.image,
                    image_url=args.image_url, sign_key=args.sign,
-                   allow_local=args.allow_local)  # fmt: skip
+                   allow_local=args.allow_local, plain_http=args.plain_http)  # fmt: skip
     if args.json:
         out.print_result(res)
         return 0
@@ -197,6 +198,31 @@ def _cmd_pack(args: argparse.Namespace) -> int:
     kind = "tar" if res.is_tar else "folder"
     signed = f", signed by key {res.key_id[:16]}" if res.key_id else ""
     print(f"{res.output}: bundle {kind} of {res.claim} ({res.outcome}), {what}{signed}")
+    return 0
+
+
+def _cmd_push(args: argparse.Namespace) -> int:
+    with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
+        res = api.push(args.image, args.uri, plain_http=args.plain_http, apptainer=args.apptainer)
+    sys.stdout.flush()
+    if args.json:
+        out.print_result(res)
+    else:
+        print(f"pushed {res.image} ({res.size} bytes, {res.digest})")
+        print(f"as     {res.reference}")
+    return 0
+
+
+def _cmd_pull(args: argparse.Namespace) -> int:
+    with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
+        res = api.pull(args.uri, args.output, digest=args.digest, plain_http=args.plain_http,
+                       force=args.force, apptainer=args.apptainer)  # fmt: skip
+    sys.stdout.flush()
+    if args.json:
+        out.print_result(res)
+    else:
+        print(f"pulled {res.reference}")
+        print(f"into   {res.image} ({res.size} bytes, {res.digest}: the pinned one)")
     return 0
 
 

@@ -1,7 +1,7 @@
 """The command line's grammar: every verb of docs/contract.md ("Command line") and its options.
 
 Pure: argparse only. Each verb's parser records the verb's name (``args.verb``); ``cli.py``
-runs it. The options that submit, run and reproduce share come from one helper.
+runs it. The option groups several verbs share come from ``cli_options``.
 """
 
 from __future__ import annotations
@@ -9,156 +9,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import TOOL_NAME, __version__
+from . import TOOL_NAME
 from .api.inputs import PLACEHOLDER_ROOT
-
-# where --out-dir goes when not given (api.defaults.default_out_dir)
-OUT_DIR_DEFAULT = "a fresh dotlab-out/<claim>-<time> beside the runs root"
-
-
-def _add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--json", action="store_true", help="one JSON document on stdout (errors stay on stderr)"
-    )
-
-
-def _add_globals(p: argparse.ArgumentParser, *, on_verb: bool) -> None:
-    """The options every verb takes, before or after it (on a verb they change nothing unless
-    given: ``SUPPRESS`` keeps the value parsed before the verb)."""
-    p.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        default=argparse.SUPPRESS if on_verb else False,
-        help="show a traceback on errors",
-    )
-
-
-def _add_inputs(p: argparse.ArgumentParser, *, image: bool = True) -> None:
-    p.add_argument("--code-dir", type=Path, required=True, help="git checkout of the code")
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        help="folder the datasets are in (needed when the manifest lists data)",
-    )
-    if image:
-        p.add_argument("--image", type=Path, required=True, help="the .sif image")
-
-
-SITE_EPILOG = (
-    "Where to run (docs/site.md): an option wins over $SBATCH_PARTITION and the like, which win"
-    " over the site file (--site, else $DOTLAB_SITE, else ~/.config/dotlab-hpc/site.toml), which"
-    " wins over the manifest's resources; `dotlab-hpc site` shows what is in force."
+from .cli_options import (
+    add_apptainer,
+    add_globals,
+    add_init_options,
+    add_inputs,
+    add_json,
+    add_plain_http,
+    add_run_options,
+    add_site_options,
 )
-
-
-def add_site_options(p: argparse.ArgumentParser) -> None:
-    """Where to run, the same on every verb that submits a job: the site file, then the
-    options that win over it (and over the manifest's resources)."""
-    g = p.add_argument_group("where to run (docs/site.md)")
-    g.add_argument("--site", type=Path, metavar="FILE", help="the site file (TOML)")
-    for name, what in (
-        ("partition", "the partition"),
-        ("account", "the account charged"),
-        ("qos", "the quality of service"),
-        ("constraint", "the node features asked for"),
-        ("reservation", "the reservation to run in"),
-    ):
-        g.add_argument(f"--{name}", metavar=name.upper(),
-                       help=f"{what} ('' for the cluster's default)")  # fmt: skip
-    g.add_argument(
-        "--sbatch-arg",
-        dest="sbatch_args",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an extra sbatch option from the allow-list (docs/site.md), as --sbatch-arg"
-        " --mail-type=END or mail-type=END; repeat it for more",
-    )
-    g.add_argument("--apptainer", help="the apptainer program the job runs (default: the one"
-                   " the job finds on its PATH after the site's prepare lines)")  # fmt: skip
-    p.epilog = f"{p.epilog} {SITE_EPILOG}" if p.epilog else SITE_EPILOG
-
-
-def _add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> None:
-    """What submit, run and reproduce share: the inputs, where the runs go, the logs.
-
-    ``bundle``: reproduce's variant (the image and the output folder have defaults).
-    """
-    if bundle:
-        p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
-        _add_inputs(p, image=False)
-        p.add_argument(
-            "--image", type=Path, help="the .sif (default: the bundle's; must match its digest)"
-        )
-        p.add_argument(
-            "--out-dir",
-            type=Path,
-            help=f"where the analysis writes; must be empty (default: {OUT_DIR_DEFAULT})",
-        )
-        p.add_argument(
-            "--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it"
-        )
-        p.add_argument("--run-dir", type=Path, help="the run directory to create")
-    else:
-        p.add_argument(
-            "manifest", nargs="+", type=Path, help="one or more manifests (many → one job array)"
-        )
-        _add_inputs(p)
-        p.add_argument(
-            "--out-dir",
-            type=Path,
-            help="where the analysis writes; must be empty (created if missing). "
-            f"With several manifests, one subfolder per claim (default: {OUT_DIR_DEFAULT})",
-        )
-        p.add_argument(
-            "--run-dir", type=Path, help="the run directory to create (one manifest only)"
-        )
-    p.add_argument(
-        "--runs-root",
-        type=Path,
-        default=Path("dotlab-runs"),
-        help="where run directories are created (default: ./dotlab-runs)",
-    )
-    p.add_argument(
-        "--record", type=Path, help="also write the new record here" if bundle else
-        "also write the record here",
-    )  # fmt: skip
-    p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
-    add_site_options(p)
-    _add_json(p)
-    if not bundle:
-        p.add_argument(
-            "--array-limit",
-            type=int,
-            metavar="N",
-            help="at most N claims of the job array run at once (sbatch --array=...%%N; per"
-            " array where a submission beyond MaxArraySize is split into several)",
-        )
-
-
-def _add_init_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--code-dir", type=Path, required=True, help="the analysis (a git checkout)")
-    p.add_argument("--data-dir", type=Path, help="each entry in it becomes a dataset, hashed")
-    image = p.add_mutually_exclusive_group()  # neither: api.init says what to give, in one line
-    image.add_argument("--image", type=Path, help="an image you have: its digest is pinned")
-    image.add_argument(
-        "--from",
-        dest="base",
-        metavar="BASE",
-        help="the base to build on: a local .sif (beside the manifest) or"
-        " docker://NAME@sha256:…; then `build --pin` writes image.digest",
-    )
-    p.add_argument(
-        "--results",
-        type=Path,
-        help="an earlier results.json: each number becomes a target (confirm its tolerance)",
-    )
-    p.add_argument("--entrypoint", help='how the analysis starts (default "python3 run.py")')
-    p.add_argument("--claim", help="the claim's id (default: the manifest's folder's name)")
-    p.add_argument("--working-dir", help="the folder in the checkout the entrypoint starts in")
-    p.add_argument("-o", "--output", type=Path, required=True, help="the manifest to write (.yaml)")
-    p.add_argument("--force", action="store_true", help="replace an existing manifest")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,16 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog=TOOL_NAME,
         description="Reproduce a paper's claim on Slurm inside Apptainer, with pinned inputs.",
     )
-    _add_globals(parser, on_verb=False)
+    add_globals(parser, on_verb=False)
     common = argparse.ArgumentParser(add_help=False)
-    _add_globals(common, on_verb=True)
+    add_globals(common, on_verb=True)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     def verb(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, description=help_, parents=[common])
 
     p = verb("init", "write a first manifest that pins what is there (code, data, image)")
-    _add_init_options(p)
+    add_init_options(p)
 
     p = verb("validate", "check manifests; print nothing but errors")
     p.add_argument("manifest", nargs="+", type=Path)
@@ -188,11 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-j", "--jobs", type=int, help="files hashed at once (default: the cores available)"
     )
-    _add_json(p)
+    add_json(p)
 
     p = verb("verify", "run the pre-flight checks; submit nothing")
     p.add_argument("manifest", type=Path)
-    _add_inputs(p)
+    add_inputs(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = verb("render", "write the sbatch script (and the .def) without submitting")
@@ -214,10 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=Path, help=f"{what} (default: under {PLACEHOLDER_ROOT})")
     p.add_argument("--image", type=Path, help="the .sif path to write into the script")
     add_site_options(p)
-    _add_json(p)
+    add_json(p)
 
     p = verb("submit", "verify, render and sbatch; print the run directory and job id")
-    _add_run_options(p)
+    add_run_options(p)
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -236,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = verb("run", "submit --wait, then collect")
-    _add_run_options(p)
+    add_run_options(p)
     p.add_argument(
         "--local",
         action="store_true",
@@ -280,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show what this claim's job would ask for (its resources' defaults merged)",
     )
     add_site_options(p)
-    _add_json(p)
+    add_json(p)
 
     p = verb("status", "state of one or many runs (one Slurm query for all)")
     p.add_argument(  # strings: a Path each costs at 10,000 runs
@@ -296,11 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+", type=Path)
     p.add_argument("--record", type=Path)
     p.add_argument("--log-file", type=Path)
-    _add_json(p)
+    add_json(p)
 
     p = verb("shell", "open sh in a claim's exact sandbox: on a compute node, or --local")
     p.add_argument("manifest", type=Path)
-    _add_inputs(p)
+    add_inputs(p)
     p.add_argument("--out-dir", type=Path, help="the shell's /work/out (default: a fresh folder)")
     p.add_argument("--local", action="store_true", help="on this machine, without Slurm")
     add_site_options(p)
@@ -312,6 +174,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sif", type=Path)
     p.add_argument("--json", action="store_true")
     p.add_argument("--def", dest="deffile", action="store_true", help="print only the .def")
+
+    p = verb("push", "push a .sif to an OCI registry (oras://), checked after the push")
+    p.add_argument("image", type=Path, help="the .sif")
+    p.add_argument("uri", metavar="oras://HOST/REPO:TAG")
+    add_plain_http(p, "the registry")
+    add_apptainer(p)
+    add_json(p)
+
+    p = verb("pull", "pull a pinned .sif from an OCI registry (oras://), checked before and after")
+    p.add_argument("uri", metavar="oras://HOST/REPO[:TAG][@sha256:…]")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the .sif to write")
+    p.add_argument(
+        "--digest",
+        metavar="sha256:…",
+        help="the .sif's own digest (a manifest's image.digest) it must have",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+    add_plain_http(p, "the registry")
+    add_apptainer(p)
+    add_json(p)
 
     p = verb("build", "render the .def and run `apptainer build --fakeroot`")
     p.add_argument("manifest", type=Path)
@@ -330,18 +212,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the new image's digest into the manifest's image.digest (comments and"
         " layout kept); the manifest may leave image.digest out until then",
     )
+    add_plain_http(p, "the docker:// base")
     p.add_argument(
         "--sign-image",
         type=Path,
         metavar="KEY",
         help="apptainer sign the image with KEY (dotlab-hpc keygen) before its digest is printed",
     )
-    p.add_argument(
-        "--apptainer",
-        help="the apptainer program (default: $DOTLAB_APPTAINER, then apptainer or singularity"
-        " on PATH)",
-    )
-    _add_json(p)
+    add_apptainer(p)
+    add_json(p)
 
     p = verb("pack", "the paper's handoff bundle of a collected run")
     p.add_argument("run_dir", type=Path)
@@ -356,7 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--image", type=Path, help="the run's .sif, when it is no longer where the run says"
     )
-    p.add_argument("--image-url", help="where the .sif can be fetched (written into the bundle)")
+    p.add_argument(
+        "--image-url",
+        help="where the .sif can be fetched (written into the bundle); an oras:// reference"
+        " (as `push` printed) is checked to hold the run's image, and `reproduce` pulls it",
+    )
+    add_plain_http(p, "the oras:// --image-url")
     p.add_argument(
         "--sign",
         type=Path,
@@ -368,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pack a `run --local` record too (its record says where: local)",
     )
-    _add_json(p)
+    add_json(p)
 
     p = verb("verify-bundle", "check a handoff bundle (folder or .tar)")
     p.add_argument("bundle", type=Path)
@@ -384,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce",
         "a reviewer's rerun of a bundle: check it, run it, show both results side by side",
     )
-    _add_run_options(p, bundle=True)
+    add_run_options(p, bundle=True)
 
     p = verb("keygen", "write an Ed25519 key pair for signing bundles")
     p.add_argument("key", type=Path, help="the private key to write (mode 0600); KEY.pub beside")

@@ -117,7 +117,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
         res = api.build(args.manifest, args.output, apptainer=args.apptainer, force=args.force,
-                        lock=args.lock, sign_image=args.sign_image, pin=args.pin)  # fmt: skip
+                        lock=args.lock, sign_image=args.sign_image, pin=args.pin,
+                        plain_http=args.plain_http)  # fmt: skip
     sys.stdout.flush()
     if not res.embedded_def_matches:
         _print_error(

@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from .inputs import schema as schema
     from .inputs import validate as validate
     from .inputs import verify as verify
+    from .registries import pull as pull
+    from .registries import push as push
     from .runs import Cancelled as Cancelled
     from .runs import Run as Run
     from .runs import analysis_stderr as analysis_stderr
@@ -100,6 +102,7 @@ _HOME = {
     "defaults": ("default_out_dir", "default_run_dirs"),
     "bundles": ("Reproduction", "keygen", "pack", "reproduce", "verify_bundle"),
     "sites": ("doctor", "site"),
+    "registries": ("pull", "push"),
     "..site.report": ("SiteReport",),
     "where": ("SiteInputs",),
 }  # fmt: skip
@@ -143,6 +146,8 @@ __all__ = [
     "open_run",
     "pack",
     "plan_shell",
+    "pull",
+    "push",
     "records",
     "render",
     "reproduce",

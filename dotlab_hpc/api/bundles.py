@@ -39,10 +39,13 @@ def pack(
     image_url: str | None = None,
     sign_key: PathLike | None = None,
     allow_local: bool = False,
+    plain_http: bool = False,
 ) -> PackResult:
     """``dotlab-hpc pack``: the paper's handoff bundle of a collected run (folder or .tar);
     ``sign_key`` signs its provenance statement (``pack --sign``); ``allow_local`` packs a
-    ``run --local`` record too (refused otherwise)."""
+    ``run --local`` record too (refused otherwise). An ``oras://`` ``image_url`` must hold the
+    run's image (read from the registry; ``plain_http`` for one on loopback), and the bundle
+    names it by its manifest digest: ``reproduce`` pulls it from there."""
     from ..bundle.pack import PackOptions
     from ..bundle.pack import pack as pack_run
 
@@ -50,7 +53,7 @@ def pack(
                                 image=None if image is None else Path(image),
                                 image_url=image_url,
                                 sign_key=None if sign_key is None else Path(sign_key),
-                                allow_local=allow_local))  # fmt: skip
+                                allow_local=allow_local, plain_http=plain_http))  # fmt: skip
 
 
 def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:
@@ -80,6 +83,7 @@ def reproduce(
     out_dir: PathLike | None = None,
     image: PathLike | None = None,
     key: PathLike | None = None,
+    plain_http: bool = False,
     runs_root: PathLike = "dotlab-runs",
     run_dir: PathLike | None = None,
     record: PathLike | None = None,
@@ -93,7 +97,10 @@ def reproduce(
     ``image`` (checked against the pinned digest), into ``out_dir`` (default, as for ``run``:
     a fresh ``dotlab-out/<claim>-<time>`` beside the runs root). ``data_dir`` is needed when the
     manifest lists ``data``. ``site_inputs``: where to run on this cluster (``SiteInputs``: the
-    site file, --partition …), which win over the manifest's resources without changing it."""
+    site file, --partition …), which win over the manifest's resources without changing it.
+    A bundle that names its image by an ``oras://`` reference instead of carrying it: the image
+    is pulled into ``RUNS_ROOT/images/`` and checked (``plain_http`` for a registry on
+    loopback)."""
     from ..bundle.check import verify_dir
     from ..bundle.reproduce import plan_reproduce
     from ..bundle.sign import load_public_key
@@ -108,9 +115,33 @@ def reproduce(
     public = None if key is None else load_public_key(Path(key))
     plan = plan_reproduce(root, verify_dir(root, public_key=public),
                           image=None if image is None else Path(image))  # fmt: skip
+    pulled = plan.image
+    if pulled is None:
+        pulled = pulled_image(plan.pull or "", plan.digest, Path(runs_root), plain_http=plain_http,
+                              apptainer=site_inputs.get("apptainer"))  # fmt: skip
+    elif plain_http:
+        raise UsageError("--plain-http: only for a bundle that names its image by oras://")
     submitted, collected = run_all(
-        [plan.manifest], code_dir=code_dir, data_dir=data_dir, image=plan.image, out_dir=out_dir,
+        [plan.manifest], code_dir=code_dir, data_dir=data_dir, image=pulled, out_dir=out_dir,
         runs_root=runs_root, run_dir=run_dir, record=record, log_file=log_file,
         on_submitted=on_submitted, on_cycle=on_cycle, **site_inputs,
     )  # fmt: skip
     return Reproduction(plan.original, submitted, collected)
+
+
+def pulled_image(
+    uri: str, digest: str, runs_root: Path, *, plain_http: bool, apptainer: str | None
+) -> Path:
+    """The image a bundle names by ``uri``, in ``RUNS_ROOT/images/<hex>.sif``: pulled and
+    checked against ``digest``, or the copy a rerun pulled before (the run's pre-flight hashes
+    it again)."""
+    from ..bundle.oras import pull_image
+    from ..proc import SubprocessRunner
+    from ..render.build import find_builder
+
+    target = runs_root / "images" / (digest.removeprefix("sha256:") + ".sif")
+    if target.is_file() and not target.is_symlink():
+        return target
+    pull_image(SubprocessRunner(), find_builder(apptainer), uri, target, digest=digest,
+               plain_http=plain_http)  # fmt: skip
+    return target

@@ -196,10 +196,13 @@ def build(
     lock: bool = False,
     sign_image: PathLike | None = None,
     pin: bool = False,
+    plain_http: bool = False,
 ) -> BuildResult:
     """``dotlab-hpc build``: render the .def, ``apptainer build --fakeroot`` (its output on the
     terminal), maybe sign the image, and read the digest to pin; ``pin`` writes it into the
     manifest's ``image.digest``. The manifest may leave ``image.digest`` out: it is what this makes.
+    A ``docker://`` base is read from its registry and refused unless it is the pinned one;
+    ``plain_http`` reads it over HTTP, for a registry on loopback only.
     """
     import dataclasses
 
@@ -211,7 +214,8 @@ def build(
     m, unpinned = load_for_build(Path(manifest))
     res = build_image(m, Path(output), runner=SubprocessRunner(), now=SystemClock().now(),
                       apptainer=apptainer, force=force, lock=lock,
-                      sign_key=None if sign_image is None else Path(sign_image))  # fmt: skip
+                      sign_key=None if sign_image is None else Path(sign_image),
+                      plain_http=plain_http)  # fmt: skip
     res = dataclasses.replace(res, unpinned=unpinned)
     if pin and not res.manifest_pins_it:
         pin_image_digest(m.path, res.digest, expect_raw=m.raw)

@@ -47,6 +47,7 @@ from .layout import (
     walk_files,
 )
 from .meta import agent_name, run_facts, write_metadata
+from .oras import check_registry_holds
 from .readme import readme_text
 from .tar import tar_root_name, write_tar
 
@@ -67,6 +68,7 @@ class PackOptions:
     image_url: str | None = None
     sign_key: Path | None = None
     allow_local: bool = False  # a run --local record is not a cluster result unless asked
+    plain_http: bool = False  # an oras:// image_url on loopback, read over HTTP
 
 
 @dataclass(frozen=True)
@@ -161,8 +163,14 @@ def build_tree(
         )
     digest = record.inputs.image_digest
     image_src = _image_source(opts, run, digest) if opts.include_image else None
-    if opts.image_url is not None and not _URL_OK.fullmatch(opts.image_url):
-        raise UsageError(f"--image-url {opts.image_url!r}: not a URL (spaces or control chars)")
+    image_url = opts.image_url
+    if image_url is not None and not _URL_OK.fullmatch(image_url):
+        raise UsageError(f"--image-url {image_url!r}: not a URL (spaces or control chars)")
+    if image_url is not None and image_url.startswith("oras://"):
+        # the registry must hold this very image; the bundle names it by its manifest digest
+        image_url = check_registry_holds(image_url, digest, plain_http=opts.plain_http)
+    elif opts.plain_http:
+        raise UsageError("--plain-http: only for an --image-url oras://… on loopback")
 
     # The manifest and the record were just read and checked; copy those exact bytes.
     _write_bytes(tree / manifest_name, manifest.raw)
@@ -197,7 +205,7 @@ def build_tree(
         image=BundleImage(
             digest=digest,
             file=IMAGE if image_src is not None else None,
-            url=opts.image_url,
+            url=image_url,
             size=size,
         ),
         tool=ToolRecord(name=TOOL_NAME, version=__version__),
@@ -219,7 +227,7 @@ def build_tree(
         evidence=evidence,
         manifest_name=manifest_name,
         image_file=index.image.file,
-        image_url=opts.image_url,
+        image_url=image_url,
         agent=agent_name(rd.path),
     )
     digests |= write_metadata(tree, facts, digests, sign=sign)

@@ -25,8 +25,10 @@ class ReproducePlan:
     """What a checked bundle gives a rerun: its manifest, the image, the authors' record."""
 
     manifest: Path
-    image: Path
+    image: Path | None  # None: pull it from ``pull`` first
     original: ClaimRecord
+    digest: str  # the image the bundle pins
+    pull: str | None = None  # the oras:// reference the bundle names instead of a file
 
 
 def plan_reproduce(root: Path, report: BundleReport, *, image: Path | None) -> ReproducePlan:
@@ -44,12 +46,18 @@ def plan_reproduce(root: Path, report: BundleReport, *, image: Path | None) -> R
         )
     except (ValidationError, FileRefused, FileNotFoundError) as e:  # pragma: no cover - checked
         raise UsageError(f"{one_line(root)}: changed while it was read ({e})") from e
+    pull = None
     if image is None:
-        if index.image.file is None:
-            where = f" from {index.image.url}" if index.image.url else ""
+        url = index.image.url
+        if index.image.file is not None:
+            image = root / index.image.file
+        elif url is not None and url.startswith("oras://"):
+            pull = url  # pulled and checked against index.image.digest before the run
+        else:
+            where = f" from {url}" if url else ""
             raise UsageError(
                 f"{one_line(report.bundle)}: holds no image (packed with --no-image)",
                 hint=f"get it{where} and give --image F.sif ({index.image.digest})",
             )
-        image = root / index.image.file
-    return ReproducePlan(manifest=root / index.manifest, image=image, original=original)
+    return ReproducePlan(manifest=root / index.manifest, image=image, original=original,
+                         digest=index.image.digest, pull=pull)  # fmt: skip

@@ -125,16 +125,37 @@ def check_argv_fits(argv: Sequence[str]) -> None:
 
 
 def build_argv(
-    apptainer: str, source: Path, output: Path, *, force: bool = False, fakeroot: bool = True
+    apptainer: str,
+    source: Path,
+    output: Path,
+    *,
+    force: bool = False,
+    fakeroot: bool = True,
+    no_https: bool = False,
 ) -> tuple[str, ...]:
-    """`apptainer build [--fakeroot] [--force] OUT SOURCE`: a .def (``--fakeroot``: never sudo,
-    see the fakeroot docs), or a folder holding a root file system (no ``--fakeroot`` needed)."""
+    """`apptainer build [--fakeroot] [--force] [--no-https] OUT SOURCE`: a .def (``--fakeroot``:
+    never sudo, see the fakeroot docs), or a folder holding a root file system (no ``--fakeroot``
+    needed); ``--no-https``: a docker:// base over plain HTTP (loopback only, checked before)."""
     argv = [apptainer, "build"]
     if fakeroot:
         argv.append("--fakeroot")
     if force:
         argv.append("--force")
+    if no_https:
+        argv.append("--no-https")
     return (*argv, str(output), str(source))
+
+
+def push_argv(apptainer: str, image: Path, uri: str, *, no_https: bool = False) -> tuple[str, ...]:
+    """`apptainer push [--no-https] IMAGE oras://…`: the .sif as an ORAS artifact."""
+    return (apptainer, "push", *(("--no-https",) if no_https else ()), str(image), uri)
+
+
+def pull_argv(apptainer: str, output: Path, uri: str, *, no_https: bool = False) -> tuple[str, ...]:
+    """`apptainer pull --disable-cache [--no-https] OUT oras://…`: no cached copy stands in for
+    what the registry serves now."""
+    extra = ("--no-https",) if no_https else ()
+    return (apptainer, "pull", "--disable-cache", *extra, str(output), uri)
 
 
 def version_argv(apptainer: str) -> tuple[str, ...]:

@@ -135,6 +135,8 @@ def manifest_snippet(digest: str) -> str:
 def pin_lines(res: BuildResult, manifest: Path) -> str:
     """What ``build`` prints: the image, its digest, and how the manifest pins it."""
     lines = [f"built {res.image} ({res.size} bytes) from {res.deffile}", f"digest: {res.digest}"]
+    if res.base_checked is not None:
+        lines.append(f"base:   the registry served the pinned manifest {res.base_checked}")
     if res.lock is not None:
         lines.append(f"lock file: {res.lock}")
     if res.pinned:

@@ -40,6 +40,13 @@ from .. import TOOL_NAME, __version__
 from ..clock import utc_text
 from ..container.apptainer import build_argv, find_apptainer, version_argv
 from ..container.deffile import local_base
+from ..container.registry import (
+    Fetch,
+    check_pinned_manifest,
+    fetch_manifest,
+    parse_image_ref,
+    plain_http_problem,
+)
 from ..container.sif import read_sif
 from ..errors import OperatorError, ToolMissing, UsageError
 from ..fsio.read import FileRefused, read_regular
@@ -69,6 +76,7 @@ class BuildResult:
     embedded_def_matches: bool
     unpinned: bool = False  # the manifest had no image.digest yet
     pinned: bool = False  # ``--pin`` wrote this digest into the manifest
+    base_checked: str | None = None  # the docker:// base's manifest digest, read and checked
 
     @property
     def manifest_pins_it(self) -> bool:
@@ -180,6 +188,27 @@ def check_local_base(m: Manifest) -> None:
         )
 
 
+def check_registry_base(m: Manifest, *, plain_http: bool, fetch: Fetch) -> str | None:
+    """A ``docker://`` base: the manifest the registry serves for the pinned digest must hash to
+    it (InputMismatch otherwise, before anything is built); its digest, or None for a local base.
+    ``plain_http`` only for a registry on loopback."""
+    build = m.spec.image.build
+    if build is None or not build.from_.startswith("docker://"):
+        if plain_http:
+            raise UsageError(
+                "--plain-http: the base is not a docker:// image; nothing is read over HTTP",
+                hint="leave --plain-http out",
+            )
+        return None
+    try:
+        ref = parse_image_ref(build.from_, scheme="docker")
+    except ValueError as e:  # the manifest's own validator lets only good references through
+        raise UsageError(f"image.build.from: {build.from_} {e}") from e
+    if plain_http and (why := plain_http_problem(ref)) is not None:
+        raise UsageError(f"image.build.from: {why}", hint="leave --plain-http out; HTTPS is used")
+    return check_pinned_manifest(ref, plain_http, fetch)
+
+
 def _check_output(output: Path, deffile: Path, rendered: str, *, force: bool) -> None:
     if output.is_dir():
         raise UsageError(f"-o {output}: is a directory; give the path of the .sif to write")
@@ -215,11 +244,15 @@ def build_image(
     force: bool = False,
     lock: bool = False,
     sign_key: Path | None = None,
+    plain_http: bool = False,
+    fetch: Fetch | None = None,
 ) -> BuildResult:
     """Render the .def, build the image with Apptainer, read its digest, maybe write the lock.
 
     ``sign_key`` (a PEM private key, ``dotlab-hpc keygen``): ``apptainer sign`` the image before
-    its digest is read, so that the digest to pin is the signed image's.
+    its digest is read, so that the digest to pin is the signed image's. A ``docker://`` base
+    is read from its registry first (``fetch``) and refused unless it is the pinned one;
+    ``plain_http``: over HTTP, for a registry on loopback only.
     """
     if m.spec.image.build is None:
         raise UsageError(
@@ -232,6 +265,7 @@ def build_image(
     deffile = def_path_for(output)
     _check_output(output, deffile, rendered, force=force)
     program = find_builder(apptainer)
+    base_checked = check_registry_base(m, plain_http=plain_http, fetch=fetch or fetch_manifest)
     version = builder_version(runner, program)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +273,7 @@ def build_image(
     except OSError as e:
         raise UsageError(f"{deffile}: cannot write the .def ({e.strerror})") from e
 
-    code = runner.stream(build_argv(program, deffile, output, force=force))
+    code = runner.stream(build_argv(program, deffile, output, force=force, no_https=plain_http))
     if code != 0:
         raise OperatorError(
             f"`{Path(program).name} build` failed with exit status {code}; its output is above",
@@ -280,4 +314,5 @@ def build_image(
         lock=written,
         manifest_digest=m.spec.image.digest,
         embedded_def_matches=image.deffile == rendered.encode("utf-8"),
+        base_checked=base_checked,
     )

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("cli_inputs", "the input verbs of the command line: init, validate … build, inspect"),
     ("cli_output", "what the command line writes: errors on stderr, JSON or lines on stdout"),
     ("cli_args", "the command line's grammar"),
+    ("cli_options", "the option groups several verbs share"),
     ("api", "the verbs as typed functions: the one definition of each"),
     ("printers", "output for people: aligned lines and tables"),
     ("bundle", "stage 7: the handoff bundle, its check, a reviewer's rerun"),

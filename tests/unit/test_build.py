@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.errors import OperatorError, ToolMissing, UsageError
+from dotlab_hpc.container.registry import OCI_MANIFEST, ImageRef
+from dotlab_hpc.container.registry import Manifest as RegistryManifest
+from dotlab_hpc.errors import InputMismatch, OperatorError, ToolMissing, UsageError
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.manifest.models import Manifest
 from dotlab_hpc.printers.reports import manifest_snippet
@@ -40,6 +42,24 @@ class FakeRunner(ScriptedRunner[tuple[str, ...]]):
         if self.code == 0:
             shutil.copyfile(EXAMPLE / "image.sif", argv[-2])
         return self.code
+
+
+def faithful(ref: ImageRef, reference: str, plain_http: bool) -> RegistryManifest:
+    """A registry that serves, for a digest, what hashes to it (no network in unit tests)."""
+    return RegistryManifest(b"{}", OCI_MANIFEST, reference, reference)
+
+
+@pytest.fixture(autouse=True)
+def registry(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, bool]]:
+    """Every manifest read goes to ``faithful``; the reads are listed."""
+    reads: list[tuple[str, str, bool]] = []
+
+    def fetch(ref: ImageRef, reference: str, plain_http: bool) -> RegistryManifest:
+        reads.append((ref.text(), reference, plain_http))
+        return faithful(ref, reference, plain_http)
+
+    monkeypatch.setattr("dotlab_hpc.render.build.fetch_manifest", fetch)
+    return reads
 
 
 @pytest.fixture
@@ -211,3 +231,51 @@ def test_failed_build_is_an_operator_error(
         )
     assert e.value.exit_code == 2
     assert not lock_path(manifest.path).exists()
+
+
+def test_a_docker_base_is_read_from_its_registry_and_checked_before_the_build(
+    manifest: Manifest, tmp_path: Path, fake_apptainer: str, registry: list[tuple[str, str, bool]]
+) -> None:
+    runner = FakeRunner()
+    res = build_image(
+        manifest, tmp_path / "a.sif", runner=runner, now=NOW, apptainer=fake_apptainer
+    )
+    pin = manifest.spec.image.build.from_.split("@")[1] if manifest.spec.image.build else ""
+    assert registry == [("docker://docker.io/library/python:3.11-slim@" + pin, pin, False)]
+    assert res.base_checked == pin
+    assert "--no-https" not in runner.streams[0]
+
+    def other(ref: ImageRef, reference: str, plain_http: bool) -> RegistryManifest:
+        body = b'{"another": "image"}'
+        return RegistryManifest(body, OCI_MANIFEST, "sha256:" + hashlib.sha256(body).hexdigest(),
+                                None)  # fmt: skip
+
+    runner = FakeRunner()
+    with pytest.raises(InputMismatch, match=r"serves sha256:[0-9a-f]{64} for this pinned") as e:
+        build_image(manifest, tmp_path / "b.sif", runner=runner, now=NOW, apptainer=fake_apptainer,
+                    fetch=other)  # fmt: skip
+    assert e.value.exit_code == 1 and runner.streams == []  # nothing built
+    assert not (tmp_path / "b.sif").exists()
+
+
+def test_plain_http_only_for_a_docker_base_on_loopback(
+    manifest: Manifest, tmp_path: Path, fake_apptainer: str, registry: list[tuple[str, str, bool]]
+) -> None:
+    runner = FakeRunner()
+    with pytest.raises(UsageError, match="only for a registry on this machine's loopback"):
+        build_image(manifest, tmp_path / "a.sif", runner=runner, now=NOW,
+                    apptainer=fake_apptainer, plain_http=True)  # fmt: skip
+    assert registry == [] and runner.streams == []
+
+    pin = "sha256:" + "1" * 64
+    text = manifest.path.read_text().replace(
+        manifest.spec.image.build.from_ if manifest.spec.image.build else "",
+        f"docker://127.0.0.1:15000/dotlab/debian:13@{pin}",
+    )
+    manifest.path.write_text(text)
+    local = manifest_mod.load(manifest.path)
+    res = build_image(local, tmp_path / "b.sif", runner=runner, now=NOW,
+                      apptainer=fake_apptainer, plain_http=True)  # fmt: skip
+    assert registry == [(f"docker://127.0.0.1:15000/dotlab/debian:13@{pin}", pin, True)]
+    assert runner.streams[0][:4] == (fake_apptainer, "build", "--fakeroot", "--no-https")
+    assert res.base_checked == pin

@@ -1,0 +1,43 @@
+"""Registries: a .sif pushed to and pulled from an OCI registry with ``oras://``, as typed
+functions; the digest is checked on both sides (``bundle/oras.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..bundle.oras import Transfer
+    from .inputs import PathLike
+
+
+def push(
+    image: PathLike, uri: str, *, plain_http: bool = False, apptainer: str | None = None
+) -> Transfer:
+    """``dotlab-hpc push``: ``apptainer push`` the .sif to ``oras://HOST/REPO:TAG``, then check
+    that the registry holds this very file; its reference by manifest digest."""
+    from ..bundle.oras import push_image
+    from ..proc import SubprocessRunner
+    from ..render.build import find_builder
+
+    return push_image(SubprocessRunner(), find_builder(apptainer), Path(image), uri,
+                      plain_http=plain_http)  # fmt: skip
+
+
+def pull(
+    uri: str,
+    output: PathLike,
+    *,
+    digest: str | None = None,
+    plain_http: bool = False,
+    force: bool = False,
+    apptainer: str | None = None,
+) -> Transfer:
+    """``dotlab-hpc pull``: the .sif that ``uri`` (``…@sha256:`` of the artifact) and/or
+    ``digest`` (of the file) pin, written to ``output`` only when it is that one."""
+    from ..bundle.oras import pull_image
+    from ..proc import SubprocessRunner
+    from ..render.build import find_builder
+
+    return pull_image(SubprocessRunner(), find_builder(apptainer), uri, Path(output),
+                      digest=digest, plain_http=plain_http, force=force)  # fmt: skip

@@ -1,0 +1,179 @@
+"""The command line's option groups, shared by several verbs (``cli_args`` puts them together):
+the inputs, where to run, the run options, --json, --apptainer, --plain-http.
+
+Pure: argparse only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import TOOL_NAME, __version__
+
+# where --out-dir goes when not given (api.defaults.default_out_dir)
+OUT_DIR_DEFAULT = "a fresh dotlab-out/<claim>-<time> beside the runs root"
+
+
+def add_apptainer(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--apptainer",
+        help="the apptainer program (default: $DOTLAB_APPTAINER, then apptainer or singularity"
+        " on PATH)",
+    )
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout (errors stay on stderr)"
+    )
+
+
+def add_globals(p: argparse.ArgumentParser, *, on_verb: bool) -> None:
+    """The options every verb takes, before or after it (on a verb they change nothing unless
+    given: ``SUPPRESS`` keeps the value parsed before the verb)."""
+    p.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS if on_verb else False,
+        help="show a traceback on errors",
+    )
+
+
+def add_inputs(p: argparse.ArgumentParser, *, image: bool = True) -> None:
+    p.add_argument("--code-dir", type=Path, required=True, help="git checkout of the code")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="folder the datasets are in (needed when the manifest lists data)",
+    )
+    if image:
+        p.add_argument("--image", type=Path, required=True, help="the .sif image")
+
+
+SITE_EPILOG = (
+    "Where to run (docs/site.md): an option wins over $SBATCH_PARTITION and the like, which win"
+    " over the site file (--site, else $DOTLAB_SITE, else ~/.config/dotlab-hpc/site.toml), which"
+    " wins over the manifest's resources; `dotlab-hpc site` shows what is in force."
+)
+
+
+def add_site_options(p: argparse.ArgumentParser) -> None:
+    """Where to run, the same on every verb that submits a job: the site file, then the
+    options that win over it (and over the manifest's resources)."""
+    g = p.add_argument_group("where to run (docs/site.md)")
+    g.add_argument("--site", type=Path, metavar="FILE", help="the site file (TOML)")
+    for name, what in (
+        ("partition", "the partition"),
+        ("account", "the account charged"),
+        ("qos", "the quality of service"),
+        ("constraint", "the node features asked for"),
+        ("reservation", "the reservation to run in"),
+    ):
+        g.add_argument(f"--{name}", metavar=name.upper(),
+                       help=f"{what} ('' for the cluster's default)")  # fmt: skip
+    g.add_argument(
+        "--sbatch-arg",
+        dest="sbatch_args",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra sbatch option from the allow-list (docs/site.md), as --sbatch-arg"
+        " --mail-type=END or mail-type=END; repeat it for more",
+    )
+    g.add_argument("--apptainer", help="the apptainer program the job runs (default: the one"
+                   " the job finds on its PATH after the site's prepare lines)")  # fmt: skip
+    p.epilog = f"{p.epilog} {SITE_EPILOG}" if p.epilog else SITE_EPILOG
+
+
+def add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> None:
+    """What submit, run and reproduce share: the inputs, where the runs go, the logs.
+
+    ``bundle``: reproduce's variant (the image and the output folder have defaults).
+    """
+    if bundle:
+        p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
+        add_inputs(p, image=False)
+        p.add_argument(
+            "--image", type=Path, help="the .sif (default: the bundle's; must match its digest)"
+        )
+        p.add_argument(
+            "--out-dir",
+            type=Path,
+            help=f"where the analysis writes; must be empty (default: {OUT_DIR_DEFAULT})",
+        )
+        p.add_argument(
+            "--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it"
+        )
+        add_plain_http(p, "an image the bundle names by oras://")
+        p.add_argument("--run-dir", type=Path, help="the run directory to create")
+    else:
+        p.add_argument(
+            "manifest", nargs="+", type=Path, help="one or more manifests (many → one job array)"
+        )
+        add_inputs(p)
+        p.add_argument(
+            "--out-dir",
+            type=Path,
+            help="where the analysis writes; must be empty (created if missing). "
+            f"With several manifests, one subfolder per claim (default: {OUT_DIR_DEFAULT})",
+        )
+        p.add_argument(
+            "--run-dir", type=Path, help="the run directory to create (one manifest only)"
+        )
+    p.add_argument(
+        "--runs-root",
+        type=Path,
+        default=Path("dotlab-runs"),
+        help="where run directories are created (default: ./dotlab-runs)",
+    )
+    p.add_argument(
+        "--record", type=Path, help="also write the new record here" if bundle else
+        "also write the record here",
+    )  # fmt: skip
+    p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
+    add_site_options(p)
+    add_json(p)
+    if not bundle:
+        p.add_argument(
+            "--array-limit",
+            type=int,
+            metavar="N",
+            help="at most N claims of the job array run at once (sbatch --array=...%%N; per"
+            " array where a submission beyond MaxArraySize is split into several)",
+        )
+
+
+def add_init_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--code-dir", type=Path, required=True, help="the analysis (a git checkout)")
+    p.add_argument("--data-dir", type=Path, help="each entry in it becomes a dataset, hashed")
+    image = p.add_mutually_exclusive_group()  # neither: api.init says what to give, in one line
+    image.add_argument("--image", type=Path, help="an image you have: its digest is pinned")
+    image.add_argument(
+        "--from",
+        dest="base",
+        metavar="BASE",
+        help="the base to build on: a local .sif (beside the manifest) or"
+        " docker://NAME@sha256:…; then `build --pin` writes image.digest",
+    )
+    p.add_argument(
+        "--results",
+        type=Path,
+        help="an earlier results.json: each number becomes a target (confirm its tolerance)",
+    )
+    p.add_argument("--entrypoint", help='how the analysis starts (default "python3 run.py")')
+    p.add_argument("--claim", help="the claim's id (default: the manifest's folder's name)")
+    p.add_argument("--working-dir", help="the folder in the checkout the entrypoint starts in")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the manifest to write (.yaml)")
+    p.add_argument("--force", action="store_true", help="replace an existing manifest")
+
+
+def add_plain_http(p: argparse.ArgumentParser, what: str) -> None:
+    """``--plain-http``: read a registry on this machine's loopback over HTTP."""
+    p.add_argument(
+        "--plain-http",
+        action="store_true",
+        help=f"read {what} over plain HTTP; accepted only for a registry on loopback"
+        " (127.0.0.1, ::1, localhost)",
+    )
