@@ -1,11 +1,11 @@
-"""`dotlab-hpc build` through the real command line, with the stand-in apptainer building a SIF."""
+"""`dotlab-hpc build` through the real command line, with the stand-in apptainer building a SIF
+from a base on the local registry (its digest read and checked there first)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +14,7 @@ import pytest
 
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.render.deffile import render_def
+from tests.support import registry
 from tests.support.standin import STANDIN, require_standin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,8 +25,9 @@ pytestmark = pytest.mark.standin
 
 
 def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    plain = ("--plain-http",) if args[:1] == ("build",) else ()  # the base is on the local registry
     return subprocess.run(
-        [sys.executable, "-m", "dotlab_hpc", *map(str, args)],
+        [sys.executable, "-m", "dotlab_hpc", *map(str, args), *plain],
         capture_output=True,
         text=True,
         check=False,
@@ -42,9 +44,14 @@ def sha256sum(path: Path) -> str:
 
 @pytest.fixture
 def manifest(tmp_path: Path) -> Path:
+    """The example claim, its docker:// base swapped for the local registry's (pinned): `build`
+    reads the base's manifest from its registry and checks the digest before building."""
     require_standin()
     path = tmp_path / "claim.yaml"
-    shutil.copyfile(EXAMPLE / "claim.yaml", path)
+    text = (EXAMPLE / "claim.yaml").read_text()
+    base = re.search(r"^    from: (docker://\S+)$", text, re.MULTILINE)
+    assert base is not None
+    path.write_text(text.replace(base.group(1), f"docker://{registry.pinned(registry.DEBIAN)}"))
     return path
 
 

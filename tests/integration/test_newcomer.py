@@ -1,7 +1,9 @@
 """A newcomer's paper, start to finish, with the README's own steps and nothing edited by hand.
 
-From an empty folder: a git repository with an analysis, a data file, a local base image; the
-analysis run once by hand for its numbers; then `init`, `build --pin`, `run` on the real cluster
+From an empty folder: a git repository with an analysis, a data file; the README's base image
+(a placeholder) is the local registry's, pinned, and `build` gets --plain-http (it is on
+loopback); the analysis run once by hand for its numbers; then `init`, `build --pin`, `run` on
+the real cluster
 reach ``reproduced``. The same with a typo in the entrypoint shows the analysis's own error line.
 The real Apptainer builds and runs on the rooted cluster; the stand-in on the host's.
 """
@@ -12,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import platform
+from tests.support import platform, registry
 from tests.support.claims import GIT_ENV
 
 ANALYSIS = """\
@@ -34,6 +35,7 @@ json.dump({"mean": sum(values) / len(values), "n": len(values)}, open(out, "w"))
 
 Result = subprocess.CompletedProcess[str]
 README = Path(__file__).resolve().parents[2] / "README.md"
+README_BASE = "docker://python:3.12-slim@sha256:<digest>"  # the README's placeholder
 
 
 def readme_steps() -> list[str]:
@@ -59,7 +61,6 @@ class Newcomer:
         (self.paper / "code" / "run.py").write_text(ANALYSIS)
         (self.paper / "data" / "values.csv").write_text("x\n1\n2\n3\n4\n")
         subprocess.run(["git", "-C", str(self.paper / "code"), "init", "-q"], check=True)
-        shutil.copyfile(platform.image(), self.paper / "base.sif")
         shim = root / "bin" / "dotlab-hpc"
         shim.parent.mkdir()
         shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m dotlab_hpc "$@"\n')
@@ -88,6 +89,10 @@ def walk(n: Newcomer, *, entrypoint: str | None = None) -> dict[str, Result]:
         if verb == "init" and entrypoint is not None:
             line += f" --entrypoint {shlex.quote(entrypoint)}"
         line = line.replace("RUN_DIR", shlex.quote(run_dir))
+        # the public registry's stand-in: the local one, on loopback, plain HTTP (docs/registry.md)
+        line = line.replace(README_BASE, f"docker://{registry.pinned(registry.DEBIAN)}")
+        if verb == "build":
+            line += " --plain-http"
         if verb == "run" and "--local" in line:
             verb = "run --local"
         cp = done[verb] = n.sh(line)

@@ -105,8 +105,8 @@ def test_the_five_steps_show_the_commands_a_newcomer_types() -> None:
     steps = section("five steps")
     lines = {line.strip() for body in blocks("sh", steps) for line in body.splitlines()}
     for command in (
-        "dotlab-hpc init --code-dir code --data-dir data --from base.sif"
-        " --results first-run/results.json -o claim.yaml",
+        "dotlab-hpc init --code-dir code --data-dir data --from"
+        " docker://python:3.12-slim@sha256:<digest> --results first-run/results.json -o claim.yaml",
         "dotlab-hpc build claim.yaml -o claim.sif --pin",
         "dotlab-hpc run claim.yaml --code-dir code --data-dir data --image claim.sif",
     ):
