@@ -201,29 +201,46 @@ def _cmd_pack(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_push(args: argparse.Namespace) -> int:
+def _transfer(
+    args: argparse.Namespace, move: Callable[[], Any], lines: Callable[[Any], str]
+) -> int:
+    """``push``/``pull``: Apptainer's output on the terminal (stderr with --json), then the
+    result as JSON or as ``lines``."""
     with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
-        res = api.push(args.image, args.uri, plain_http=args.plain_http, apptainer=args.apptainer)
+        res = move()
     sys.stdout.flush()
     if args.json:
         out.print_result(res)
     else:
-        print(f"pushed {res.image} ({res.size} bytes, {res.digest})")
-        print(f"as     {res.reference}")
+        print(lines(res))
     return 0
+
+
+def _cmd_push(args: argparse.Namespace) -> int:
+    return _transfer(
+        args,
+        lambda: api.push(
+            args.image, args.uri, plain_http=args.plain_http, apptainer=args.apptainer
+        ),
+        lambda r: f"pushed {r.image} ({r.size} bytes, {r.digest})\nas     {r.reference}",
+    )
 
 
 def _cmd_pull(args: argparse.Namespace) -> int:
-    with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
-        res = api.pull(args.uri, args.output, digest=args.digest, plain_http=args.plain_http,
-                       force=args.force, apptainer=args.apptainer)  # fmt: skip
-    sys.stdout.flush()
-    if args.json:
-        out.print_result(res)
-    else:
-        print(f"pulled {res.reference}")
-        print(f"into   {res.image} ({res.size} bytes, {res.digest}: the pinned one)")
-    return 0
+    return _transfer(
+        args,
+        lambda: api.pull(
+            args.uri,
+            args.output,
+            digest=args.digest,
+            plain_http=args.plain_http,
+            force=args.force,
+            apptainer=args.apptainer,
+        ),
+        lambda r: (
+            f"pulled {r.reference}\ninto   {r.image} ({r.size} bytes, {r.digest}: the pinned one)"
+        ),
+    )
 
 
 def _cmd_keygen(args: argparse.Namespace) -> int:

@@ -55,7 +55,14 @@ def tampering_registry(upstream: str, rewrite: Rewrite) -> Iterator[str]:
         def do_HEAD(self) -> None:
             self._relay(False)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    with serving(Proxy) as address:
+        yield address
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on 127.0.0.1 (a free port) in a thread; yields ``host:port``."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,6 +32,7 @@ from dotlab_hpc.container.registry import (
 from dotlab_hpc.errors import InputMismatch, OperatorError, UsageError
 from dotlab_hpc.proc import Completed
 from tests.support.fakes import ScriptedRunner
+from tests.support.tamper import serving
 
 REPO = Path(__file__).resolve().parents[2]
 SIF = REPO / "examples" / "claim" / "image.sif"
@@ -158,14 +158,8 @@ class Registry(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     Registry.manifests, Registry.token, Registry.seen = {}, None, []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Registry) as address:
+        yield address
 
 
 def test_fetch_reads_by_digest_follows_the_token_flow_and_is_bounded(server: str) -> None:
