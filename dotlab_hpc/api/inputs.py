@@ -37,7 +37,8 @@ def load_manifest(path: PathLike) -> Manifest:
 
 def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
     """``dotlab-hpc validate``: ``ManifestError`` with one line per problem of every file; else
-    the warnings (a target with no tolerance at all), one line each.
+    the warnings (a target with no tolerance at all; no ``code.repo``, a dataset with neither
+    ``url`` nor ``doi``: what a bundle's reviewer could not find), one line each.
 
     ``paths``: one manifest or a list of them. A good manifest is decided by pydantic-core alone
     (no model is built); the models word what is wrong in a bad one.
@@ -45,7 +46,7 @@ def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
     from ..errors import ManifestError
     from ..manifest.light import is_valid_data
     from ..manifest.parse import read_document
-    from ..manifest.rules import tolerance_warnings
+    from ..manifest.rules import handover_warnings, tolerance_warnings
 
     problems: list[str] = []
     warnings: list[str] = []
@@ -53,7 +54,7 @@ def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
         try:
             _, data, label = read_document(p)
             if is_valid_data(data):
-                warnings += tolerance_warnings(data, label)
+                warnings += tolerance_warnings(data, label) + handover_warnings(data, label)
                 continue
             load_manifest(p)
         except ManifestError as e:

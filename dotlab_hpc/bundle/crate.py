@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .layout import CRATE, IMAGE, RECORD
-from .provenance import ProvenanceFacts
+from .provenance import ProvenanceFacts, drop_none
 
 CRATE_VERSION = "1.1"
 PROCESS_PROFILE = "https://w3id.org/ro/wfrun/process/0.5"
@@ -92,13 +92,17 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
             ContextEntity(
                 crate,
                 f"#data-{d.name}",
-                properties={
-                    "@type": "Dataset",
-                    "name": d.name,
-                    "description": f"{d.path} below --data-dir: sha256 of the file's bytes,"
-                    " or of a folder's listing as `dotlab-hpc hash` computes it",
-                    "sha256": d.sha256,
-                },
+                properties=drop_none(
+                    {
+                        "@type": "Dataset",
+                        "name": d.name,
+                        "description": f"{d.path} below --data-dir: sha256 of the file's bytes,"
+                        " or of a folder's listing as `dotlab-hpc hash` computes it",
+                        "sha256": d.sha256,
+                        "identifier": f"https://doi.org/{d.doi}" if d.doi else None,
+                        "url": d.url,
+                    }
+                ),
             )
         )
         for d in facts.datasets

@@ -19,7 +19,7 @@ from .. import __version__
 from ..fsio.jsontext import canonical_json
 from .crate import crate_json
 from .layout import CRATE, ENVELOPE, STATEMENT
-from .provenance import Dataset, ProvenanceFacts, build_statement
+from .provenance import Dataset, ProvenanceFacts, bare_doi, build_statement
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -61,7 +61,7 @@ def run_facts(
 ) -> ProvenanceFacts:
     """The facts the crate and the statement state, from the record, manifest and evidence."""
     slurm = evidence.get("slurm") or {}
-    paths = {d.name: d.path for d in spec.data}
+    declared = {d.name: d for d in spec.data}
     return ProvenanceFacts(
         claim=record.claim,
         title=record.title,
@@ -71,7 +71,9 @@ def run_facts(
         commit=record.inputs.commit,
         repo=spec.code.repo,
         datasets=tuple(
-            Dataset(name, paths.get(name, name), sha)
+            Dataset(name, d.path, sha, d.url, bare_doi(d.doi))
+            if (d := declared.get(name))
+            else Dataset(name, name, sha)
             for name, sha in sorted(record.inputs.datasets.items())
         ),
         image_digest=record.inputs.image_digest,

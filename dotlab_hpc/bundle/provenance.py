@@ -34,6 +34,13 @@ class Dataset:
     name: str
     path: str
     sha256: str
+    url: str | None = None  # where it can be downloaded (the manifest's data[].url)
+    doi: str | None = None  # its DOI, bare (10.NNNN/suffix)
+
+    @property
+    def location(self) -> str | None:
+        """Where a reviewer gets it: the DOI's https://doi.org/ address, else the URL."""
+        return f"https://doi.org/{self.doi}" if self.doi else self.url
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,12 @@ def _hex(digest: str) -> str:
     return digest.removeprefix("sha256:")
 
 
-def _drop_none(obj: dict[str, Any]) -> dict[str, Any]:
+def bare_doi(doi: str | None) -> str | None:
+    """A manifest's DOI without the ``https://doi.org/`` or ``doi:`` it may be written with."""
+    return None if doi is None else doi.removeprefix("https://doi.org/").removeprefix("doi:")
+
+
+def drop_none(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if v is not None}
 
 
@@ -78,25 +90,28 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
     """The statement; ``digests`` are the bundle's files so far (path → hex sha256)."""
     image_hex = _hex(facts.image_digest)
     dependencies: list[dict[str, Any]] = [
-        _drop_none({"name": "code", "uri": facts.repo, "digest": {"gitCommit": facts.commit}})
+        drop_none({"name": "code", "uri": facts.repo, "digest": {"gitCommit": facts.commit}})
     ]
     dependencies += [
-        {
-            "name": f"data/{d.name}",
-            "digest": {"sha256": d.sha256},
-            "annotations": {"path": d.path},
-        }
+        drop_none(
+            {
+                "name": f"data/{d.name}",
+                "uri": d.location,
+                "digest": {"sha256": d.sha256},
+                "annotations": {"path": d.path},
+            }
+        )
         for d in facts.datasets
     ]
     dependencies.append(
-        _drop_none({"name": "image", "uri": facts.image_url, "digest": {"sha256": image_hex}})
+        drop_none({"name": "image", "uri": facts.image_url, "digest": {"sha256": image_hex}})
     )
     byproducts = [
         {"name": name, "digest": {"sha256": digests[name]}}
         for name in sorted(digests)
         if name not in (RECORD, IMAGE) and name not in NOT_COVERED
     ]
-    slurm = _drop_none(
+    slurm = drop_none(
         {
             "jobId": facts.job_id,
             "arrayJobId": facts.array_job_id,
@@ -124,7 +139,7 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
                     "id": BUILDER_ID,
                     "version": {"dotlab-hpc": facts.tool_version, "packed-by": facts.packed_by},
                 },
-                "metadata": _drop_none(
+                "metadata": drop_none(
                     {
                         "invocationId": facts.run_id,
                         "startedOn": facts.started_at,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..manifest.models import ManifestSpec
+import shlex
+
+from ..manifest.models import DatasetSpec, ManifestSpec
 from ..rundir.records import ClaimRecord
 from .evidence import site_words
 from .layout import (
@@ -17,6 +19,7 @@ from .layout import (
     SUMS,
     BundleIndex,
 )
+from .provenance import bare_doi
 
 
 # --------------------------------------------------------------------------- README.md
@@ -40,6 +43,16 @@ def _where_line(record: ClaimRecord) -> str:
         " file (`--site FILE`), as in `dotlab-hpc reproduce BUNDLE --partition P`: site"
         " settings are not part of the manifest and never change its sha256."
     )
+
+
+def _dataset_line(d: DatasetSpec) -> str:
+    """One dataset of the rerun steps: its path and sha256, and where to get it."""
+    doi = bare_doi(d.doi)
+    where = [f"DOI [{doi}](https://doi.org/{doi})"] if doi else []
+    if d.url:
+        where.append(f"`curl -fLo {shlex.quote(d.path)} {shlex.quote(d.url)}`")
+    got = f"; get it: {', or '.join(where)}" if where else "; ask the authors where it is"
+    return f"   - `{d.path}` ({d.name}): `{d.sha256}`{got}"
 
 
 def readme_text(
@@ -130,16 +143,27 @@ def readme_text(
         "",
         "## Rerun it",
         "",
-        f"1. Check out the code at commit `{spec.code.commit}`"
-        + (f" of {spec.code.repo}" if spec.code.repo else "")
-        + ", with nothing modified or added.",
     ]
+    if spec.code.repo:
+        lines += [
+            f"1. Check out the code at commit `{spec.code.commit}`, with nothing modified or"
+            " added:",
+            "",
+            f"       git clone {shlex.quote(spec.code.repo)} code",
+            f"       git -C code checkout {spec.code.commit}",
+            "",
+        ]
+    else:
+        lines.append(
+            f"1. Check out the code at commit `{spec.code.commit}`, with nothing modified or"
+            " added (the manifest does not say where it is: ask the authors).",
+        )
     if spec.data:
         lines.append(
             "2. Put the data in one folder, each dataset at its path with this sha256"
             " (`dotlab-hpc hash PATH` computes it):"
         )
-        lines += [""] + [f"   - `{d.path}` ({d.name}): `{d.sha256}`" for d in spec.data] + [""]
+        lines += [""] + [_dataset_line(d) for d in spec.data] + [""]
     else:
         lines.append("2. This claim uses no data: any empty folder will do.")
     lines += [

@@ -92,13 +92,19 @@ def draft_text(f: DraftFacts) -> str:
         '# title: "Table 2, row 3"          # what the claim is, for people',
         "code:                              # read-only at /work/code in the container",
         f"  commit: {f.commit}   # HEAD of --code-dir",
+        "  # repo: https://…                # where a reviewer clones it (validate warns without)",
     ]
     if f.working_dir:
         out.append(f"  working_dir: {_s(f.working_dir)}")
     if f.datasets:
         out.append("data:                              # read-only at $DOTLAB_DATA_DIR")
         for d in f.datasets:
-            out += [f"  - name: {_s(d.name)}", f"    path: {_s(d.path)}", f"    sha256: {d.sha256}"]
+            out += [
+                f"  - name: {_s(d.name)}",
+                f"    path: {_s(d.path)}",
+                f"    sha256: {d.sha256}",
+                "    # doi: 10.NNNN/…  or  url: https://…   # where a reviewer gets it",
+            ]
     out.append("image:")
     if f.image_digest:
         out.append(f"  digest: {f.image_digest}   # the .sif's sha256")

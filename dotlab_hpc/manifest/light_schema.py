@@ -100,7 +100,7 @@ SCHEMA: dict[str, Any] = {
                                         "type": "function-after",
                                         "function": {
                                             "type": "no-info",
-                                            "function": C.valid_single_line,
+                                            "function": C.valid_repo,
                                         },
                                         "schema": {
                                             "type": "str",
@@ -185,6 +185,48 @@ SCHEMA: dict[str, Any] = {
                                                 "type": "str",
                                                 "strict": True,
                                             },
+                                        },
+                                    },
+                                    "url": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "function-after",
+                                                    "function": {
+                                                        "type": "no-info",
+                                                        "function": C.valid_url,
+                                                    },
+                                                    "schema": {
+                                                        "type": "str",
+                                                        "strict": True,
+                                                    },
+                                                },
+                                            },
+                                            "default": None,
+                                        },
+                                    },
+                                    "doi": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "function-after",
+                                                    "function": {
+                                                        "type": "no-info",
+                                                        "function": C.valid_doi,
+                                                    },
+                                                    "schema": {
+                                                        "type": "str",
+                                                        "strict": True,
+                                                    },
+                                                },
+                                            },
+                                            "default": None,
                                         },
                                     },
                                 },

@@ -40,6 +40,7 @@ from .rules import (
     check_unique_datasets,
     describe,
     valid_commit,
+    valid_doi,
     valid_entrypoint,
     valid_finite,
     valid_gpu_type,
@@ -50,12 +51,14 @@ from .rules import (
     valid_non_negative,
     valid_pinned_from,
     valid_rel_path,
+    valid_repo,
     valid_section_text,
     valid_sha256,
     valid_single_line,
     valid_slurm_word,
     valid_time,
     valid_time_type,
+    valid_url,
     valid_version_one,
     value_problems,
 )
@@ -82,8 +85,9 @@ class CodeSpec(_Frozen):
 
     commit: Annotated[StrictStr, AfterValidator(valid_commit)]
     """The full commit id the checkout must be at (as `git rev-parse HEAD` prints it)."""
-    repo: SingleLine | None = None
-    """Where the code can be fetched from; informational."""
+    repo: Annotated[StrictStr, AfterValidator(valid_repo)] | None = None
+    """Where the code can be cloned from (a URL git takes, or user@host:path); the bundle's
+    README gives the commands that fetch it."""
     working_dir: RelPath | None = None
     """The folder in the checkout the entrypoint starts in (default: the checkout's top)."""
 
@@ -97,6 +101,10 @@ class DatasetSpec(_Frozen):
     """A file or folder, relative to --data-dir; $DOTLAB_DATA_DIR/<path> in the container."""
     sha256: Annotated[StrictStr, AfterValidator(valid_sha256)]
     """Its sha256 as `dotlab-hpc hash PATH` prints it; 'sha256:' optional."""
+    url: Annotated[StrictStr, AfterValidator(valid_url)] | None = None
+    """Where the dataset can be downloaded (https://…); shown in the bundle."""
+    doi: Annotated[StrictStr, AfterValidator(valid_doi)] | None = None
+    """Its DOI (10.NNNN/suffix), the permanent, citable location; shown in the bundle."""
 
 
 class BuildSpec(_Frozen):

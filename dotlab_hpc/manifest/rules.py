@@ -140,6 +140,40 @@ def valid_single_line(v: str) -> str:
     return v
 
 
+# where code can be cloned from: a URL git takes (https, http, ssh, git, file) or scp-like
+# user@host:path; no spaces or control characters (the bundle's README prints it in a command)
+REPO_RE = re.compile(
+    r"(?:(?:https?|ssh|git|file)://[^\s\x00-\x1f\x7f]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s\x00-\x1f\x7f]+)"
+)
+URL_RE = re.compile(r"(?:https?|ftp|s3|gs)://[^\s\x00-\x1f\x7f]+")
+# the DOI syntax (https://www.doi.org/the-identifier/resources/handbook/2_numbering): a
+# directory indicator 10.NNNN[.NNNN…], a slash, a suffix of printable characters
+DOI_RE = re.compile(r"10\.[0-9]{4,9}(?:\.[0-9]+)*/[^\s\x00-\x1f\x7f]+")
+MAX_LOCATION_CHARS = 2048
+
+
+def valid_repo(v: str) -> str:
+    if len(v) > MAX_LOCATION_CHARS or not REPO_RE.fullmatch(v):
+        raise ValueError(
+            "is not a repository git can clone: https://HOST/PATH, ssh://…, git://…, file://… or"
+            " user@host:path, without spaces"
+        )
+    return v
+
+
+def valid_url(v: str) -> str:
+    if len(v) > MAX_LOCATION_CHARS or not URL_RE.fullmatch(v):
+        raise ValueError("is not a URL (https://…, http://…, ftp://…, s3://…, gs://…, no spaces)")
+    return v
+
+
+def valid_doi(v: str) -> str:
+    bare = v.removeprefix("https://doi.org/").removeprefix("doi:")
+    if len(bare) > MAX_LOCATION_CHARS or not DOI_RE.fullmatch(bare):
+        raise ValueError("is not a DOI (10.NNNN/suffix, e.g. 10.5281/zenodo.1234567)")
+    return v
+
+
 def valid_slurm_word(v: str) -> str:
     if not SLURM_WORD_RE.fullmatch(v):
         raise ValueError(
@@ -337,3 +371,24 @@ def tolerance_warnings(data: Any, label: str) -> list[str]:
         for name, t in targets.items()
         if isinstance(t, dict) and "abs_tol" not in t and "rel_tol" not in t
     ]
+
+
+def handover_warnings(data: Any, label: str) -> list[str]:
+    """What a reviewer of a bundle of this valid manifest could not find: the code's repository
+    (``code.repo``) and, for each dataset, where to get it (``url`` or ``doi``)."""
+    if not isinstance(data, dict):
+        return []
+    code = data.get("code")
+    out = []
+    if isinstance(code, dict) and not code.get("repo"):
+        out.append(
+            f"{label}: code.repo: not set; a bundle will say which commit but not where to get"
+            " it; add the repository's URL (https://…)"
+        )
+    for i, d in enumerate(data.get("data") or ()):
+        if isinstance(d, dict) and not d.get("url") and not d.get("doi"):
+            out.append(
+                f"{label}: data[{i}] ({d.get('name')}): neither url nor doi; a bundle will pin"
+                " it but not say where to get it; add a permanent, citable location"
+            )
+    return out

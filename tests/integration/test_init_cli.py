@@ -65,7 +65,11 @@ def test_init_pins_code_data_image_and_targets(paper: Path) -> None:
         "acc": (0.93, 0.01), "n": (10.0, 0.01)
     }  # fmt: skip
     warn = dotlab(paper, "validate", "claim.yaml")
-    assert (warn.returncode, warn.stderr) == (0, "")  # every target has a tolerance
+    assert warn.returncode == 0 and "no tolerance" not in warn.stderr  # each has a tolerance
+    assert "code.repo: not set" in warn.stderr  # what a reviewer would miss: init cannot know
+    assert warn.stderr.count("neither url nor doi") == 2
+    text = (paper / "claim.yaml").read_text()
+    assert "# repo: https://…" in text and text.count("# doi: 10.NNNN/…  or  url: https://…") == 2
 
 
 def test_a_dirty_checkout_is_refused_with_the_command_that_fixes_it(paper: Path) -> None:

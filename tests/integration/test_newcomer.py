@@ -110,7 +110,9 @@ def test_a_newcomer_reaches_reproduced_without_editing_a_digest(newcomer: Newcom
     started = time.monotonic()
     done = walk(newcomer)
     assert "pinned: claim.yaml image.digest is now sha256:" in done["build"].stdout
-    assert done["validate"].stderr == ""  # every target has a tolerance
+    warned = done["validate"].stderr.splitlines()  # every target has a tolerance; a folder of
+    assert all("code.repo: not set" in w or "neither url nor doi" in w for w in warned), warned
+    assert len(warned) == 2  # its own has no repository or data address to give a reviewer
     assert done["run"].returncode == 0, done["run"].stdout + done["run"].stderr
     assert "reproduced" in done["run"].stdout
     text = (newcomer.paper / "claim.yaml").read_text()

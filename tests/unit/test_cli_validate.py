@@ -45,7 +45,28 @@ def test_a_target_without_tolerance_is_a_warning_on_stderr_exit_0(
         f"{PREFIX}warning: {MANIFESTS / 'minimal.yaml'}: targets.accuracy: no tolerance (abs_tol"
         " and rel_tol are 0): only an exact match reproduces; add abs_tol or rel_tol, or write"
         " abs_tol: 0 to mean it\n"
+        f"{PREFIX}warning: {MANIFESTS / 'minimal.yaml'}: code.repo: not set; a bundle will say"
+        " which commit but not where to get it; add the repository's URL (https://…)\n"
     )
+
+
+def test_a_dataset_without_url_or_doi_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a bundle's reviewer could not find: warned, never refused."""
+    text = (MANIFESTS / "good.yaml").read_text()
+    path = tmp_path / "m.yaml"
+    train = "    url: https://example.org/data/train.csv\n    doi: 10.5281/zenodo.1234567\n"
+    assert train in text
+    path.write_text(text.replace(train, "", 1))
+    code, out, err = run(capsys, "validate", path)
+    assert (code, out) == (0, "")
+    assert err == (
+        f"{PREFIX}warning: {path}: data[0] (train): neither url nor doi; a bundle will pin it"
+        " but not say where to get it; add a permanent, citable location\n"
+    )
+    code, out, err = run(capsys, "validate", MANIFESTS / "good.yaml")
+    assert (code, out, err) == (0, "", "")
 
 
 def test_bad_manifest_exits_2_with_one_line_per_problem(

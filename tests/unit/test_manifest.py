@@ -107,7 +107,13 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
         " targets, resources, sandbox)",
     ),
     ("unknown-code", "code.branch", "main", "code.branch", "(allowed: commit, repo, working_dir)"),
-    ("unknown-dataset", "data.1.size", 3, "data[1].size", "(allowed: name, path, sha256)"),
+    (
+        "unknown-dataset",
+        "data.1.size",
+        3,
+        "data[1].size",
+        "(allowed: name, path, sha256, url, doi)",
+    ),
     ("unknown-image", "image.tag", "latest", "image.tag", "(allowed: digest, build)"),
     # the Python attribute name is not the manifest's key
     ("unknown-build-from_", "image.build.from_", "x", "image.build.from_", "(allowed: from, post,"),
@@ -279,7 +285,10 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
     ),
     ("files-newline", "image.build.files", ["a\nb"], "image.build.files[0]", "single line"),
     ("title-multiline", "title", "Table 2\nrow 3", "title", "must be a single line"),
-    ("repo-newline", "code.repo", "https://x\n", "code.repo", "must be a single line"),
+    ("repo-newline", "code.repo", "https://x\n", "code.repo", "not a repository git can clone"),
+    ("repo-relative", "code.repo", "../analysis", "code.repo", "not a repository git can clone"),
+    ("data-url", "data.0.url", "www.example.org/x", "data[0].url", "is not a URL"),
+    ("data-doi", "data.0.doi", "zenodo.1234", "data[0].doi", "is not a DOI"),
     ("entrypoint-blank", "entrypoint", "   ", "entrypoint", "must not be empty"),
     ("entrypoint-nul", "entrypoint", "python\0run.py", "entrypoint", "NUL"),
 ]
