@@ -17,7 +17,16 @@ import shlex
 from ..errors import UsageError, one_line
 from .deffile import TOOL_LABEL_PREFIX
 from .dockerfile_copy import copy
-from .dockerfile_expand import PLATFORM_ARGS, Scope, Value, expand, fixed, literal, shell
+from .dockerfile_expand import (
+    PLATFORM_ARGS,
+    Ref,
+    Scope,
+    Value,
+    expand,
+    fixed,
+    literal,
+    shell,
+)
 from .dockerfile_lex import (
     _CONTINUED_RE,
     Instruction,
@@ -153,11 +162,23 @@ def _arg(ins: Instruction, stage: Stage, glob: Scope, where: str, warnings: list
             continue
         if name in scope.env:
             continue  # Docker: an ENV of the same name wins over the ARG
+        if _refers_to(value, name):
+            raise UsageError(
+                f"{where}: ARG {name}'s default refers to ${name} itself, before anything in the"
+                " Dockerfile sets it: Docker takes it from the base image's environment when it"
+                " builds, which the conversion cannot see",
+                hint=f"write the value out (ARG {name}=…), or leave the default off",
+            )
         scope.values[name] = value
         scope.empty.pop(name, None)
         scope.platform.pop(name, None)
         pair = checked_text(f"{name}={shell(value)}", where, "ARG")
         stage.spython_lines.append(f"RUN export {pair}")
+
+
+def _refers_to(value: Value, name: str) -> bool:
+    """Whether ``value`` keeps a live reference to ``name`` (also inside a ``${X:-word}``)."""
+    return any(isinstance(p, Ref) and (p.name == name or _refers_to(p.word, name)) for p in value)
 
 
 def platform_script(name: str) -> str:

@@ -367,3 +367,13 @@ def test_a_single_stage_named_with_as_converts() -> None:
     # FROM x AS base, one stage only: spython writes its Stage: line, which the check expects
     conv = dockerfile_to_def(f"FROM {PY} AS base\nRUN true\n")
     assert conv.text.startswith(f"Bootstrap: docker\nFrom: {PY}\nStage: base\n")
+
+
+@pytest.mark.parametrize("default", ["${B}", "$B", "x${B:-y}", "${C:-$B}"])
+def test_an_arg_default_that_refers_to_itself_is_refused(default: str) -> None:
+    """Docker takes ``$B`` there from the base image's environment; a .def would leave it live
+    for run time, where the host's environment could fill it (found by the property test)."""
+    with pytest.raises(UsageError, match=r"Dockerfile:2: ARG B's default refers to \$B itself"):
+        convert(f"FROM {PY}\nARG B={default}\nENV A=${{B}}\n")
+    conv = convert(f"FROM {PY}\nARG C=1\nARG B=${{C}}\nENV A=${{B}}\n")  # another ARG: expanded
+    assert section(conv, "environment") == ["export A=1"]
