@@ -115,14 +115,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from .printers.reports import side_by_side
+    from .printers.reports import side_by_side, signature_note
+
+    def note(line: str | None) -> None:
+        # the first line printed: what the bundle's signature does (not) prove without --key
+        if line is not None:
+            _print_error(line)
 
     done = api.reproduce(
         args.bundle, code_dir=args.code_dir, data_dir=args.data_dir, out_dir=args.out_dir,
         image=args.image, key=args.key, plain_http=args.plain_http,
         runs_root=args.runs_root, run_dir=args.run_dir,
         record=args.record, log_file=args.log_file, on_submitted=out.submitted_to(args.json),
-        on_cycle=_live_table(), **site_options(args),
+        on_cycle=_live_table(), on_checked=lambda report: note(signature_note(report)),
+        **site_options(args),
     )  # fmt: skip
     if args.json:
         out.print_document("reproduction", done.original, done.collected)

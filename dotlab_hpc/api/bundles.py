@@ -90,6 +90,7 @@ def reproduce(
     log_file: PathLike | None = None,
     on_submitted: Callable[[SubmitResult], None] | None = None,
     on_cycle: Callable[[list[RunState]], None] | None = None,
+    on_checked: Callable[[BundleReport], None] | None = None,
     **site_inputs: Unpack[SiteInputs],
 ) -> Reproduction:
     """``dotlab-hpc reproduce``: check the bundle folder as ``verify-bundle`` does (with ``key``
@@ -100,7 +101,8 @@ def reproduce(
     site file, --partition …), which win over the manifest's resources without changing it.
     A bundle that names its image by an ``oras://`` reference instead of carrying it: the image
     is pulled into ``RUNS_ROOT/images/`` and checked (``plain_http`` for a registry on
-    loopback)."""
+    loopback). ``on_checked`` gets the bundle's report once it passed, before anything is pulled
+    or submitted (its ``signature`` says whether a signature was checked)."""
     from ..bundle.check import verify_dir
     from ..bundle.reproduce import plan_reproduce
     from ..bundle.sign import load_public_key
@@ -113,8 +115,10 @@ def reproduce(
             hint="extract a .tar first (tar -xf X.tar): the job reads the image from the folder",
         )
     public = None if key is None else load_public_key(Path(key))
-    plan = plan_reproduce(root, verify_dir(root, public_key=public),
-                          image=None if image is None else Path(image))  # fmt: skip
+    report = verify_dir(root, public_key=public)
+    plan = plan_reproduce(root, report, image=None if image is None else Path(image))
+    if on_checked is not None:
+        on_checked(report)
     pulled = plan.image
     if pulled is None:
         pulled = pulled_image(plan.pull or "", plan.digest, Path(runs_root), plain_http=plain_http,

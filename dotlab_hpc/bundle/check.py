@@ -9,17 +9,19 @@ failed check is reported by name instead of stopping at the first.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from ..collect.classify import within_tolerance
 from ..errors import DotlabError
 from ..fsio.read import FileRefused, read_regular
 from ..fsio.sha256 import sha256_many
 from ..manifest import models as manifest_mod
 from ..rundir.names import MANIFEST_PREFIX
-from ..rundir.records import ClaimRecord
+from ..rundir.records import ClaimRecord, Outcome, TargetRecord
 from .evidence import site_json
 from .layout import (
     BUNDLE_VERSION,
@@ -149,7 +151,7 @@ def _check_record(s: CheckState) -> None:
         s.add("record", [f"{RECORD} is not a dotlab-hpc record: {_first_error(e)}"], "")
         return
     r = s.record
-    problems = []
+    problems = verdict_problems(r)
     if s.index is not None:
         for key, have, want in (
             ("claim", s.index.claim, r.claim),
@@ -159,6 +161,59 @@ def _check_record(s: CheckState) -> None:
             if have != want:
                 problems.append(f"{INDEX} says {key} {have!r}, the record {want!r}")
     s.add("record", problems, f"outcome {r.outcome}: {r.reason}")
+
+
+def verdict_problems(r: ClaimRecord) -> list[str]:
+    """Where the record's verdicts disagree with its own numbers: each target's ``within``
+    against ``within_tolerance`` (the rule collect applies), and the outcome against "reproduced
+    iff every target has a value within its tolerance" (collect's ``_judge``)."""
+    problems = []
+    missed = []  # the targets without a value within tolerance, by the numbers
+    for name, t in r.targets.items():
+        try:
+            spec = manifest_mod.TargetSpec.model_validate(
+                {"value": t.expected, "abs_tol": t.abs_tol, "rel_tol": t.rel_tol}
+            )
+        except ValidationError as e:
+            problems.append(f"target {name}: {_first_error(e)}")
+            missed.append(name)
+            continue
+        within = t.actual is not None and within_tolerance(t.actual, spec)
+        if not within:
+            missed.append(name)
+        if within != t.within:
+            problems.append(f"target {name} {_disagreement(t, spec)}")
+    outcomes = ", ".join(o.value for o in Outcome)
+    if r.outcome not in set(Outcome):
+        problems.append(f"outcome {r.outcome!r} is not one of {outcomes}")
+    elif r.outcome == Outcome.REPRODUCED and (missed or not r.targets):
+        problems.append(f"outcome reproduced, but {_missed(r, missed)}")
+    elif r.outcome != Outcome.REPRODUCED and r.targets and not missed:
+        n = len(r.targets)
+        all_of = f"all {n} targets are" if n > 1 else "its one target is"
+        problems.append(f"outcome {r.outcome}, but {all_of} within tolerance")
+    return problems
+
+
+def _missed(r: ClaimRecord, missed: list[str]) -> str:
+    if not missed:
+        return "the record has no targets"
+    name = missed[0]
+    has = "has no actual value" if r.targets[name].actual is None else "is outside its tolerance"
+    return f"target {name} {has}"
+
+
+def _disagreement(t: TargetRecord, spec: manifest_mod.TargetSpec) -> str:
+    """Why a target's stored ``within`` is wrong: ``says within tolerance, but |a - e| = d > x``."""
+    says = "within tolerance" if t.within else "not within tolerance"
+    if t.actual is None:
+        return f"says {says}, but it has no actual value"
+    diff, allowed = abs(t.actual - spec.value), spec.abs_tol + spec.rel_tol * abs(spec.value)
+    shown = [f"{x:g}" for x in (t.actual, spec.value, diff, allowed)]
+    if shown[2] == shown[3]:  # rounded alike: show every digit
+        shown = [repr(x) for x in (t.actual, spec.value, diff, allowed)]
+    a, e, d, x = shown
+    return f"says {says}, but |{a} - {e}| = {d} {'<=' if not t.within else '>'} {x}"
 
 
 def _check_manifest(s: CheckState) -> None:
@@ -302,6 +357,7 @@ def verify_dir(
         checks=tuple(s.checks),
         claim=s.record.claim if s.record else None,
         outcome=s.record.outcome if s.record else None,
+        signature=s.signature,
     )
 
 
@@ -314,5 +370,5 @@ def verify_bundle(path: Path, *, public_key: Ed25519PublicKey | None = None) -> 
         report = verify_dir(root, shown_as=path, public_key=public_key)
         if root != path:
             tar_ok = BundleCheck("tar", "ok", "only regular files and folders, no '..' or links")
-            return BundleReport(path, (tar_ok, *report.checks), report.claim, report.outcome)
+            return replace(report, bundle=path, checks=(tar_ok, *report.checks))
         return report

@@ -71,14 +71,21 @@ def check_statement_file(s: CheckState) -> None:
 
 
 def check_signature(s: CheckState) -> None:
-    """``signature``: the envelope's payload is the statement; with a key, it verifies."""
+    """``signature``: always a row. No envelope: ``not signed`` (a failure only with a key);
+    the envelope's payload must be the statement; with a key, the signature must verify."""
+    from .report import Signature
     from .sign import key_id, parse_envelope, verify_envelope
 
     key = s.public_key
-    if ENVELOPE not in s.digests:
+    path = s.root / ENVELOPE
+    if ENVELOPE not in s.digests and not (path.exists() or path.is_symlink()):
+        s.signature = Signature("not_signed")
         if key is not None:
             s.add("signature", [f"the bundle is not signed (no {ENVELOPE})"], "")
+        else:
+            s.add("signature", [], f"not signed (no {ENVELOPE})")
         return
+    s.signature = Signature("invalid")
     data = _read(s, ENVELOPE)
     if isinstance(data, str):
         s.add("signature", [data], "")
@@ -88,16 +95,30 @@ def check_signature(s: CheckState) -> None:
     except ValueError as e:
         s.add("signature", [f"{ENVELOPE}: {e}"], "")
         return
+    ids = tuple(k[:_KEY_ID_CHARS] for k, _ in env.signatures)
+    s.signature = Signature("invalid", ids)
     statement = _read(s, STATEMENT)
     if isinstance(statement, str) or env.payload != statement:
         s.add("signature", [f"{ENVELOPE} signs another statement than {STATEMENT}"], "")
         return
     if key is None:
-        ids = ", ".join(k[:16] for k, _ in env.signatures)
-        s.add("signature", [], f"signed (key {ids}); not checked: give --key KEY.pub")
+        s.signature = Signature("not_checked", ids)
+        s.add("signature", [], f"{signed_by(ids)}, not checked (give --key KEY.pub)")
         return
     why = verify_envelope(env, key)
-    s.add("signature", [f"{ENVELOPE}: {why}"] if why else [], f"signed by key {key_id(key)[:16]}")
+    if why is None:
+        s.signature = Signature("verified", (key_id(key),))
+    s.add("signature", [f"{ENVELOPE}: {why}"] if why else [], signed_by((key_id(key),)))
+
+
+# a key id is 64 hex digits; one read from an envelope is cut to this, whatever it holds
+_KEY_ID_CHARS = 64
+
+
+def signed_by(key_ids: tuple[str, ...]) -> str:
+    """``signed by key 0123456789abcdef`` (each id's first 16 characters; ``keys`` for more)."""
+    shown = ", ".join(k[:16] or "(no key id)" for k in key_ids)
+    return f"signed by key{'s' if len(key_ids) > 1 else ''} {shown}"
 
 
 def check_image_signature(s: CheckState) -> None:

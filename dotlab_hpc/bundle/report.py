@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 # --------------------------------------------------------------------------- the report
 Status = Literal["ok", "failed", "skipped"]
+# verified: a signature by --key's key over this very statement; not_checked: signed, but no
+# --key was given; not_signed: no envelope; invalid: an envelope that does not hold
+SignatureState = Literal["verified", "not_checked", "not_signed", "invalid"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,19 @@ class BundleCheck:
 
 
 @dataclass(frozen=True)
+class Signature:
+    """What the ``signature`` check found: its state and the key ids the envelope names (with
+    ``verified``: the id of the key that verified it)."""
+
+    state: SignatureState
+    key_ids: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"state": ..., "key_ids": [...]}``."""
+        return {"state": self.state, "key_ids": list(self.key_ids)}
+
+
+@dataclass(frozen=True)
 class BundleReport:
     """Every check of one bundle."""
 
@@ -41,6 +57,7 @@ class BundleReport:
     checks: tuple[BundleCheck, ...]
     claim: str | None = None
     outcome: str | None = None
+    signature: Signature | None = None  # None: the bundle was not read (a tar not extracted)
 
     @property
     def ok(self) -> bool:
@@ -59,6 +76,7 @@ class BundleReport:
             "claim": self.claim,
             "outcome": self.outcome,
             "failed": self.failed(),
+            "signature": None if self.signature is None else self.signature.to_json(),
             "checks": [
                 {"name": c.name, "status": c.status, "detail": c.detail} for c in self.checks
             ],
@@ -81,6 +99,7 @@ class CheckState:
     manifest_name: str | None = None
     resolved: dict[str, Any] | None = None
     public_key: Ed25519PublicKey | None = None
+    signature: Signature | None = None
 
     def add(self, name: str, problems: Sequence[str], ok_detail: str) -> None:
         status: Status = "failed" if problems else "ok"

@@ -28,6 +28,21 @@ def bundle_table(report: BundleReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def signature_note(report: BundleReport) -> str | None:
+    """What ``reproduce`` says first when no ``--key`` checked the bundle's signature; None when
+    one did (or the bundle was not read)."""
+    from ..bundle.meta_checks import signed_by
+
+    sig = report.signature
+    if sig is None or sig.state in ("verified", "invalid"):
+        return None
+    if sig.state == "not_signed":
+        return ("note: this bundle is not signed; nothing proves who packed it (give --key"
+                " KEY.pub to require a signature)")  # fmt: skip
+    return (f"note: this bundle is {signed_by(sig.key_ids)}, but the signature was not checked"
+            " (give --key KEY.pub, the authors' public key, to check it)")  # fmt: skip
+
+
 def verify_table(report: VerifyReport) -> str:
     """The report as an aligned ``CHECK  NAME  RESULT  DETAIL`` table for people."""
     from .table import table

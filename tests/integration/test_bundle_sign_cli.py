@@ -96,6 +96,17 @@ def test_signed_bundle_of_a_reproduced_run(
     assert (rc, failed) == (0, {}), text
     assert "signature        ok      signed by key " in text
     assert text.endswith("bundle OK: claim signed-claim, outcome reproduced\n")
+    # without --key: signed, and the row says the signature was not checked
+    rc, failed, text = verify(kit, bundle, None)
+    assert (rc, failed) == (0, {}), text
+    row = next(x for x in text.splitlines() if x.startswith("signature "))
+    assert row.split()[1] == "ok"
+    assert row.endswith(", not checked (give --key KEY.pub)") and "signed by key " in row
+    doc = json.loads(kit.cli("verify-bundle", str(bundle), "--json").stdout)
+    assert doc["signature"]["state"] == "not_checked" and len(doc["signature"]["key_ids"]) == 1
+    keyed = json.loads(kit.cli("verify-bundle", str(bundle), "--json", "--key", str(pub)).stdout)
+    assert keyed["signature"] == {"state": "verified", "key_ids": doc["signature"]["key_ids"]}
+    assert doc["signature"]["key_ids"][0][:16] in row
 
     record = run.record
     assert record is not None
@@ -161,7 +172,11 @@ def test_other_key_unsigned_and_another_image(
 
     unsigned = kit.root / "unsigned"
     assert kit.cli("pack", str(run.run_dir), "-o", str(unsigned)).rc == 0
-    assert verify(kit, unsigned, None)[0] == 0
+    rc, _, text = verify(kit, unsigned, None)
+    assert rc == 0 and text.endswith("bundle OK: claim signed-claim, outcome reproduced\n")
+    assert "signature        ok      not signed (no provenance.dsse.json)" in text.splitlines()
+    doc = json.loads(kit.cli("verify-bundle", str(unsigned), "--json").stdout)
+    assert doc["ok"] and doc["signature"] == {"state": "not_signed", "key_ids": []}
     rc, failed, _ = verify(kit, unsigned, keys[1])
     assert rc == 1 and failed == {"signature": "the bundle is not signed (no provenance.dsse.json)"}
 
@@ -178,6 +193,34 @@ def test_other_key_unsigned_and_another_image(
     rc, failed, text = verify(kit, forged, keys[1])
     assert rc == 1 and list(failed) == ["provenance"], text
     assert f"names image sha256:{'0' * 64}, the record sha256:" in failed["provenance"]
+
+
+def test_an_edited_verdict_fails_the_record_row_even_with_sums_rewritten(
+    kit: Kit, run: Result, bundle: Path, keys: tuple[Path, Path]
+) -> None:
+    def edit(b: Path) -> str:
+        record = json.loads((b / "record.json").read_text())
+        name, target = next(iter(record["targets"].items()))
+        allowed = target["abs_tol"] + target["rel_tol"] * abs(target["expected"])
+        target["expected"] = target["actual"] - 10 * allowed - 1  # now far outside
+        (b / "record.json").unlink()
+        (b / "record.json").write_text(json.dumps(record))
+        resum(b)
+        return str(name)
+
+    unsigned = kit.root / "unsigned-edited"
+    assert kit.cli("pack", str(run.run_dir), "-o", str(unsigned)).rc == 0
+    name = edit(unsigned)
+    rc, failed, text = verify(kit, unsigned, None)
+    assert rc == 1 and "hashes" not in failed, text
+    assert failed["record"].startswith(f"target {name} says within tolerance, but |"), text
+    assert "outcome reproduced, but target" in failed["record"]
+    # signed: the statement names the old record too
+    signed = linked_copy(bundle, kit.root / "signed-edited", own=("record.json",))
+    edit(signed)
+    rc, failed, text = verify(kit, signed, keys[1])
+    assert rc == 1 and {"record", "provenance"} <= set(failed), text
+    assert "signature" not in failed  # the statement is unchanged; it no longer matches
 
 
 def test_key_errors_are_one_line_exit_2(kit: Kit, run: Result, bundle: Path) -> None:

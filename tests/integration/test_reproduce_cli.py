@@ -51,6 +51,11 @@ def row(stdout: str, target: str) -> list[str]:
 def test_reproduce_with_the_same_inputs(kit: Kit, bundle: Path) -> None:
     res = reproduce(kit, bundle, kit.data, "same")
     assert res.rc == 0, (res.stdout, res.stderr)
+    # no --key, no signature: the first line says what nothing proves
+    assert res.stderr.splitlines()[0] == (
+        "dotlab-hpc: note: this bundle is not signed; nothing proves who packed it (give --key"
+        " KEY.pub to require a signature)"
+    )
     lines = res.stdout.splitlines()
     assert any(x.startswith("TARGET") and "ORIGINAL" in x and "NEW" in x for x in lines)
     assert row(res.stdout, "acc") == ["acc", "0.9", "abs", "0.01", "0.9", "0.9", "yes", "/", "yes"]
@@ -96,6 +101,7 @@ def test_a_bundle_that_fails_its_check_is_not_rerun(kit: Kit, bundle: Path) -> N
     (bad / "record.json").write_text((bad / "record.json").read_text().replace("0.9", "0.8"))
     res = reproduce(kit, bad, kit.data, "bad")
     assert res.rc == 2 and "fails its check (hashes" in res.stderr, res.stderr
+    assert "note:" not in res.stderr  # a bundle that fails says that, not what a key would add
     assert not (kit.root / "rerun-bad").exists()
     res = reproduce(kit, bundle, kit.data, "key", "--key", str(kit.root / "none.pub"))
     assert res.rc == 2 and "no such public key" in res.stderr
