@@ -7,10 +7,11 @@ raises ``OperatorError`` instead: no record, exit 2, and a message saying what t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..container.isolation import FatalCause, promise, remedy
 from ..errors import NOT_FINISHED_HINT, NotFinished, OperatorError
-from ..manifest.models import ManifestSpec, TargetSpec
+from ..manifest.models import ManifestSpec
 from ..rundir.records import Outcome, TargetResult, Verdict, empty_targets
 from ..slurm.states import JobState, is_terminal
 
@@ -57,12 +58,23 @@ _OPERATOR_STATES = {
 }
 
 
-def within_tolerance(actual: float, target: TargetSpec) -> bool:
+class Tolerant(Protocol):
+    """A number to match and its tolerances: a manifest's target, or a statistic's over runs."""
+
+    @property
+    def value(self) -> float: ...
+    @property
+    def abs_tol(self) -> float: ...
+    @property
+    def rel_tol(self) -> float: ...
+
+
+def within_tolerance(actual: float, target: Tolerant) -> bool:
     """``|actual - value| <= abs_tol + rel_tol * |value|`` (numpy.isclose's rule)."""
     return abs(actual - target.value) <= target.abs_tol + target.rel_tol * abs(target.value)
 
 
-def tolerance_text(target: TargetSpec) -> str:
+def tolerance_text(target: Tolerant) -> str:
     """``0.912 ± 0.005``: the value and the total allowed deviation."""
     allowed = target.abs_tol + target.rel_tol * abs(target.value)
     return f"{target.value:g} ± {allowed:g}"

@@ -1,0 +1,118 @@
+"""The verdict of a claim over many runs (docs/contract.md §11), from each run's values: every
+target a statistic over the runs, computed here (``collect.statistics``), never by the analysis.
+
+A run that failed is a finding about the claim: ``spec_issue``, naming the run (its index and
+seed) and its own reason. So is a run that did not write the value a target is over. Only when
+every run gave every value are the statistics compared with their tolerances, by the same rule
+as a single run's targets (``classify.within_tolerance``). Pure: the caller reads the runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..rundir.records import Outcome
+from .classify import tolerance_text, within_tolerance
+from .statistics import Interval, mean_interval, statistic
+
+SHOWN_FAILURES = 3  # the reason names this many failed runs in full, then counts the others
+
+
+@dataclass(frozen=True)
+class RunValues:
+    """One run of the claim: its index, its seed, and its values or why it has none."""
+
+    index: int  # DOTLAB_RUN_INDEX
+    seed: int | None  # DOTLAB_SEED
+    values: Mapping[str, float] | None  # results.json's numbers; None: the run failed
+    failure: str | None = None  # why it failed, in the run's own words
+
+    @property
+    def label(self) -> str:
+        """``run 3 (seed 45)``."""
+        return f"run {self.index}" + (f" (seed {self.seed})" if self.seed is not None else "")
+
+
+@dataclass(frozen=True)
+class StatTarget:
+    """A target over runs: ``statistic`` of the runs' ``of`` values against ``value``."""
+
+    name: str
+    of: str
+    statistic: str
+    value: float
+    abs_tol: float = 0.0
+    rel_tol: float = 0.0
+
+
+@dataclass(frozen=True)
+class StatResult:
+    """A target's statistic over the runs, and whether it is within tolerance."""
+
+    target: StatTarget
+    actual: float | None  # None: it could not be computed (see the verdict's reason)
+    n: int  # how many runs it is over
+    within: bool
+    interval: Interval | None = None  # the mean's 95 % interval (Student's t)
+
+
+@dataclass(frozen=True)
+class OverRuns:
+    """The claim's outcome over its runs, why, and each target's statistic."""
+
+    outcome: Outcome
+    reason: str
+    targets: tuple[StatResult, ...]
+    failed: tuple[int, ...] = ()  # the indices of the runs that failed
+
+
+def _failed(runs: Sequence[RunValues]) -> str:
+    bad = [r for r in runs if r.values is None]
+    shown = [f"{r.label}: {r.failure or 'no values'}" for r in bad[:SHOWN_FAILURES]]
+    more = f"; and {len(bad) - SHOWN_FAILURES} more" if len(bad) > SHOWN_FAILURES else ""
+    return f"{len(bad)} of {len(runs)} runs failed: " + "; ".join(shown) + more
+
+
+def judge_over_runs(targets: Sequence[StatTarget], runs: Sequence[RunValues]) -> OverRuns:
+    """The verdict of the claim over ``runs`` (none may be missing: the caller says which ran)."""
+    if not runs:
+        raise ValueError("a claim over runs needs at least one run")
+    none = tuple(StatResult(t, None, 0, False) for t in targets)
+    failed = tuple(r.index for r in runs if r.values is None)
+    if failed:
+        return OverRuns(Outcome.SPEC_ISSUE, _failed(runs), none, failed)
+    for t in targets:
+        lacking = [r.label for r in runs if r.values is not None and t.of not in r.values]
+        if lacking:
+            extra = len(lacking) - SHOWN_FAILURES
+            more = f" and {extra} more" if extra > 0 else ""
+            return OverRuns(
+                Outcome.SPEC_ISSUE,
+                f"target {t.name}: {', '.join(lacking[:SHOWN_FAILURES])}{more} wrote no {t.of!r}",
+                none,
+            )
+    results = []
+    for t in targets:
+        values = [r.values[t.of] for r in runs if r.values is not None]
+        try:
+            actual = statistic(t.statistic, values)
+        except ValueError as e:
+            return OverRuns(Outcome.SPEC_ISSUE, f"target {t.name}: {e}", none)
+        interval = mean_interval(values) if t.statistic == "mean" else None
+        results.append(StatResult(t, actual, len(values), within_tolerance(actual, t), interval))
+    misses = [
+        f"target {r.target.name}: {r.target.statistic} {r.actual:g} over {r.n} runs is outside"
+        f" {tolerance_text(r.target)}"
+        + (f" (95 % interval {r.interval.low:g} … {r.interval.high:g})" if r.interval else "")
+        for r in results
+        if not r.within
+    ]
+    if misses:
+        return OverRuns(Outcome.NOT_REPRODUCED, "; ".join(misses), tuple(results))
+    n = len(results)
+    return OverRuns(
+        Outcome.REPRODUCED,
+        f"all {n} target{'s' if n != 1 else ''} within tolerance over {len(runs)} runs",
+        tuple(results),
+    )
