@@ -13,6 +13,7 @@ the first error reported is the real cause.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +161,9 @@ def _from(
         name = f"stage{len(stages)}"
         if name in earlier:
             name += "-unnamed"
+    parent = next((s for s in stages if s.name == ref.lower()), None)
+    if parent is not None and unknown is None and len(words) in (1, 3):
+        return _on_stage(parent, name, where, warnings), False
     stage = Stage(name=name or "spython-base", image=ref)
     stage.spython_lines.append(f"FROM {ref} AS {name}" if name else f"FROM {ref}")
     if unknown is not None:
@@ -171,6 +175,27 @@ def _from(
     return stage, problem is not None or ref.startswith("docker://")
 
 
+def _on_stage(parent: Stage, name: str | None, where: str, warnings: list[str]) -> Stage:
+    """A stage built on an earlier one (``FROM base AS next``): the .def has no such header, so
+    it starts from the earlier stage's pinned image and repeats that stage's instructions,
+    then its own. What Docker carries into the new stage comes with them (ENV, WORKDIR, USER,
+    CMD, ENTRYPOINT, LABEL); an ARG's value does not (Docker scopes ARGs to their stage)."""
+    stage = copy.deepcopy(parent)
+    stage.name = name or f"{parent.name}-next"
+    stage.spython_lines[0] = f"FROM {parent.image} AS {stage.name}"
+    scope = stage.scope
+    args = sorted((set(scope.values) | set(scope.platform)) - scope.env)
+    scope.values = {k: v for k, v in scope.values.items() if k in scope.env}
+    scope.empty, scope.platform = {}, {}
+    if args:  # the earlier stage's RUN lines exported them; this stage's must not see them
+        stage.spython_lines.append(f"RUN unset {' '.join(args)}")
+    warnings.append(
+        f"{where}: FROM {parent.name} builds on an earlier stage: the .def repeats that stage's"
+        " instructions (Apptainer builds them again for this one)"
+    )
+    return stage
+
+
 def _from_problem(
     ref: str, words: list[str], name: str | None, earlier: set[str], where: str
 ) -> str | None:
@@ -179,11 +204,6 @@ def _from_problem(
     if len(words) not in (1, 3) or (len(words) == 3 and words[1].lower() != "as"):
         raise UsageError(
             f"{where}: cannot read `FROM {' '.join(words)}` (expected FROM image [AS name])"
-        )
-    if ref.lower() in earlier:
-        raise UsageError(
-            f"{where}: FROM {ref} builds on an earlier stage, which an Apptainer .def cannot do",
-            hint="start every stage from a pinned image and move files with COPY --from=<stage>",
         )
     if ref.lower() == "scratch":
         raise UsageError(

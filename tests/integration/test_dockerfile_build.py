@@ -96,3 +96,31 @@ def test_nothing_staged_is_left_in_the_image(built: Path) -> None:
 def test_cmd_is_replaced_by_the_arguments(built: Path) -> None:
     assert apptainer("run", str(built)) == "default-cmd"
     assert apptainer("run", str(built), "echo", "given") == "given"
+
+
+STAGES = f"""\
+FROM python:3.12-slim@{PIN} AS base
+ARG TOOL=7
+ENV APP=/opt/app
+WORKDIR /opt/app
+RUN echo "tool-$TOOL" > tool.txt
+FROM base AS dev
+RUN echo "tool=[${{TOOL:-unset}}] app=$APP" > dev.txt && cat tool.txt >> dev.txt
+CMD ["cat", "dev.txt"]
+"""
+
+
+def test_a_stage_built_on_an_earlier_one_has_its_files_env_and_workdir_not_its_args(
+    tmp_path: Path,
+) -> None:
+    platform.require()
+    header = f"Bootstrap: docker\nFrom: python:3.12-slim@{PIN}\n"
+    text = dockerfile_to_def(STAGES).text
+    assert text.count(header) == 2  # dev starts from base's pinned image and repeats base
+    deffile = tmp_path / "claim.def"
+    deffile.write_text(text.replace(header, f"Bootstrap: localimage\nFrom: {platform.image()}\n"))
+    out = tmp_path / "claim.sif"
+    apptainer("build", "--fakeroot", str(out), str(deffile), cwd=tmp_path)
+    # Docker: base's file and ENV and WORKDIR are in dev, base's ARG is not
+    assert apptainer("run", str(out)) == "tool=[unset] app=/opt/app\ntool-7"
+    assert apptainer("exec", str(out), "sh", "-c", 'echo "$APP"') == "/opt/app"

@@ -178,7 +178,6 @@ def test_a_from_argument_that_gives_no_pinned_reference_is_refused(text: str) ->
         ("RUN true\n", "no FROM line"),
         (f"RUN true\nFROM {PY}\n", "RUN before the first FROM"),
         (f"FROM --network=host {PY}\n", "FROM --network=host is not supported"),
-        (f"FROM {PY} AS a\nFROM a\n", "builds on an earlier stage"),
         ("FROM scratch\n", "FROM scratch"),
         (f"FROM {PY}\nCOPY --from=nginx:1 /a /b\n", "does not name an earlier stage"),
         (f"FROM {PY}\nADD https://example.org/x.tgz /x\n", "downloads content that nothing pins"),

@@ -377,3 +377,31 @@ def test_an_arg_default_that_refers_to_itself_is_refused(default: str) -> None:
         convert(f"FROM {PY}\nARG B={default}\nENV A=${{B}}\n")
     conv = convert(f"FROM {PY}\nARG C=1\nARG B=${{C}}\nENV A=${{B}}\n")  # another ARG: expanded
     assert section(conv, "environment") == ["export A=1"]
+
+
+def test_a_stage_built_on_an_earlier_one_repeats_it_from_its_pinned_image() -> None:
+    conv = convert(
+        f"FROM {PY} AS base\nARG TOOL=1\nENV APP=/opt/app\nWORKDIR /opt/app\nRUN echo $TOOL > t\n"
+        'COPY conf.txt .\nUSER root\nCMD ["python3", "a.py"]\n'
+        "FROM base AS dev\nRUN cat t conf.txt > dev.txt\nENV B=${APP}/b C=${TOOL}x\n"
+    )
+    assert conv.stages == ("base", "dev") and conv.images == (PY.removeprefix("docker://"),) * 2
+    assert any("FROM base builds on an earlier stage" in w for w in conv.warnings)
+    base = section(conv, "post", stage=0)
+    # base's lines (its staged COPY too), its ARG taken back, then dev's own
+    assert section(conv, "post", stage=1) == [
+        *base[:-1],
+        "unset TOOL",  # Docker scopes an ARG to its stage: dev's RUN lines do not see TOOL
+        "cat t conf.txt > dev.txt",
+        'export B=/opt/app/b C="${TOOL}x"',
+        "rm -rf /.dotlab-files",
+    ]
+    assert section(conv, "files", stage=1) == section(conv, "files", stage=0)
+    assert section(conv, "environment", stage=1) == [
+        "export APP=/opt/app", "export B=/opt/app/b", 'export C="${TOOL}x"',
+    ]  # fmt: skip
+    assert section(conv, "runscript", stage=1)[:2] == [  # WORKDIR and CMD carried into dev
+        "cd /opt/app", 'if [ "$#" -eq 0 ]; then set -- python3 a.py; fi',
+    ]  # fmt: skip
+    user = refused(f"FROM {PY} AS base\nUSER app\nFROM base\nRUN id\n")
+    assert "RUN after USER app (line 2)" in user.message  # the USER is carried too
