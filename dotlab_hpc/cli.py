@@ -196,7 +196,8 @@ def _cmd_pack(args: argparse.Namespace) -> int:
         raise UsageError("--image and --no-image exclude each other")
     res = api.pack(args.run_dir, args.output, include_image=not args.no_image, image=args.image,
                    image_url=args.image_url, sign_key=args.sign,
-                   allow_local=args.allow_local, plain_http=args.plain_http)  # fmt: skip
+                   allow_local=args.allow_local, plain_http=args.plain_http,
+                   license=args.license)  # fmt: skip
     if args.json:
         out.print_result(res)
         return 0

@@ -252,6 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pack a `run --local` record too (its record says where: local)",
     )
+    p.add_argument(
+        "--license",
+        metavar="SPDX",
+        help="the SPDX license id the bundle is given under (e.g. MIT, CC-BY-4.0), over the"
+        " manifest's `license`; needed when the manifest names none",
+    )
     add_json(p)
 
     p = verb("verify-bundle", "check a handoff bundle (folder or .tar)")

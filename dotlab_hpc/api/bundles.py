@@ -40,12 +40,15 @@ def pack(
     sign_key: PathLike | None = None,
     allow_local: bool = False,
     plain_http: bool = False,
+    license: str | None = None,
 ) -> PackResult:
     """``dotlab-hpc pack``: the paper's handoff bundle of a collected run (folder or .tar);
     ``sign_key`` signs its provenance statement (``pack --sign``); ``allow_local`` packs a
     ``run --local`` record too (refused otherwise). An ``oras://`` ``image_url`` must hold the
     run's image (read from the registry; ``plain_http`` for one on loopback), and the bundle
-    names it by its manifest digest: ``reproduce`` pulls it from there."""
+    names it by its manifest digest: ``reproduce`` pulls it from there. ``license`` (an SPDX
+    id) is the license the bundle is given under, over the manifest's; a run whose manifest
+    names none is refused without it (UsageError)."""
     from ..bundle.pack import PackOptions
     from ..bundle.pack import pack as pack_run
 
@@ -53,7 +56,8 @@ def pack(
                                 image=None if image is None else Path(image),
                                 image_url=image_url,
                                 sign_key=None if sign_key is None else Path(sign_key),
-                                allow_local=allow_local, plain_http=plain_http))  # fmt: skip
+                                allow_local=allow_local, plain_http=plain_http,
+                                license=license))  # fmt: skip
 
 
 def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:

@@ -37,16 +37,17 @@ def load_manifest(path: PathLike) -> Manifest:
 
 def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
     """``dotlab-hpc validate``: ``ManifestError`` with one line per problem of every file; else
-    the warnings (a target with no tolerance at all; no ``code.repo``, a dataset with neither
-    ``url`` nor ``doi``: what a bundle's reviewer could not find), one line each.
+    the warnings (a target with no tolerance at all; no ``license``; no ``code.repo``, a dataset
+    with neither ``url`` nor ``doi``: what a bundle's reviewer could not find), one line each.
 
     ``paths``: one manifest or a list of them. A good manifest is decided by pydantic-core alone
     (no model is built); the models word what is wrong in a bad one.
     """
     from ..errors import ManifestError
+    from ..manifest.credit import handover_warnings
     from ..manifest.light import is_valid_data
     from ..manifest.parse import read_document
-    from ..manifest.rules import handover_warnings, tolerance_warnings
+    from ..manifest.rules import tolerance_warnings
 
     problems: list[str] = []
     warnings: list[str] = []

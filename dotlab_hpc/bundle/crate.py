@@ -1,11 +1,15 @@
 """The bundle's ``ro-crate-metadata.json``, written and read back with the ``rocrate`` library.
 
 It follows the Process Run Crate profile (0.5) of the Workflow Run RO-Crate family: a run of
-one tool, no workflow. The run is a ``CreateAction``: instrument the image and the code commit
-(``SoftwareSourceCode``), ``containerImage`` the image (a SIF image), object the datasets with
-their sha256, result the record; the agent is the user who submitted the job (the run
-directory's owner), the times are the container's, written inside it. Every file of the bundle
-written before the crate is a data entity with its sha256 (the workflow-run terms' ``sha256``).
+one tool, no workflow. The root names the license (an SPDX entity), the manifest's authors and,
+under ``mentions``, the run. The run is a ``CreateAction``: instrument the code commit
+(``SoftwareSourceCode``, named by its repository when that is on the web), ``containerImage``
+the image (a SIF ``ContainerImage``), object the datasets with their sha256, result the record;
+the agent is the user who submitted the job (the run directory's owner), the times are the
+container's, written inside it. Every file of the bundle written before the crate is a data
+entity with its sha256 (the workflow-run terms' ``sha256``) and its media type. A property with
+one value holds it bare, not in a list (RO-Crate 1.1, appendix A). docs/crate.md says what the
+RO-Crate validator still reports of it, and why.
 (https://www.researchobject.org/workflow-run-crate/profiles/0.5/process_run_crate/)
 """
 
@@ -13,9 +17,12 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import PurePosixPath
 from typing import Any
 
+from ..container.registry import SIF_LAYER
 from .layout import CRATE, IMAGE, RECORD
 from .provenance import ProvenanceFacts, drop_none
 
@@ -23,16 +30,107 @@ CRATE_VERSION = "1.1"
 PROCESS_PROFILE = "https://w3id.org/ro/wfrun/process/0.5"
 WFRUN_CONTEXT = "https://w3id.org/ro/terms/workflow-run/context"
 SIF_IMAGE = "https://w3id.org/ro/terms/workflow-run#SIFImage"
+SPDX_LICENSES = "https://spdx.org/licenses/"
+# plain strings, as the profile's examples and the RO-Crate validator's shapes write them
 COMPLETED = "http://schema.org/CompletedActionStatus"
 FAILED = "http://schema.org/FailedActionStatus"
 # a date the crate must have (RO-Crate: datePublished); the container's end is when the
 # result came to be, and nothing in a bundle depends on when it was packed
 EPOCH = "1970-01-01T00:00:00Z"
+# each file's encodingFormat (RO-Crate 1.1 data entities: a media type), by its suffix
+MEDIA_TYPES = {
+    ".json": "application/json",
+    ".jsonl": "application/jsonl",
+    ".md": "text/markdown",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".def": "text/plain",
+    ".sbatch": "application/x-sh",
+    ".out": "text/plain",
+    ".err": "text/plain",
+    ".sif": SIF_LAYER,
+}
+OTHER_MEDIA_TYPE = "application/octet-stream"
+
+
+@dataclass(frozen=True)
+class Author:
+    """One author the crate credits: a name and, when known, the ORCID iD (a URL)."""
+
+    name: str
+    orcid: str | None = None
+
+
+@dataclass(frozen=True)
+class CrateFacts(ProvenanceFacts):
+    """The run's facts and what only the crate's root says: the license (an SPDX id) and the
+    authors (the manifest's)."""
+
+    license: str | None = None
+    authors: tuple[Author, ...] = ()
+
+
+def credited(facts: ProvenanceFacts, license: str, authors: Sequence[Author]) -> CrateFacts:
+    """``facts`` with the license and the authors the crate's root names."""
+    given = {f.name: getattr(facts, f.name) for f in fields(ProvenanceFacts)}
+    return CrateFacts(**given, license=license, authors=tuple(authors))
 
 
 def action_id(run_id: str) -> str:
     """The ``@id`` of the run's CreateAction."""
     return f"#run-{run_id}"
+
+
+def media_type(name: str) -> str:
+    """The ``encodingFormat`` of a bundle file."""
+    return MEDIA_TYPES.get(PurePosixPath(name).suffix, OTHER_MEDIA_TYPE)
+
+
+def _one(values: list[Any]) -> Any:
+    """A list of one as its value (RO-Crate 1.1: no singleton arrays), else the list or None."""
+    return values[0] if len(values) == 1 else values or None
+
+
+def _on_the_web(location: str | None) -> bool:
+    return location is not None and location.startswith(("https://", "http://"))
+
+
+def _registry(url: str | None) -> dict[str, str]:
+    """``registry``, ``name`` and ``tag`` of an ``oras://HOST/REPO[:TAG][@DIGEST]`` image."""
+    if url is None or not url.startswith("oras://"):
+        return {}
+    host, _, path = url.removeprefix("oras://").partition("/")
+    path = path.partition("@")[0]
+    repo, colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
+    return drop_none({"registry": host, "name": repo or None, "tag": tag if colon else None})
+
+
+def _root_credit(crate: Any, facts: ProvenanceFacts) -> None:
+    """The root's license and authors, when the facts carry them (``CrateFacts``)."""
+    from rocrate.model.contextentity import ContextEntity
+
+    root = crate.root_dataset
+    spdx = facts.license if isinstance(facts, CrateFacts) else None
+    if spdx is not None:
+        root["license"] = crate.add(
+            ContextEntity(
+                crate,
+                f"{SPDX_LICENSES}{spdx}",
+                properties={
+                    "@type": "CreativeWork",
+                    "name": spdx,
+                    "identifier": spdx,
+                    "description": f"the SPDX license {spdx}: the terms this bundle is given under",
+                },
+            )
+        )
+    authors = facts.authors if isinstance(facts, CrateFacts) else ()
+    people: dict[str, Any] = {}
+    for i, a in enumerate(authors, 1):
+        key = a.orcid or f"#author-{i}"
+        people.setdefault(key, ContextEntity(crate, key, {"@type": "Person", "name": a.name}))
+    if people:
+        root["author"] = _one([crate.add(p) for p in people.values()])
 
 
 def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:
@@ -55,29 +153,29 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
             crate, PROCESS_PROFILE, properties={"name": "Process Run Crate", "version": "0.5"}
         )
     )
-    root["conformsTo"] = [profile]
+    root["conformsTo"] = profile
+    shipped = IMAGE in digests
+    what = "the Apptainer image the claim ran in" + ("" if shipped else " (not in this bundle)")
+    image_props: dict[str, Any] = {
+        "@type": ["File", "ContainerImage"] if shipped else "ContainerImage",
+        "name": what,
+        "description": what,
+        "additionalType": {"@id": SIF_IMAGE},
+        **_registry(facts.image_url),  # its name in the registry, when it is in one
+    }
+    if facts.image_url:
+        image_props["url"] = facts.image_url
     files = {}
     for name in sorted(digests):
-        props: dict[str, Any] = {"sha256": digests[name]}
+        props: dict[str, Any] = {"sha256": digests[name], "encodingFormat": media_type(name)}
         if name == IMAGE:
-            props |= {
-                "@type": ["File", "SoftwareApplication", "ContainerImage"],
-                "name": "the Apptainer image the claim ran in",
-                "additionalType": {"@id": SIF_IMAGE},
-            }
+            props |= image_props
         files[name] = crate.add_file(dest_path=name, properties=props)
-    if IMAGE in files:
+    if shipped:
         image = files[IMAGE]
     else:
-        props = {
-            "@type": ["SoftwareApplication", "ContainerImage"],
-            "name": "the Apptainer image the claim ran in (not in this bundle)",
-            "additionalType": {"@id": SIF_IMAGE},
-            "sha256": facts.image_digest.removeprefix("sha256:"),
-        }
-        if facts.image_url:
-            props["url"] = facts.image_url
-        image = crate.add(ContextEntity(crate, "#image", properties=props))
+        image_props["sha256"] = facts.image_digest.removeprefix("sha256:")
+        image = crate.add(ContextEntity(crate, "#image", properties=image_props))
     code_props: dict[str, Any] = {
         "@type": "SoftwareSourceCode",
         "name": f"the analysis code at commit {facts.commit}",
@@ -86,7 +184,11 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
     }
     if facts.repo:
         code_props["codeRepository"] = facts.repo
-    code = crate.add(ContextEntity(crate, "#code", properties=code_props))
+    if _on_the_web(facts.repo):  # the code's own URI, as the profile asks (else a local id)
+        code_props["url"] = facts.repo
+    code = crate.add(
+        ContextEntity(crate, facts.repo if _on_the_web(facts.repo) else "#code", code_props)
+    )
     data = [
         crate.add(
             ContextEntity(
@@ -118,14 +220,21 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
             },
         )
     )
+    _root_credit(crate, facts)
     ok = facts.exit_code == 0
     props = {
         "@type": "CreateAction",
         "name": f"run {facts.run_id} of claim {facts.claim}"
         + (f", Slurm job {facts.job_id} on node {facts.node}" if facts.job_id else ""),
+        "description": (
+            "the claim's entrypoint, run by dotlab-hpc in the image with the code and the data"
+            f" read-only; Slurm state {facts.state or 'none'}, exit code"
+            f" {'unknown' if facts.exit_code is None else facts.exit_code}; the record says"
+            f" {facts.outcome}: {facts.reason}"
+        ),
         "agent": agent,
         "containerImage": image,
-        "actionStatus": {"@id": COMPLETED if ok else FAILED},
+        "actionStatus": COMPLETED if ok else FAILED,
     }
     if facts.location:  # where it ran (schema.org Action.location): the site, not the manifest
         props["location"] = facts.location
@@ -135,11 +244,11 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         props["endTime"] = facts.ended_at
     if not ok:
         props["error"] = f"the analysis exited with {facts.exit_code}: {facts.reason}"
-    crate.add_action(
-        [image, code],
+    root["mentions"] = crate.add_action(
+        code,
         identifier=action_id(facts.run_id),
-        object=data or None,
-        result=[files[RECORD]],
+        object=_one(data),
+        result=files[RECORD],
         properties=props,
     )
     metadata: dict[str, Any] = crate.metadata.generate()

@@ -30,6 +30,7 @@ from ..rundir.models import RunRecord
 from ..rundir.names import DEF_NAME, LOG_FILES, RESOLVED_FILE
 from ..rundir.records import ClaimRecord, ToolRecord
 from .check import verify_dir
+from .crate import Author, credited
 from .evidence import derive_evidence
 from .layout import (
     DEF,
@@ -69,6 +70,7 @@ class PackOptions:
     sign_key: Path | None = None
     allow_local: bool = False  # a run --local record is not a cluster result unless asked
     plain_http: bool = False  # an oras:// image_url on loopback, read over HTTP
+    license: str | None = None  # an SPDX id: wins over the manifest's license
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,26 @@ def _image_source(opts: PackOptions, run: RunRecord, digest: str) -> Path:
     return src
 
 
+def bundle_license(given: str | None, declared: str | None, manifest: Path) -> str:
+    """The SPDX id the bundle is given under: ``--license``, else the manifest's."""
+    if given is not None:
+        from ..manifest.rules import valid_license
+
+        try:
+            return valid_license(given)
+        except ValueError as e:
+            raise UsageError(f"--license {one_line(given)}: {e}") from e
+    if declared is None:
+        raise UsageError(
+            f"{one_line(manifest)}: the run's manifest names no license; a bundle must say under"
+            " which terms it may be used (its RO-Crate requires a license)",
+            hint="give pack --license SPDX (e.g. MIT, CC-BY-4.0; the list:"
+            " https://spdx.org/licenses/); for later runs, add `license: <SPDX id>` to the"
+            " manifest",
+        )
+    return declared
+
+
 def build_tree(
     opts: PackOptions, tree: Path, sign: Ed25519PrivateKey | None = None
 ) -> tuple[ClaimRecord, bool]:
@@ -161,6 +183,7 @@ def build_tree(
             f"{one_line(rd.file(manifest_name))}: sha256 {manifest.sha256} is not the record's"
             f" {record.manifest_sha256}; the run directory was changed after collect"
         )
+    license = bundle_license(opts.license, manifest.spec.license, rd.file(manifest_name))
     digest = record.inputs.image_digest
     image_src = _image_source(opts, run, digest) if opts.include_image else None
     image_url = opts.image_url
@@ -230,6 +253,8 @@ def build_tree(
         image_url=image_url,
         agent=agent_name(rd.path),
     )
+    authors = [Author(a.name, a.orcid) for a in manifest.spec.authors]
+    facts = credited(facts, license, authors)
     digests |= write_metadata(tree, facts, digests, sign=sign)
     _write(tree / SUMS, sums_text(digests))
     return record, image_src is not None

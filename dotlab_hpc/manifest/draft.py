@@ -90,6 +90,7 @@ def draft_text(f: DraftFacts) -> str:
         "version: 1",
         f"claim: {_s(f.claim)}",
         '# title: "Table 2, row 3"          # what the claim is, for people',
+        "# license: CC-BY-4.0               # the SPDX id a bundle is given under (pack needs it)",
         "code:                              # read-only at /work/code in the container",
         f"  commit: {f.commit}   # HEAD of --code-dir",
         "  # repo: https://…                # where a reviewer clones it (validate warns without)",

@@ -71,6 +71,80 @@ SCHEMA: dict[str, Any] = {
                     "default": None,
                 },
             },
+            "license": {
+                "type": "model-field",
+                "schema": {
+                    "type": "default",
+                    "schema": {
+                        "type": "nullable",
+                        "schema": {
+                            "type": "function-after",
+                            "function": {
+                                "type": "no-info",
+                                "function": C.valid_license,
+                            },
+                            "schema": {
+                                "type": "str",
+                                "strict": True,
+                            },
+                        },
+                    },
+                    "default": None,
+                },
+            },
+            "authors": {
+                "type": "model-field",
+                "schema": {
+                    "type": "default",
+                    "schema": {
+                        "type": "tuple",
+                        "items_schema": [
+                            {
+                                "type": "model-fields",
+                                "fields": {
+                                    "name": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "function-after",
+                                            "function": {
+                                                "type": "no-info",
+                                                "function": C.valid_author_name,
+                                            },
+                                            "schema": {
+                                                "type": "str",
+                                                "strict": True,
+                                            },
+                                        },
+                                    },
+                                    "orcid": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "function-after",
+                                                    "function": {
+                                                        "type": "no-info",
+                                                        "function": C.valid_orcid,
+                                                    },
+                                                    "schema": {
+                                                        "type": "str",
+                                                        "strict": True,
+                                                    },
+                                                },
+                                            },
+                                            "default": None,
+                                        },
+                                    },
+                                },
+                            },
+                        ],
+                        "variadic_item_index": 0,
+                    },
+                    "default": None,
+                },
+            },
             "code": {
                 "type": "model-field",
                 "schema": {

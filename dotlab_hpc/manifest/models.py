@@ -39,6 +39,7 @@ from .rules import (
     check_gpu_type_needs_gpus,
     check_unique_datasets,
     describe,
+    valid_author_name,
     valid_commit,
     valid_doi,
     valid_entrypoint,
@@ -46,9 +47,11 @@ from .rules import (
     valid_gpu_type,
     valid_image_digest,
     valid_label_key,
+    valid_license,
     valid_memory,
     valid_name,
     valid_non_negative,
+    valid_orcid,
     valid_pinned_from,
     valid_rel_path,
     valid_repo,
@@ -105,6 +108,15 @@ class DatasetSpec(_Frozen):
     """Where the dataset can be downloaded (https://…); shown in the bundle."""
     doi: Annotated[StrictStr, AfterValidator(valid_doi)] | None = None
     """Its DOI (10.NNNN/suffix), the permanent, citable location; shown in the bundle."""
+
+
+class AuthorSpec(_Frozen):
+    """One author of the claim, credited in the bundle's RO-Crate."""
+
+    name: Annotated[StrictStr, AfterValidator(valid_author_name)]
+    """The name to credit, as the paper writes it."""
+    orcid: Annotated[StrictStr, AfterValidator(valid_orcid)] | None = None
+    """The author's ORCID iD as a URL (https://orcid.org/0000-0002-1825-0097)."""
 
 
 class BuildSpec(_Frozen):
@@ -214,6 +226,11 @@ class ManifestSpec(_Frozen):
     """The claim's id: letters, digits, '.', '_', '-' (at most 64)."""
     title: SingleLine | None = None
     """What the claim is, for people (e.g. 'Table 2, row 3')."""
+    license: Annotated[StrictStr, AfterValidator(valid_license)] | None = None
+    """The SPDX license id a bundle of the claim is given under (e.g. MIT, CC-BY-4.0); `pack`
+    needs one (or --license, which wins) and names it in the RO-Crate."""
+    authors: tuple[AuthorSpec, ...] = ()
+    """Who made the claim: each a name and an optional ORCID iD; the RO-Crate's authors."""
     code: CodeSpec
     """The analysis code, a git checkout pinned by commit; read-only at /work/code."""
     data: tuple[DatasetSpec, ...] = ()

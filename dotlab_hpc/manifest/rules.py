@@ -19,6 +19,9 @@ from typing import Any
 from ..container.deffile import TOOL_LABEL_PREFIX, pinned_ref_problem, text_problem
 from ..errors import one_line
 from ..slurm.units import parse_memory_mib, parse_time_limit
+from .credit import valid_author_name as valid_author_name
+from .credit import valid_license as valid_license
+from .credit import valid_orcid as valid_orcid
 
 
 @dataclass(frozen=True)
@@ -371,24 +374,3 @@ def tolerance_warnings(data: Any, label: str) -> list[str]:
         for name, t in targets.items()
         if isinstance(t, dict) and "abs_tol" not in t and "rel_tol" not in t
     ]
-
-
-def handover_warnings(data: Any, label: str) -> list[str]:
-    """What a reviewer of a bundle of this valid manifest could not find: the code's repository
-    (``code.repo``) and, for each dataset, where to get it (``url`` or ``doi``)."""
-    if not isinstance(data, dict):
-        return []
-    code = data.get("code")
-    out = []
-    if isinstance(code, dict) and not code.get("repo"):
-        out.append(
-            f"{label}: code.repo: not set; a bundle will say which commit but not where to get"
-            " it; add the repository's URL (https://…)"
-        )
-    for i, d in enumerate(data.get("data") or ()):
-        if isinstance(d, dict) and not d.get("url") and not d.get("doi"):
-            out.append(
-                f"{label}: data[{i}] ({d.get('name')}): neither url nor doi; a bundle will pin"
-                " it but not say where to get it; add a permanent, citable location"
-            )
-    return out

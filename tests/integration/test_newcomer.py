@@ -111,8 +111,9 @@ def test_a_newcomer_reaches_reproduced_without_editing_a_digest(newcomer: Newcom
     done = walk(newcomer)
     assert "pinned: claim.yaml image.digest is now sha256:" in done["build"].stdout
     warned = done["validate"].stderr.splitlines()  # every target has a tolerance; a folder of
-    assert all("code.repo: not set" in w or "neither url nor doi" in w for w in warned), warned
-    assert len(warned) == 2  # its own has no repository or data address to give a reviewer
+    handover = ("license: not set", "code.repo: not set", "neither url nor doi")  # its own:
+    assert all(any(h in w for h in handover) for w in warned), warned  # pack gets --license
+    assert len(warned) == 3
     assert done["run"].returncode == 0, done["run"].stdout + done["run"].stderr
     assert "reproduced" in done["run"].stdout
     text = (newcomer.paper / "claim.yaml").read_text()

@@ -282,6 +282,7 @@ class Kit:
         data: dict[str, Any] = {
             "version": 1,
             "claim": name,
+            "license": "MIT",
             "code": {"commit": self.commit, "working_dir": "sub"},
             "data": [{"name": "points", "path": "points.csv", "sha256": points_sha}],
             "image": {"digest": "sha256:" + sha256_file(self.image)},

@@ -45,7 +45,7 @@ def test_the_crate_and_the_statement_link_them() -> None:
                   Dataset("train", "t/", "c" * 64)),
     )  # fmt: skip
     graph = {e["@id"]: e for e in crate_json(facts, DIGESTS)["@graph"]}
-    assert graph["#code"]["codeRepository"] == REPO
+    assert graph[REPO]["codeRepository"] == REPO  # an https:// repository names the code
     assert graph["#data-points"]["identifier"] == "https://doi.org/10.1/x"
     assert graph["#data-points"]["url"] == "https://example.org/p.csv"
     assert "identifier" not in graph["#data-train"] and "url" not in graph["#data-train"]

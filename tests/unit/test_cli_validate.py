@@ -45,6 +45,8 @@ def test_a_target_without_tolerance_is_a_warning_on_stderr_exit_0(
         f"{PREFIX}warning: {MANIFESTS / 'minimal.yaml'}: targets.accuracy: no tolerance (abs_tol"
         " and rel_tol are 0): only an exact match reproduces; add abs_tol or rel_tol, or write"
         " abs_tol: 0 to mean it\n"
+        f"{PREFIX}warning: {MANIFESTS / 'minimal.yaml'}: license: not set; `pack` will need"
+        " --license SPDX (a bundle says under which terms it may be used)\n"
         f"{PREFIX}warning: {MANIFESTS / 'minimal.yaml'}: code.repo: not set; a bundle will say"
         " which commit but not where to get it; add the repository's URL (https://…)\n"
     )

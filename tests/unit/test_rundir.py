@@ -206,7 +206,9 @@ def test_the_cli_gives_one_line_and_exit_2_on_a_fifo(
     replace_with(rd, name, os.mkfifo)
     never = ScriptedRunner[tuple[str, ...]](lambda args: pytest.fail(f"Slurm asked: {args}"))
     monkeypatch.setattr(api_runs, "slurm_client", lambda: SlurmClient(never))
-    pack_args = ["-o", str(tmp_path / "b"), "--no-image"] if verb == "pack" else []
+    pack_args = (
+        ["-o", str(tmp_path / "b"), "--no-image", "--license", "MIT"] if verb == "pack" else []
+    )
     argv = [verb, str(rd.path), *pack_args]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
