@@ -11,6 +11,7 @@ it checked, hashes the file it got, and moves it into place only when it is the 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from ..container.sif import read_sif
 from ..errors import InputMismatch, OperatorError, SifError, UsageError, one_line
 from ..fsio.sha256 import sha256_file
 from ..proc import StreamingRunner
+
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,12 @@ def pull_image(
     file) into ``output``: checked before the pull and after it, written only when it is the
     pinned one (no part of it left otherwise)."""
     ref = oras_ref(uri, plain_http=plain_http, what="pull")
+    if digest is not None and not DIGEST_RE.fullmatch(digest):
+        raise UsageError(
+            f"--digest {one_line(digest)}: not sha256:<64 lowercase hex digits>",
+            hint="the .sif's digest, as `dotlab-hpc inspect F.sif` or a manifest's image.digest"
+            " gives it",
+        )
     if ref.digest is None and digest is None:
         raise UsageError(
             f"pull {uri}: nothing pins what to pull",

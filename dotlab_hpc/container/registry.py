@@ -214,7 +214,7 @@ def fetch_manifest(ref: ImageRef, reference: str, plain_http: bool) -> Manifest:
                 continue
             if e.code == 404:
                 raise OperatorError(
-                    f"{where}: the registry has no manifest {reference} (HTTP 404)",
+                    f"{where}: the registry has no manifest for {reference!r} (HTTP 404)",
                     hint="check the name and the digest; `skopeo inspect` or `docker buildx"
                     " imagetools inspect` show what a registry holds",
                 ) from e

@@ -175,7 +175,7 @@ def test_fetch_reads_by_digest_follows_the_token_flow_and_is_bounded(server: str
     assert any(p.startswith("/token?") and "repository%3Ateam%2Fimg%3Apull" in p
                for p in Registry.seen)  # fmt: skip
 
-    with pytest.raises(OperatorError, match="has no manifest sha256:1111"):
+    with pytest.raises(OperatorError, match="has no manifest for 'sha256:1111"):
         fetch_manifest(ref, "sha256:" + "1" * 64, True)
     Registry.manifests["big"] = b" " * (MAX_MANIFEST_BYTES + 1)
     with pytest.raises(OperatorError, match="more than"):
@@ -253,6 +253,8 @@ def test_pull_writes_only_the_pinned_file(tmp_path: Path) -> None:
     with pytest.raises(InputMismatch, match="not the pinned"):  # --digest of another file
         pull_image(runner, "apptainer", uri, tampered, digest=f"sha256:{HEX}", plain_http=True,
                    fetch=lambda r, ref, p: manifest)  # fmt: skip
+    with pytest.raises(UsageError, match="--digest sha256:abc: not sha256:<64"):
+        pull_image(runner, "apptainer", uri, tampered, digest="sha256:abc")
     with pytest.raises(UsageError, match="nothing pins"):
         pull_image(runner, "apptainer", "oras://127.0.0.1:1/me/claim:v1", tampered)
     with pytest.raises(UsageError, match="exists"):
