@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the rendered files go: job.sbatch, task.facts, claim.def (default: here)",
     )
     p.add_argument("--from-dockerfile", type=Path, help="convert a Dockerfile into a .def")
+    p.add_argument(
+        "--target",
+        metavar="STAGE",
+        help="with --from-dockerfile: the stage to convert, as `docker build --target` (default:"
+        " the last); only the stages it needs are converted",
+    )
     for flag, what in (
         ("--code-dir", "the code folder the job binds at /work/code"),
         ("--data-dir", "the data folder the job binds at /work/data"),

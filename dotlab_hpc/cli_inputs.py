@@ -78,11 +78,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     if args.from_dockerfile is not None:
-        path, conversion = api.convert_dockerfile(args.from_dockerfile, args.output)
+        path, conversion = api.convert_dockerfile(args.from_dockerfile, args.output,
+                                                  target=args.target)  # fmt: skip
         for warning in conversion.warnings:
             _print_error(f"warning: {warning}")
         out.print_paths([path], args.json, conversion.warnings)
         return 0
+    if args.target is not None:
+        raise UsageError("--target names a stage of a Dockerfile: give --from-dockerfile too")
     if args.manifest is None:
         raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
     written = api.render(args.manifest, args.output, run_dir=args.run_dir, code_dir=args.code_dir,

@@ -179,13 +179,16 @@ def render(
     return [path for path, _, _ in files]
 
 
-def convert_dockerfile(dockerfile: PathLike, output: PathLike) -> tuple[Path, DefConversion]:
+def convert_dockerfile(
+    dockerfile: PathLike, output: PathLike, *, target: str | None = None
+) -> tuple[Path, DefConversion]:
     """``render --from-dockerfile``: a pinned .def from a Dockerfile, written into ``output``;
-    the path written and the conversion (its ``warnings`` say what was lost)."""
+    the path written and the conversion (its ``warnings`` say what was lost). ``target``: the
+    stage to convert (default the last); only the stages it needs are converted."""
     from ..container.dockerfile import convert_dockerfile as convert
     from ..container.dockerfile import write_def
 
-    conversion = convert(Path(dockerfile))
+    conversion = convert(Path(dockerfile), target)
     return write_def(conversion, Path(output)), conversion
 
 

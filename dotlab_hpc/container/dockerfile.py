@@ -44,7 +44,7 @@ class DefConversion:
 
 
 # --------------------------------------------------------------------------- public
-def convert_dockerfile(path: Path) -> DefConversion:
+def convert_dockerfile(path: Path, target: str | None = None) -> DefConversion:
     """Read a Dockerfile and convert it (see ``dockerfile_to_def``)."""
     path = Path(path)
     from ..fsio.read import FileRefused, read_regular
@@ -63,13 +63,19 @@ def convert_dockerfile(path: Path) -> DefConversion:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from e
-    return dockerfile_to_def(text, source=str(path))
+    return dockerfile_to_def(text, source=str(path), target=target)
 
 
-def dockerfile_to_def(text: str, *, source: str = "Dockerfile") -> DefConversion:
-    """Convert Dockerfile text into Apptainer .def text; every FROM must be pinned by digest."""
+def dockerfile_to_def(
+    text: str, *, source: str = "Dockerfile", target: str | None = None
+) -> DefConversion:
+    """Convert Dockerfile text into Apptainer .def text; every FROM must be pinned by digest.
+
+    Only the stages the target (``target``, as ``docker build --target``; else the last stage)
+    needs are converted, as BuildKit builds only those: one it does not need is left out with a
+    warning, whatever it holds."""
     warnings: list[str] = []
-    stages = _stages(read_instructions(text, source), source, warnings)
+    stages = _stages(read_instructions(text, source), source, warnings, target)
     recipes = spython_parse(stages, source)
     text_out = spython_write(recipes, stages, source)
     return DefConversion(
@@ -92,41 +98,87 @@ def write_def(conversion: DefConversion, out_dir: Path, name: str = DEFAULT_DEF_
     return target
 
 
-def _stages(instructions: list[Instruction], source: str, warnings: list[str]) -> list[Stage]:
+def _stages(
+    instructions: list[Instruction], source: str, warnings: list[str], target: str | None
+) -> list[Stage]:
     froms = [i for i in instructions if i.keyword == "FROM"]
     if not froms:
         raise UsageError(f"{source}: no FROM line; a Dockerfile starts from a base image")
     multi = len(froms) > 1
     stages: list[Stage] = []
     glob = global_scope()  # ARGs before the first FROM
-    unpinned: list[tuple[int, str]] = []
-    first_error: UsageError | None = None  # reported after the pinning check, which comes first
+    unpinned: dict[int, tuple[int, str]] = {}  # stage → its FROM line and image
+    errors: dict[int, UsageError] = {}  # stage → its first error (-1: before the first FROM)
+    said: list[list[str]] = [[]]  # the warnings of each stage (0: before the first FROM)
     for ins in instructions:
         where = f"{source}:{ins.line}"
         try:
             if ins.keyword == "FROM":
-                stage, problem = _from(ins, stages, multi, glob, where, warnings)
+                said.append([])
+                stage, problem = _from(ins, stages, multi, glob, where, said[-1])
                 stages.append(stage)  # even when refused: a later FROM/COPY --from names it
+                at = len(stages) - 1
+                if stage.base is not None:  # repeats its base: its base's problems are its own
+                    base = next(i for i, s in enumerate(stages[:-1]) if s.name == stage.base)
+                    if base in errors:
+                        errors[at] = errors[base]
+                    if base in unpinned:
+                        unpinned[at] = unpinned[base]
                 if isinstance(problem, UsageError):
                     raise problem
                 if problem:
-                    unpinned.append((ins.line, stage.image))
+                    unpinned[at] = (ins.line, stage.image)
             elif not stages:
                 if ins.keyword != "ARG":
                     raise UsageError(f"{where}: {ins.keyword} before the first FROM")
-                global_arg(ins, glob, where, warnings)
+                global_arg(ins, glob, where, said[0])
             else:
-                instruction(ins, stages, glob, where, warnings)
+                instruction(ins, stages, glob, where, said[-1])
         except UsageError as e:
-            first_error = first_error or e
-    if unpinned:
-        _refuse_unpinned(unpinned, source)
-    if first_error is not None:
-        raise first_error
+            errors.setdefault(len(stages) - 1, e)
+    keep = _needed(stages, target, source)
+    warnings += said[0]
+    for i, stage in enumerate(stages):
+        if i in keep:
+            warnings += said[i + 1]
+        else:
+            warnings.append(
+                f"{source}: stage {stage.name} is left out: the {'target' if target else 'last'}"
+                " stage does not need it (as BuildKit builds only what it needs)"
+            )
+    kept_unpinned = [unpinned[i] for i in sorted(unpinned) if i in keep]
+    if kept_unpinned:
+        _refuse_unpinned(kept_unpinned, source)
+    first = [errors[i] for i in sorted(errors) if i == -1 or i in keep]
+    if first:
+        raise first[0]
+    stages = [s for i, s in enumerate(stages) if i in keep]
     for stage in stages:
         if stage.copies:
             stage.spython_lines.append(f"RUN rm -rf {STAGING}")
     return stages
+
+
+def _needed(stages: list[Stage], target: str | None, source: str) -> set[int]:
+    """The indices of the stages the target needs: itself, and what it copies from, again and
+    again (a stage built on another repeats it, and so needs what that one needs)."""
+    names = {s.name: i for i, s in enumerate(stages)}
+    if target is None:
+        todo = [len(stages) - 1]
+    elif target.lower() in names:
+        todo = [names[target.lower()]]
+    else:
+        raise UsageError(
+            f"{source}: --target {target}: no stage of that name (the stages:"
+            f" {', '.join(s.name for s in stages)})"
+        )
+    keep: set[int] = set()
+    while todo:
+        i = todo.pop()
+        if i not in keep:
+            keep.add(i)
+            todo += [names[n] for n in stages[i].needs if n in names]
+    return keep
 
 
 def _from(
@@ -181,6 +233,7 @@ def _on_stage(parent: Stage, name: str | None, where: str, warnings: list[str]) 
     then its own. What Docker carries into the new stage comes with them (ENV, WORKDIR, USER,
     CMD, ENTRYPOINT, LABEL); an ARG's value does not (Docker scopes ARGs to their stage)."""
     stage = copy.deepcopy(parent)
+    stage.base = parent.name
     stage.name = name or f"{parent.name}-next"
     stage.spython_lines[0] = f"FROM {parent.image} AS {stage.name}"
     scope = stage.scope

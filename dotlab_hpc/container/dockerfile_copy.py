@@ -59,6 +59,7 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
         elif flag.startswith("--from="):
             value = literal(expand(flag.split("=", 1)[1], scope, where, warnings), where, kw)
             layer = _copy_source(value, stages, where)
+            stages[-1].needs.add(layer)
         elif flag.startswith(_DROPPED_COPY_FLAGS):
             warnings.append(f"{where}: {kw} {flag} left out: %files copies as root")
         else:

@@ -227,9 +227,31 @@ def _label(key: str, value: str, where: str) -> list[str]:
     return [key, value]
 
 
+def _mount_problem(flag: str, where: str) -> None:
+    """A ``RUN --mount`` that gives the command files (a bind of the context or of a stage, a
+    secret, an ssh agent) is refused: %post has no mounts, and without them the command would
+    read something else. A cache or tmpfs mount only speeds a build up: left out."""
+    if not flag.startswith("--mount="):
+        return
+    opts = dict(o.partition("=")[::2] for o in flag.removeprefix("--mount=").split(","))
+    kind = opts.get("type", "bind")
+    if kind in ("cache", "tmpfs") and "from" not in opts:
+        return
+    what = f"stage or image {opts['from']}" if "from" in opts else "the build context"
+    raise UsageError(
+        f"{where}: RUN {flag}: the command reads "
+        + (f"files of {what}" if kind in ("bind", "cache") else f"a {kind}")
+        + " through a BuildKit mount, which %post does not have; without it the command would"
+        " read something else",
+        hint="COPY (or COPY --from=) those files into the image before the RUN; a secret"
+        " cannot be in a .def at all",
+    )
+
+
 def _run(ins: Instruction, where: str, warnings: list[str]) -> str:
     body = "\n".join(ins.lines)
     while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
+        _mount_problem(m.group(1), where)
         warnings.append(f"{where}: RUN {m.group(1)} left out: %post has no BuildKit RUN options")
         body = body[m.end() :]
     body = _CONTINUED_RE.sub("", body.rstrip()).rstrip()

@@ -38,6 +38,8 @@ class Stage:
     runs: int = 0  # RUN lines so far (a COPY after one is staged, see dockerfile_copy)
     copies: int = 0  # COPY/ADD lines staged so far
     copied_to: set[str] = field(default_factory=set)  # destinations %files writes directly
+    needs: set[str] = field(default_factory=set)  # the stages it copies from (COPY --from)
+    base: str | None = None  # the earlier stage it is built on (FROM base), repeated in it
 
 
 def checked_text(text: str, where: str, keyword: str) -> str:

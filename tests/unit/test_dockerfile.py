@@ -144,7 +144,8 @@ def test_pinning_is_reported_before_other_problems() -> None:
 
 def test_every_stage_must_be_pinned() -> None:
     with pytest.raises(UsageError, match=r"2 base images .*line 3 FROM debian:12, line 4 FROM"):
-        convert(f"FROM {PY} AS a\nRUN true\nFROM debian:12\nFROM alpine AS c\n")
+        convert(f"FROM {PY} AS a\nRUN true\nFROM debian:12 AS b\nFROM alpine AS c\n"
+                "COPY --from=a /x /x\nCOPY --from=b /y /y\n")  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -295,3 +296,20 @@ def test_a_fifo_as_the_dockerfile_is_refused_without_blocking(
     os.mkfifo(fifo)
     with pytest.raises(UsageError, match=r"is not a regular file \(it is a FIFO\)"):
         convert_dockerfile(fifo)
+
+
+def test_only_the_stages_the_target_needs_are_converted() -> None:
+    """As BuildKit: the last stage (or --target) and what it copies from, nothing else; a stage
+    nothing needs is left out with a warning, whatever it holds (here: something refused)."""
+    text = (f"FROM {PY} AS deps\nRUN echo deps\nFROM debian:12 AS test\nRUN pytest\n"
+            f"FROM {PY} AS final\nCOPY --from=deps /d /d\n")  # fmt: skip
+    conv = convert(text)
+    assert conv.stages == ("deps", "final")
+    assert any(
+        "stage test is left out: the last stage does not need it" in w for w in conv.warnings
+    )
+    assert dockerfile_to_def(text, target="deps").stages == ("deps",)
+    with pytest.raises(UsageError, match=r"not pinned by digest .line 3 FROM debian:12"):
+        dockerfile_to_def(text, target="test")
+    with pytest.raises(UsageError, match="--target nope: no stage of that name"):
+        dockerfile_to_def(text, target="nope")
