@@ -197,7 +197,7 @@ def _cmd_pack(args: argparse.Namespace) -> int:
     res = api.pack(args.run_dir, args.output, include_image=not args.no_image, image=args.image,
                    image_url=args.image_url, sign_key=args.sign,
                    allow_local=args.allow_local, plain_http=args.plain_http,
-                   license=args.license)  # fmt: skip
+                   license=args.license, anonymize=args.anonymize)  # fmt: skip
     if args.json:
         out.print_result(res)
         return 0

@@ -264,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the SPDX license id the bundle is given under (e.g. MIT, CC-BY-4.0), over the"
         " manifest's `license`; needed when the manifest names none",
     )
+    p.add_argument(
+        "--anonymize",
+        action="store_true",
+        help="for double-blind review: no login name, uid, home folder or host path in any file"
+        " (replaced by /anon/... placeholders and `anonymous`; docs/bundle.md)",
+    )
     add_json(p)
 
     p = verb("verify-bundle", "check a handoff bundle (folder or .tar)")

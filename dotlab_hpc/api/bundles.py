@@ -41,6 +41,7 @@ def pack(
     allow_local: bool = False,
     plain_http: bool = False,
     license: str | None = None,
+    anonymize: bool = False,
 ) -> PackResult:
     """``dotlab-hpc pack``: the paper's handoff bundle of a collected run (folder or .tar);
     ``sign_key`` signs its provenance statement (``pack --sign``); ``allow_local`` packs a
@@ -48,7 +49,8 @@ def pack(
     run's image (read from the registry; ``plain_http`` for one on loopback), and the bundle
     names it by its manifest digest: ``reproduce`` pulls it from there. ``license`` (an SPDX
     id) is the license the bundle is given under, over the manifest's; a run whose manifest
-    names none is refused without it (UsageError)."""
+    names none is refused without it (UsageError). ``anonymize``: no login name, uid, home
+    folder or host path in any file (``bundle.anonymize``), for double-blind review."""
     from ..bundle.pack import PackOptions
     from ..bundle.pack import pack as pack_run
 
@@ -57,7 +59,7 @@ def pack(
                                 image_url=image_url,
                                 sign_key=None if sign_key is None else Path(sign_key),
                                 allow_local=allow_local, plain_http=plain_http,
-                                license=license))  # fmt: skip
+                                license=license, anonymize=anonymize))  # fmt: skip
 
 
 def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:

@@ -10,6 +10,10 @@ A bundle is a folder (or a .tar of one folder) that ``pack`` makes from a collec
     ro-crate-metadata.json  RO-Crate (Process Run Crate) metadata of the run (``bundle_crate``)
     provenance.intoto.json  an in-toto Statement with a SLSA Provenance predicate
     provenance.dsse.json    the statement signed by ``pack --sign KEY`` (a DSSE envelope)
+    isolation.scai.intoto.json  an in-toto Statement with a SCAI Attribute Report predicate: the
+                            record's isolation facts, the probe's output as evidence
+                            (``bundle_scai``; only when the record has an isolation section)
+    isolation.scai.dsse.json    that statement signed by ``pack --sign KEY``
     manifest.orig.<ext>     the manifest exactly as submitted (its sha256 is in the record)
     manifest.resolved.json  the manifest as dotlab-hpc read it
     claim.def               the rendered .def (when the manifest has image.build)
@@ -48,6 +52,8 @@ LOGS = "logs"
 CRATE = "ro-crate-metadata.json"
 STATEMENT = "provenance.intoto.json"
 ENVELOPE = "provenance.dsse.json"
+SCAI_STATEMENT = "isolation.scai.intoto.json"
+SCAI_ENVELOPE = "isolation.scai.dsse.json"
 # No JSON or text file of a bundle comes near this; only the image may be larger.
 MAX_TEXT_BYTES = 16 << 20
 

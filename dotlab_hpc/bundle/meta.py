@@ -1,10 +1,13 @@
 """The bundle's standard metadata as ``pack`` writes it: RO-Crate, the in-toto statement and
 its DSSE envelope (``bundle.meta_checks`` checks them).
 
-``pack`` writes, after every other file and before ``SHA256SUMS``: ``ro-crate-metadata.json``
-(``bundle_crate``), the in-toto statement (``bundle_provenance``) and, with ``--sign KEY``, its
-DSSE envelope (``bundle_sign``). ``verify-bundle`` runs the three checks below after its own;
-``--key KEY.pub`` makes the signature required and checked.
+``pack`` writes, after every other file and before ``SHA256SUMS``: the isolation attestation
+(``bundle_scai``, when the record has an isolation section), ``ro-crate-metadata.json``
+(``bundle_crate``), the in-toto statement (``bundle_provenance``) and, with ``--sign KEY``, a
+DSSE envelope of each statement (``bundle_sign``). The isolation attestation comes first, so the
+crate and the provenance statement name it with its sha256. ``verify-bundle`` runs the checks
+of ``bundle_meta_checks`` after its own; ``--key KEY.pub`` makes the signature required and
+checked.
 """
 
 from __future__ import annotations
@@ -18,14 +21,15 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..fsio.jsontext import canonical_json
 from .crate import crate_json
-from .layout import CRATE, ENVELOPE, STATEMENT
+from .layout import CRATE, ENVELOPE, SCAI_ENVELOPE, SCAI_STATEMENT, STATEMENT
 from .provenance import Dataset, ProvenanceFacts, bare_doi, build_statement
+from .scai import build_scai
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from ..manifest.models import ManifestSpec
-    from ..rundir.records import ClaimRecord
+    from ..rundir.records import ClaimRecord, IsolationRecord
 
 # the statement and the crate are a few KiB per file of the bundle
 META_LIMIT = 16 << 20
@@ -100,8 +104,10 @@ def write_metadata(
     digests: Mapping[str, str],
     *,
     sign: Ed25519PrivateKey | None = None,
+    isolation: IsolationRecord | None = None,
 ) -> dict[str, str]:
-    """Write the crate, the statement (and its envelope) into ``tree``; return their sha256s."""
+    """Write the isolation attestation (with the record's ``isolation``), the crate and the
+    statement (and their envelopes) into ``tree``; return their sha256s."""
     from .sign import sign_envelope
 
     out: dict[str, str] = {}
@@ -111,7 +117,18 @@ def write_metadata(
         (tree / name).chmod(0o644)
         out[name] = hashlib.sha256(data).hexdigest()
 
-    write(CRATE, canonical_json(crate_json(facts, digests)).encode("utf-8"))
+    if isolation is not None:
+        scai = build_scai(
+            isolation,
+            image_digest=facts.image_digest,
+            image_file=facts.image_file,
+            digests=digests,
+        )
+        scai_bytes = canonical_json(scai).encode("utf-8")
+        write(SCAI_STATEMENT, scai_bytes)
+        if sign is not None:
+            write(SCAI_ENVELOPE, canonical_json(sign_envelope(scai_bytes, sign)).encode("utf-8"))
+    write(CRATE, canonical_json(crate_json(facts, {**digests, **out})).encode("utf-8"))
     statement = canonical_json(build_statement(facts, {**digests, **out})).encode("utf-8")
     write(STATEMENT, statement)
     if sign is not None:

@@ -1,5 +1,6 @@
 """verify-bundle's checks of the standard metadata: the RO-Crate, the in-toto statement, its
-signature, and Apptainer's own signature of the image."""
+signature, the isolation attestation (and its signature), and Apptainer's own signature of the
+image."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import TYPE_CHECKING
 from ..errors import DotlabError
 from ..fsio.read import FileRefused, read_regular
 from .crate import check_crate
-from .layout import CRATE, ENVELOPE, STATEMENT
+from .layout import CRATE, ENVELOPE, SCAI_ENVELOPE, SCAI_STATEMENT, STATEMENT
 from .meta import META_LIMIT, crate_location
 from .provenance import check_statement
+from .scai import PROBE_EVIDENCE, check_scai
 
 if TYPE_CHECKING:
     from .report import CheckState
@@ -111,6 +113,80 @@ def check_signature(s: CheckState) -> None:
     s.add("signature", [f"{ENVELOPE}: {why}"] if why else [], signed_by((key_id(key),)))
 
 
+def _present(s: CheckState, name: str) -> bool:
+    path = s.root / name
+    return name in s.digests or path.exists() or path.is_symlink()
+
+
+def check_isolation_file(s: CheckState) -> None:
+    """``isolation``: the SCAI statement holds exactly the record's isolation facts, names the
+    record and the image and, as evidence, the probe's output; its envelope signs it (with a
+    key: verifies). A record without an isolation section must have no such statement."""
+    if s.record is None:
+        s.skip("isolation", "no readable record")
+        return
+    isolation = s.record.isolation
+    if isolation is None:
+        if _present(s, SCAI_STATEMENT):
+            s.add(
+                "isolation",
+                [f"{SCAI_STATEMENT} is in the bundle, but the record has no isolation section"],
+                "",
+            )
+        else:
+            s.add("isolation", [], "the record has no isolation section (no probe ran)")
+        return
+    data = _read(s, SCAI_STATEMENT)
+    if isinstance(data, str):
+        s.add(
+            "isolation",
+            [
+                f"{data}: the record's isolation facts are not attested (pack it"
+                " again with this dotlab-hpc)"
+            ],
+            "",
+        )
+        return
+    problems = check_scai(
+        data, isolation=isolation, image_digest=s.record.inputs.image_digest, digests=s.digests
+    )
+    signed, why = _scai_signature(s, data)
+    problems += why
+    n = len(isolation.properties)
+    evidence = f", evidence {PROBE_EVIDENCE}" if PROBE_EVIDENCE in s.digests else ""
+    s.add(
+        "isolation", problems, f"{SCAI_STATEMENT}: the record's {n} properties{evidence}; {signed}"
+    )
+
+
+def _scai_signature(s: CheckState, statement: bytes) -> tuple[str, list[str]]:
+    """The isolation statement's envelope in words, and its problems: it must sign this very
+    statement, with a key it must verify, and it must be there when the provenance is signed."""
+    from .sign import parse_envelope, verify_envelope
+
+    if not _present(s, SCAI_ENVELOPE):
+        if _present(s, ENVELOPE):
+            return "", [
+                f"{ENVELOPE} is there but {SCAI_ENVELOPE} is not: the isolation"
+                " attestation is not signed"
+            ]
+        return f"not signed (no {SCAI_ENVELOPE})", []
+    data = _read(s, SCAI_ENVELOPE)
+    if isinstance(data, str):
+        return "", [data]
+    try:
+        env = parse_envelope(data)
+    except ValueError as e:
+        return "", [f"{SCAI_ENVELOPE}: {e}"]
+    if env.payload != statement:
+        return "", [f"{SCAI_ENVELOPE} signs another statement than {SCAI_STATEMENT}"]
+    ids = tuple(k[:_KEY_ID_CHARS] for k, _ in env.signatures)
+    if s.public_key is None:
+        return f"{signed_by(ids)}, not checked (give --key KEY.pub)", []
+    why = verify_envelope(env, s.public_key)
+    return signed_by(ids), [f"{SCAI_ENVELOPE}: {why}"] if why else []
+
+
 # a key id is 64 hex digits; one read from an envelope is cut to this, whatever it holds
 _KEY_ID_CHARS = 64
 
@@ -159,4 +235,10 @@ def check_image_signature(s: CheckState) -> None:
     )
 
 
-META_CHECKS = (check_crate_file, check_statement_file, check_signature, check_image_signature)
+META_CHECKS = (
+    check_crate_file,
+    check_statement_file,
+    check_signature,
+    check_isolation_file,
+    check_image_signature,
+)

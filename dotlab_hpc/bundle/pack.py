@@ -10,12 +10,13 @@ bundle depends on when it was packed, so packing one run twice gives identical b
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from ..rundir.directory import open_existing
 from ..rundir.models import RunRecord
 from ..rundir.names import DEF_NAME, LOG_FILES, RESOLVED_FILE
 from ..rundir.records import ClaimRecord, ToolRecord
+from .anonymize import ANON_USER, tree_leaks
 from .check import verify_dir
 from .crate import Author, credited
 from .evidence import derive_evidence
@@ -55,6 +57,9 @@ from .tar import tar_root_name, write_tar
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..manifest.models import Manifest
+    from .anonymize import Scrubber
+
 _URL_OK = re.compile(r"[^\s\x00-\x1f\x7f]{1,2048}")
 
 
@@ -71,6 +76,7 @@ class PackOptions:
     allow_local: bool = False  # a run --local record is not a cluster result unless asked
     plain_http: bool = False  # an oras:// image_url on loopback, read over HTTP
     license: str | None = None  # an SPDX id: wins over the manifest's license
+    anonymize: bool = False  # no login name, uid, home or host path in any file (anonymize.py)
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,46 @@ def _image_source(opts: PackOptions, run: RunRecord, digest: str) -> Path:
             hint=f"give --image F.sif (sha256 {digest.removeprefix('sha256:')}), or --no-image",
         )
     return src
+
+
+def _anonymize(
+    tree: Path, run: RunRecord, record: ClaimRecord, manifest: Manifest, image: Path | None
+) -> tuple[Scrubber, ClaimRecord, Manifest]:
+    """Rewrite the files copied into ``tree`` (``anonymize``); the record and manifest read back.
+
+    A manifest that named the host changes, and so does its sha256: the record, run.json and
+    the resolved manifest are given the new one, so the bundle still checks."""
+    from ..container.sif import read_sif
+    from ..manifest import models as manifest_mod
+    from .anonymize import identities, image_problems, rewrite_tree, scrubber
+
+    found = identities(Path(run.paths.run_dir))
+    p = run.paths
+    scrub = scrubber(found, run_dir=p.run_dir, code_dir=p.code_dir, data_dir=p.data_dir,
+                     out_dir=p.out_dir, image=p.image, manifest_path=run.manifest_path,
+                     apptainer=run.apptainer,
+                     site_file=record.site.file if record.site else None)  # fmt: skip
+    if image is not None:
+        sif = read_sif(image, digest=False)
+        owners = tuple(n for o in sif.objects for n in (o.uid, o.gid))
+        problems = image_problems(scrub, sif.deffile, owners)
+        if problems:
+            raise UsageError(
+                f"--anonymize: the image {one_line(image)} names its user: {'; '.join(problems)};"
+                " an image is never rewritten",
+                hint="add --no-image (and --image-url where reviewers can fetch an image built"
+                " without host paths), or rebuild the image from a .def that names no host path",
+            )
+    raw = scrub.data(manifest.raw)
+    if raw != manifest.raw:
+        scrub = replace(scrub, literal=((manifest.sha256, hashlib.sha256(raw).hexdigest()),))
+    rewrite_tree(tree, scrub, skip=frozenset({IMAGE}))
+    record = ClaimRecord.model_validate_json((tree / RECORD).read_bytes())
+    return scrub, record, manifest_mod.load(tree / run.manifest_file)
+
+
+def _scrubbed(scrub: Scrubber | None, text: str) -> str:
+    return text if scrub is None else scrub.text(text)
 
 
 def bundle_license(given: str | None, declared: str | None, manifest: Path) -> str:
@@ -205,6 +251,9 @@ def build_tree(
     _copy(rd.file(DEF_NAME), tree / DEF)
     for name in LOG_FILES:
         _copy(rd.file(name), tree / LOGS / name)
+    scrub = None
+    if opts.anonymize:
+        scrub, record, manifest = _anonymize(tree, run, record, manifest, image_src)
     size = None
     if image_src is not None:
         _copy(image_src, tree / IMAGE, follow_symlinks=True)
@@ -217,7 +266,7 @@ def build_tree(
         submission=rd.submission(run),
         gpu_claim=manifest.spec.is_gpu,
     )
-    _write(tree / EVIDENCE, canonical_json(evidence))
+    _write(tree / EVIDENCE, _scrubbed(scrub, canonical_json(evidence)))
     index = BundleIndex(
         bundle_version=1,
         claim=record.claim,
@@ -234,7 +283,8 @@ def build_tree(
         tool=ToolRecord(name=TOOL_NAME, version=__version__),
     )
     _write(tree / INDEX, canonical_json(index.model_dump(mode="json")))
-    _write(tree / README, readme_text(index, record, manifest.spec, signed=sign is not None))
+    readme = readme_text(index, record, manifest.spec, signed=sign is not None)
+    _write(tree / README, _scrubbed(scrub, readme))
     files, problems = walk_files(tree)
     if problems:  # pragma: no cover - the tree holds only what was just written
         raise RunDirError(f"bundle tree: {'; '.join(problems)}")
@@ -251,12 +301,17 @@ def build_tree(
         manifest_name=manifest_name,
         image_file=index.image.file,
         image_url=image_url,
-        agent=agent_name(rd.path),
+        agent=agent_name(rd.path) if scrub is None else ANON_USER,
     )
     authors = [Author(a.name, a.orcid) for a in manifest.spec.authors]
     facts = credited(facts, license, authors)
-    digests |= write_metadata(tree, facts, digests, sign=sign)
+    digests |= write_metadata(tree, facts, digests, sign=sign, isolation=record.isolation)
     _write(tree / SUMS, sums_text(digests))
+    if scrub is not None and (leaks := tree_leaks(tree, scrub, skip=frozenset({IMAGE}))):
+        raise RunDirError(  # pragma: no cover - every file was rewritten above
+            f"--anonymize: the bundle still names the host ({'; '.join(leaks)})",
+            hint="report a bug; pack without --anonymize meanwhile",
+        )
     return record, image_src is not None
 
 

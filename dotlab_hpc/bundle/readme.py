@@ -15,6 +15,8 @@ from .layout import (
     LOGS,
     RECORD,
     RESOLVED,
+    SCAI_ENVELOPE,
+    SCAI_STATEMENT,
     STATEMENT,
     SUMS,
     BundleIndex,
@@ -124,6 +126,12 @@ def readme_text(
     ]
     if signed:
         lines.append(f"- `{ENVELOPE}`: that statement signed with Ed25519 (a DSSE envelope)")
+    if record.isolation is not None:
+        lines.append(
+            f"- `{SCAI_STATEMENT}`: the isolation the probe measured inside the container, as an"
+            " in-toto Statement with a SCAI attribute report (one attribute a property, its"
+            f" evidence the probe's output)" + (f"; `{SCAI_ENVELOPE}` signs it" if signed else "")
+        )
     lines += [
         f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file",
         "",

@@ -148,7 +148,13 @@ def test_any_altered_file_fails_even_with_sha256sums_rewritten(
     kit: Kit, bundle: Path, keys: tuple[Path, Path]
 ) -> None:
     names = sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file())
-    assert {"provenance.dsse.json", "provenance.intoto.json", "ro-crate-metadata.json"} < set(names)
+    assert {
+        "provenance.dsse.json",
+        "provenance.intoto.json",
+        "ro-crate-metadata.json",
+        "isolation.scai.intoto.json",
+        "isolation.scai.dsse.json",
+    } < set(names)
     for i, name in enumerate(n for n in names if n != SUMS):
         copy = linked_copy(bundle, kit.root / f"alt{i}", own=(name,))
         data = bytearray((copy / name).read_bytes())
@@ -170,8 +176,10 @@ def test_other_key_unsigned_and_another_image(
     other = kit.root / "keys" / "other"
     assert kit.cli("keygen", str(other)).rc == 0
     rc, failed, _ = verify(kit, bundle, Path(f"{other}.pub"))
-    assert rc == 1 and list(failed) == ["signature"]
+    # the isolation attestation's own envelope is checked against the key too
+    assert rc == 1 and list(failed) == ["signature", "isolation"]
     assert "signed by another key" in failed["signature"]
+    assert "isolation.scai.dsse.json: signed by another key" in failed["isolation"]
 
     unsigned = kit.root / "unsigned"
     assert kit.cli("pack", str(run.run_dir), "-o", str(unsigned)).rc == 0

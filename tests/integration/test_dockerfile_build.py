@@ -116,7 +116,7 @@ def test_a_stage_built_on_an_earlier_one_has_its_files_env_and_workdir_not_its_a
     platform.require()
     header = f"Bootstrap: docker\nFrom: python:3.12-slim@{PIN}\n"
     text = dockerfile_to_def(STAGES).text
-    assert text.count(header) == 2  # dev starts from base's pinned image and repeats base
+    assert text.count(header) == 1  # dev alone, from base's pinned image, repeating base
     deffile = tmp_path / "claim.def"
     deffile.write_text(text.replace(header, f"Bootstrap: localimage\nFrom: {platform.image()}\n"))
     out = tmp_path / "claim.sif"
