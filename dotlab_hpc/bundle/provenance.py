@@ -180,6 +180,27 @@ def _named(entries: Any, what: str, problems: list[str]) -> dict[str, Any]:
     return out
 
 
+def read_statement(
+    data: bytes, name: str, predicate_type: str
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """An in-toto Statement v1 file ``name`` read: (the object or None, its problems so far:
+    not JSON, not an object, another ``_type`` or ``predicateType``)."""
+    try:
+        st = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None, [f"{name} is not JSON"]
+    if not isinstance(st, dict):
+        return None, [f"{name} is not a JSON object"]
+    problems: list[str] = []
+    if st.get("_type") != STATEMENT_TYPE:
+        problems.append(f"{name}: _type {st.get('_type')!r} is not {STATEMENT_TYPE!r}")
+    if st.get("predicateType") != predicate_type:
+        problems.append(
+            f"{name}: predicateType {st.get('predicateType')!r} is not {predicate_type!r}"
+        )
+    return st, problems
+
+
 def check_statement(
     data: bytes,
     *,
@@ -193,19 +214,9 @@ def check_statement(
 
     ``digests`` are the files present (path → hex sha256). Each problem names what differs.
     """
-    try:
-        st = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return [f"{STATEMENT} is not JSON"]
-    if not isinstance(st, dict):
-        return [f"{STATEMENT} is not a JSON object"]
-    problems: list[str] = []
-    if st.get("_type") != STATEMENT_TYPE:
-        problems.append(f"{STATEMENT}: _type {st.get('_type')!r} is not {STATEMENT_TYPE!r}")
-    if st.get("predicateType") != PREDICATE_TYPE:
-        problems.append(
-            f"{STATEMENT}: predicateType {st.get('predicateType')!r} is not {PREDICATE_TYPE!r}"
-        )
+    st, problems = read_statement(data, STATEMENT, PREDICATE_TYPE)
+    if st is None:
+        return problems
     subjects = _named(st.get("subject"), "subject", problems)
     image_hex = _hex(image_digest)
     image_names = [n for n in subjects if n != RECORD]

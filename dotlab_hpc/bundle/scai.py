@@ -13,14 +13,13 @@ record's ``isolation`` section: ``check_scai`` rebuilds it from them and compare
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..rundir.names import PROBE_OUT
 from ..rundir.records import IsolationRecord
 from .layout import IMAGE, LOGS, RECORD, SCAI_STATEMENT
-from .provenance import BUILDER_ID, STATEMENT_TYPE
+from .provenance import BUILDER_ID, STATEMENT_TYPE, read_statement
 
 SCAI_PREDICATE_TYPE = "https://in-toto.io/attestation/scai/attribute-report/v0.2"
 # the attribute holding the sandbox's facts; each property's is ATTRIBUTE_PREFIX + its name
@@ -217,20 +216,9 @@ def check_scai(
 
     ``digests`` are the files present (path → hex sha256). Each problem names what differs.
     """
-    try:
-        st = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return [f"{SCAI_STATEMENT} is not JSON"]
-    if not isinstance(st, dict):
-        return [f"{SCAI_STATEMENT} is not a JSON object"]
-    problems: list[str] = []
-    if st.get("_type") != STATEMENT_TYPE:
-        problems.append(f"{SCAI_STATEMENT}: _type {st.get('_type')!r} is not {STATEMENT_TYPE!r}")
-    if st.get("predicateType") != SCAI_PREDICATE_TYPE:
-        problems.append(
-            f"{SCAI_STATEMENT}: predicateType {st.get('predicateType')!r} is not"
-            f" {SCAI_PREDICATE_TYPE!r}"
-        )
+    st, problems = read_statement(data, SCAI_STATEMENT, SCAI_PREDICATE_TYPE)
+    if st is None:
+        return problems
     problems += _subject_problems(st, image_digest, digests)
     attributes = _attributes(st, problems)
     if attributes:
