@@ -38,6 +38,7 @@ _NOT_HOST_PATHS = frozenset(
      "/work", "/work/code", "/work/data", "/work/out"}
 )  # fmt: skip
 _NAME_CHAR = r"[A-Za-z0-9_]"
+TOOL_PREFIX = "dotlab"  # the word the tool's own names start with
 _PATH_CHAR = r"[\w.\-+@~%]"
 _ID_PATTERNS = (
     # uid 1000 | uid=1000 | "uid": "1000" | "gid":1000 | @@iso fact uid 1000
@@ -116,7 +117,10 @@ class Scrubber:
 
 
 def _word_re(word: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<!{_NAME_CHAR}){re.escape(word)}(?!{_NAME_CHAR})")
+    # a login name that is the tool's own prefix cannot be told from the tool's names
+    # (dotlab-hpc, dotlab.claim, dotlab-<run id>): there, only the bare word is the user's
+    after = r"[A-Za-z0-9_.\-]" if word == TOOL_PREFIX else _NAME_CHAR
+    return re.compile(rf"(?<!{_NAME_CHAR}){re.escape(word)}(?!{after})")
 
 
 def _path_re(path: str) -> re.Pattern[str]:

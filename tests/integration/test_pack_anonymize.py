@@ -31,7 +31,11 @@ def _patterns(kit: Kit, run_dir: Path) -> list[re.Pattern[str]]:
     return [
         *(re.compile(re.escape(str(p))) for p in paths),
         re.compile(rf"(?<![\w.\-+@~%]){re.escape(me.pw_dir)}(?![\w.\-+@~%])"),
-        *(re.compile(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_])") for w in words),
+        # a user named like the tool's prefix: its names (dotlab-hpc, dotlab.claim) are not hers
+        *(
+            re.compile(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_{'.-' if w == 'dotlab' else ''}])")
+            for w in words
+        ),
         re.compile(uid),
     ]
 

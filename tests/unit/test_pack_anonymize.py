@@ -156,3 +156,15 @@ def test_a_manifest_naming_the_host_is_rewritten_and_its_new_sha256_recorded(
     assert text.endswith("# written in /anon/home/paper by anonymous\n")
     record = json.loads((out / "record.json").read_text())
     assert record["manifest_sha256"] not in (old, new)
+
+
+def test_a_user_named_like_the_tools_prefix_keeps_the_tools_names() -> None:
+    """The rooted CI's test user is `dotlab`: `dotlab-hpc`, `dotlab.claim` and `dotlab-<run>`
+    are the tool's; the bare word (and in a path) is the user's."""
+    from dotlab_hpc.bundle.anonymize import _word_re
+
+    text = "dotlab-hpc dotlab.claim dotlab-run1 /tmp/pytest-of-dotlab/x user dotlab"
+    assert _word_re("dotlab").sub("anonymous", text) == (
+        "dotlab-hpc dotlab.claim dotlab-run1 /tmp/pytest-of-anonymous/x user anonymous"
+    )
+    assert _word_re("alice").sub("anonymous", "alice-laptop alice") == "anonymous-laptop anonymous"
