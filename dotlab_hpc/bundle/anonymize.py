@@ -118,8 +118,8 @@ class Scrubber:
 
 def _word_re(word: str) -> re.Pattern[str]:
     # a login name that is the tool's own prefix cannot be told from the tool's names
-    # (dotlab-hpc, dotlab.claim, dotlab-<run id>): there, only the bare word is the user's
-    after = r"[A-Za-z0-9_.\-]" if word == TOOL_PREFIX else _NAME_CHAR
+    # (dotlab-hpc, dotlab.claim, dotlab:isolation, dotlab-<run id>): only the bare word is hers
+    after = r"[A-Za-z0-9_.:\-]" if word == TOOL_PREFIX else _NAME_CHAR
     return re.compile(rf"(?<!{_NAME_CHAR}){re.escape(word)}(?!{after})")
 
 

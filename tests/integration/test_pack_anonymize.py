@@ -33,7 +33,7 @@ def _patterns(kit: Kit, run_dir: Path) -> list[re.Pattern[str]]:
         re.compile(rf"(?<![\w.\-+@~%]){re.escape(me.pw_dir)}(?![\w.\-+@~%])"),
         # a user named like the tool's prefix: its names (dotlab-hpc, dotlab.claim) are not hers
         *(
-            re.compile(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_{'.-' if w == 'dotlab' else ''}])")
+            re.compile(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_{'.:-' if w == 'dotlab' else ''}])")
             for w in words
         ),
         re.compile(uid),

@@ -163,8 +163,11 @@ def test_a_user_named_like_the_tools_prefix_keeps_the_tools_names() -> None:
     are the tool's; the bare word (and in a path) is the user's."""
     from dotlab_hpc.bundle.anonymize import _word_re
 
-    text = "dotlab-hpc dotlab.claim dotlab-run1 /tmp/pytest-of-dotlab/x user dotlab"
+    text = (
+        "dotlab-hpc dotlab.claim dotlab:isolation dotlab-run1 /tmp/pytest-of-dotlab/x user dotlab"
+    )
     assert _word_re("dotlab").sub("anonymous", text) == (
-        "dotlab-hpc dotlab.claim dotlab-run1 /tmp/pytest-of-anonymous/x user anonymous"
+        "dotlab-hpc dotlab.claim dotlab:isolation dotlab-run1 /tmp/pytest-of-anonymous/x"
+        " user anonymous"
     )
     assert _word_re("alice").sub("anonymous", "alice-laptop alice") == "anonymous-laptop anonymous"
