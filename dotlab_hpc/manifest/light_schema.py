@@ -561,6 +561,67 @@ SCHEMA: dict[str, Any] = {
                     "default": None,
                 },
             },
+            "runs": {
+                "type": "model-field",
+                "schema": {
+                    "type": "default",
+                    "schema": {
+                        "type": "nullable",
+                        "schema": {
+                            "type": "model-fields",
+                            "fields": {
+                                "seeds": {
+                                    "type": "model-field",
+                                    "schema": {
+                                        "type": "default",
+                                        "schema": {
+                                            "type": "nullable",
+                                            "schema": {
+                                                "type": "function-after",
+                                                "function": {
+                                                    "type": "no-info",
+                                                    "function": C.valid_seeds,
+                                                },
+                                                "schema": {
+                                                    "type": "tuple",
+                                                    "items_schema": [
+                                                        {
+                                                            "type": "int",
+                                                            "strict": True,
+                                                            "ge": 0,
+                                                            "le": 9223372036854775807,
+                                                        },
+                                                    ],
+                                                    "variadic_item_index": 0,
+                                                    "min_length": 1,
+                                                },
+                                            },
+                                        },
+                                        "default": None,
+                                    },
+                                },
+                                "repeat": {
+                                    "type": "model-field",
+                                    "schema": {
+                                        "type": "default",
+                                        "schema": {
+                                            "type": "nullable",
+                                            "schema": {
+                                                "type": "int",
+                                                "strict": True,
+                                                "ge": 1,
+                                                "le": 1000,
+                                            },
+                                        },
+                                        "default": None,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                    "default": None,
+                },
+            },
             "targets": {
                 "type": "model-field",
                 "schema": {
@@ -624,6 +685,48 @@ SCHEMA: dict[str, Any] = {
                                         "schema": {
                                             "type": "float",
                                             "strict": True,
+                                        },
+                                    },
+                                    "default": None,
+                                },
+                            },
+                            "statistic": {
+                                "type": "model-field",
+                                "schema": {
+                                    "type": "default",
+                                    "schema": {
+                                        "type": "nullable",
+                                        "schema": {
+                                            "type": "function-after",
+                                            "function": {
+                                                "type": "no-info",
+                                                "function": C.valid_statistic,
+                                            },
+                                            "schema": {
+                                                "type": "str",
+                                                "strict": True,
+                                            },
+                                        },
+                                    },
+                                    "default": None,
+                                },
+                            },
+                            "of": {
+                                "type": "model-field",
+                                "schema": {
+                                    "type": "default",
+                                    "schema": {
+                                        "type": "nullable",
+                                        "schema": {
+                                            "type": "function-after",
+                                            "function": {
+                                                "type": "no-info",
+                                                "function": C.valid_name,
+                                            },
+                                            "schema": {
+                                                "type": "str",
+                                                "strict": True,
+                                            },
                                         },
                                     },
                                     "default": None,

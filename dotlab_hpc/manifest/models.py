@@ -37,6 +37,7 @@ from .problems import problem_lines
 from .rules import (
     MAX_NUMBER_CHARS,
     check_gpu_type_needs_gpus,
+    check_runs,
     check_unique_datasets,
     describe,
     valid_author_name,
@@ -56,15 +57,18 @@ from .rules import (
     valid_rel_path,
     valid_repo,
     valid_section_text,
+    valid_seeds,
     valid_sha256,
     valid_single_line,
     valid_slurm_word,
+    valid_statistic,
     valid_time,
     valid_time_type,
     valid_url,
     valid_version_one,
     value_problems,
 )
+from .runs import MAX_RUNS, run_plan
 
 Name = Annotated[StrictStr, AfterValidator(valid_name)]
 RelPath = Annotated[StrictStr, AfterValidator(valid_rel_path)]
@@ -74,6 +78,7 @@ SingleLine = Annotated[StrictStr, AfterValidator(valid_single_line)]
 LabelKey = Annotated[StrictStr, AfterValidator(valid_label_key)]
 Number = Annotated[StrictFloat, AfterValidator(valid_finite)]
 Tolerance = Annotated[StrictFloat, AfterValidator(valid_non_negative)]
+Seed = Annotated[StrictInt, Field(ge=0, le=2**63 - 1)]
 
 
 class _Frozen(BaseModel):
@@ -158,6 +163,26 @@ class TargetSpec(_Frozen):
     """Absolute tolerance (default 0)."""
     rel_tol: Tolerance = 0.0
     """Relative tolerance, a fraction of |value| (default 0)."""
+    statistic: Annotated[StrictStr, AfterValidator(valid_statistic)] | None = None
+    """With runs: the statistic of the runs' values compared with value: mean, median, std,
+    min, max or pNN (p1 … p99); required then, refused without runs."""
+    of: Name | None = None
+    """With runs: the results.json value the statistic is over (default: the target's name)."""
+
+
+class RunsSpec(_Frozen):
+    """A claim over many runs (docs/contract.md §11): give ``seeds`` or ``repeat``, not both."""
+
+    seeds: Annotated[tuple[Seed, ...], Field(min_length=1), AfterValidator(valid_seeds)] | None = (
+        None
+    )
+    """One run per seed, exported as DOTLAB_SEED: 1 to 1000 distinct whole numbers."""
+    repeat: Annotated[StrictInt, Field(ge=1, le=MAX_RUNS)] | None = None
+    """N runs (1 to 1000): DOTLAB_RUN_INDEX 0..N-1, DOTLAB_SEED = seed (default 0) + index."""
+
+    def plan(self, base_seed: int | None) -> tuple[tuple[int, int], ...]:
+        """The runs as (run index, seed); ``base_seed`` is the manifest's ``seed``."""
+        return run_plan(self.seeds, self.repeat, base_seed)
 
 
 class ResourcesSpec(_Frozen):
@@ -239,10 +264,12 @@ class ManifestSpec(_Frozen):
     """The Apptainer image (.sif), pinned by the sha256 of its bytes."""
     entrypoint: Annotated[StrictStr, AfterValidator(valid_entrypoint)]
     """Run with `sh -c` in the container; it must write $DOTLAB_OUT_DIR/results.json."""
-    seed: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
-    """Exported to the analysis as DOTLAB_SEED."""
+    seed: Seed | None = None
+    """Exported to the analysis as DOTLAB_SEED (with runs.repeat: the first run's seed)."""
+    runs: RunsSpec | None = None
+    """A claim over many runs: runs.seeds or runs.repeat; each target then names a statistic."""
     targets: dict[Name, TargetSpec] = Field(min_length=1)
-    """The numbers results.json must hold: name -> {value, abs_tol, rel_tol}."""
+    """The numbers results.json must hold: name -> {value, abs_tol, rel_tol[, statistic, of]}."""
     resources: ResourcesSpec
     """What the job asks Slurm for."""
     sandbox: SandboxSpec = SandboxSpec()
@@ -253,12 +280,26 @@ class ManifestSpec(_Frozen):
         # the manifest's rules across fields (rules.unique_datasets applies the same)
         check_unique_datasets(d.name for d in self.data)
         check_gpu_type_needs_gpus(self.resources.gpu_type, self.resources.gpus)
+        check_runs(
+            self.seed,
+            None if self.runs is None else (self.runs.seeds, self.runs.repeat),
+            ((n, t.statistic, t.of) for n, t in self.targets.items()),
+        )
         return self
 
     @property
     def is_gpu(self) -> bool:
         """True for GPU claims (``resources.gpus > 0``)."""
         return self.resources.gpus > 0
+
+    @property
+    def run_seeds(self) -> tuple[tuple[int, int], ...]:
+        """Each run of a claim over many runs as (run index, seed); () without ``runs``."""
+        return () if self.runs is None else self.runs.plan(self.seed)
+
+    def target_of(self, name: str) -> str:
+        """The results.json value target ``name`` is over: its ``of``, else its own name."""
+        return self.targets[name].of or name
 
 
 # --------------------------------------------------------------------------- loading

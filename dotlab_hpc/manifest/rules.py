@@ -22,6 +22,9 @@ from ..slurm.units import parse_memory_mib, parse_time_limit
 from .credit import valid_author_name as valid_author_name
 from .credit import valid_license as valid_license
 from .credit import valid_orcid as valid_orcid
+from .runs import runs_problem
+from .runs import valid_seeds as valid_seeds
+from .runs import valid_statistic as valid_statistic
 
 
 @dataclass(frozen=True)
@@ -340,15 +343,29 @@ def value_problems(data: Any, label: str) -> list[str]:
 
 
 def unique_datasets(fields: tuple[dict[str, Any], Any, Any]) -> tuple[dict[str, Any], Any, Any]:
-    """The manifest's one rule across fields, on what pydantic_core's ``model-fields`` gives:
-    no two datasets share a name (the model applies the same rule to itself). Each dataset is
-    itself such a triple: (its fields, extras, the fields set)."""
+    """The manifest's rules across fields, on what pydantic_core's ``model-fields`` gives:
+    no two datasets share a name, and the rest below (the model applies the same rules to
+    itself). Each dataset is itself such a triple: (its fields, extras, the fields set)."""
     check_unique_datasets(d[0]["name"] for d in fields[0].get("data") or ())
     # and resources.gpu_type only with resources.gpus > 0 (a default is None here: gpus 0)
     resources = fields[0].get("resources")
     if resources is not None:
         check_gpu_type_needs_gpus(resources[0].get("gpu_type"), resources[0].get("gpus"))
+    # and a claim over many runs: runs and the targets' statistics (manifest.runs)
+    runs = fields[0].get("runs")
+    check_runs(
+        fields[0].get("seed"),
+        None if runs is None else (runs[0].get("seeds"), runs[0].get("repeat")),
+        ((n, t[0].get("statistic"), t[0].get("of")) for n, t in fields[0]["targets"].items()),
+    )
     return fields
+
+
+def check_runs(seed: Any, runs: Any, targets: Any) -> None:
+    """LocatedError at the first rule of ``manifest.runs.runs_problem`` the claim breaks."""
+    problem = runs_problem(seed, runs, targets)
+    if problem is not None:
+        raise LocatedError(*problem)
 
 
 def check_unique_datasets(names: Any) -> None:
