@@ -22,31 +22,17 @@ without them.
 from __future__ import annotations
 
 import math
-import re
 import statistics as stdlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-STATISTIC_RE = re.compile(r"mean|median|std|min|max|p(?:[1-9]|[1-9][0-9])")
+from ..manifest.runs import least_runs, valid_statistic
+
 CONFIDENCE = 0.95
 RESAMPLES = 9_999
 SEED = 20_241_107  # any fixed number: the interval must not change from one collect to the next
 Compare = Literal["ratio", "difference"]
-
-
-def valid_statistic(name: str) -> str:
-    """``name`` if it is a statistic this module computes, else ValueError saying which are."""
-    if not STATISTIC_RE.fullmatch(name):
-        raise ValueError(
-            f"{name!r} is not a statistic: mean, median, std, min, max, or pNN (p1 … p99)"
-        )
-    return name
-
-
-def least_runs(name: str) -> int:
-    """How many values ``name`` needs: 2 for ``std`` (n - 1), else 1."""
-    return 2 if name == "std" else 1
 
 
 def statistic(name: str, values: Sequence[float]) -> float:

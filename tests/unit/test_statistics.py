@@ -13,11 +13,10 @@ from hypothesis import strategies as st
 from dotlab_hpc.collect.statistics import (
     bootstrap_interval,
     compared,
-    least_runs,
     mean_interval,
     statistic,
-    valid_statistic,
 )
+from dotlab_hpc.manifest.runs import least_runs, valid_statistic
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 samples = st.lists(finite, min_size=2, max_size=60)
