@@ -1,0 +1,153 @@
+"""A claim over many runs for people: each run's values as CSV, and each value's spread as a PNG.
+
+The PNG is drawn headless with matplotlib's Agg canvas on a ``Figure`` of its own (never
+``pyplot``, no global state), imported only when a plot is drawn. The same record gives the
+same bytes: fixed size and resolution, no randomness, and no ``Software`` text in the PNG.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from ..rundir.records import ClaimRecord, OverRunsRecord
+
+WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 100  # so 800 by 450 pixels
+_COLUMNS = ("run_index", "seed", "run_id", "outcome", "node")
+_GOLDEN = (math.sqrt(5) - 1) / 2  # the jitter's low-discrepancy step
+_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def _over_runs(record: ClaimRecord) -> OverRunsRecord:
+    if record.over_runs is None:
+        raise ValueError(f"{record.claim}: the record is of one run, not of a claim over runs")
+    return record.over_runs
+
+
+def runs_csv(record: ClaimRecord) -> bytes:
+    """Every run's values, one row a run in index order; a value a run lacks is left empty.
+
+    Floats are written with ``repr`` so they read back exactly.
+    """
+    runs = sorted(_over_runs(record).runs, key=lambda r: r.index)
+    names = sorted({name for r in runs for name in r.values or {}})
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*_COLUMNS, *names])
+    for r in runs:
+        values = r.values or {}
+        writer.writerow(
+            [
+                r.index,
+                "" if r.seed is None else r.seed,
+                r.run_id,
+                r.outcome,
+                r.node or "",
+                *(repr(float(values[n])) if n in values else "" for n in names),
+            ]
+        )
+    return out.getvalue().encode()
+
+
+def plot_names(record: ClaimRecord) -> dict[str, str]:
+    """Each value a target's statistic is of, and the file name of its plot (none: one run)."""
+    if record.over_runs is None:
+        return {}
+    ofs = sorted({s.of for s in record.over_runs.statistics.values()})
+    return {of: f"distribution-{of}.png" for of in ofs}
+
+
+def _jitter(k: int) -> float:
+    """The k-th point's sideways offset in [-0.2, 0.2): spread evenly, the same every time."""
+    return ((k * _GOLDEN) % 1.0 - 0.5) * 0.4
+
+
+def distribution_png(record: ClaimRecord, of: str) -> bytes:
+    """The PNG of value ``of`` over the runs: a dot a run over its box, and each target over
+    ``of``: its expected value with the tolerance band, its statistic and the mean's interval.
+
+    Runs without the value (failed runs) are left out, and counted in the title.
+    """
+    over = _over_runs(record)
+    runs = sorted(over.runs, key=lambda r: r.index)
+    if not any(s.of == of for s in over.statistics.values()) and not any(
+        of in (r.values or {}) for r in runs
+    ):
+        raise ValueError(f"{record.claim}: no target's statistic and no run's value is {of!r}")
+    ys = [r.values[of] for r in runs if r.values and of in r.values and math.isfinite(r.values[of])]
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if ys:
+        ax.boxplot(
+            ys,
+            positions=[0.0],
+            widths=0.5,
+            showfliers=False,
+            patch_artist=True,
+            boxprops={"facecolor": "#eeeeee", "edgecolor": "#999999"},
+            medianprops={"color": "#777777"},
+            whiskerprops={"color": "#999999"},
+            capprops={"color": "#999999"},
+            zorder=1,
+        )
+        xs = [_jitter(k) for k in range(len(ys))]
+        ax.scatter(xs, ys, s=22, color="#333333", alpha=0.8, zorder=3, label="a run")
+    targets = [
+        (name, record.targets[name], stat)
+        for name, stat in sorted(over.statistics.items())
+        if stat.of == of and name in record.targets
+    ]
+    for k, (name, target, stat) in enumerate(targets):
+        color = _COLORS[k % len(_COLORS)]
+        tol = target.abs_tol + target.rel_tol * abs(target.expected)
+        ax.axhline(target.expected, color=color, linestyle="--", linewidth=1, zorder=2)
+        ax.axhspan(
+            target.expected - tol,
+            target.expected + tol,
+            color=color,
+            alpha=0.12,
+            zorder=0,
+            label=f"{name}: expected {target.expected:g} ± {tol:g}",
+        )
+        if target.actual is None:
+            continue
+        ax.axhline(
+            target.actual,
+            color=color,
+            linewidth=1.5,
+            zorder=2,
+            label=f"{name}: {stat.statistic} {target.actual:g}",
+        )
+    # the mean's interval, whatever the statistic: one bar for each distinct interval
+    intervals = {s.interval: s.of for _, _, s in targets if s.interval is not None}
+    for k, iv in enumerate(intervals):
+        ax.plot(
+            [0.4 + 0.08 * k] * 2,
+            [iv.low, iv.high],
+            color="#555555",
+            marker="_",
+            markersize=10,
+            linewidth=2,
+            zorder=4,
+            label=f"mean's {iv.confidence:.0%} interval ({iv.method})",
+        )
+    ax.set_xlim(-0.6, 0.6 + 0.08 * len(intervals))
+    ax.set_xticks([])
+    ax.set_xlabel("runs, spread sideways only to be seen")
+    ax.set_ylabel(of)
+    missing = len(runs) - len(ys)
+    ax.set_title(
+        f"{record.claim}: {of} over {len(ys)} runs"
+        + (f"\n({missing} of {len(runs)} runs without a value, not shown)" if missing else "")
+    )
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
+    return out.getvalue()
