@@ -182,21 +182,32 @@ def status_rows(run_dirs: Sequence[PathLike]) -> list[Row]:
     """``dotlab-hpc status``: each run's state with ONE Slurm query for all of them; a run
     directory that cannot be read is a ``BadRun`` row among the others."""
     from ..clock import SystemClock
+    from ..follow.claims import expand, fold
     from ..follow.poll import poll_rows, read_rows
 
-    return poll_rows(read_rows(run_dirs), slurm_client(), now=SystemClock().now())
+    paths, groups = expand(run_dirs)  # a claim over many runs: its runs, then one row
+    return fold(poll_rows(read_rows(paths), slurm_client(), now=SystemClock().now()), groups)
 
 
 def watch_rows(run_dirs: Sequence[PathLike], *, on_cycle: OnCycle | None = None) -> list[Row]:
     """``status --watch``: each readable run followed until it is final; the unreadable ones
     stay ``BadRun`` rows, in their places."""
+    from ..follow.claims import expand, fold
     from ..follow.poll import read_rows
     from ..follow.states import BadRun
 
-    rows = read_rows(run_dirs)
+    paths, groups = expand(run_dirs)  # a claim over many runs: its runs, then one row
+    rows = read_rows(paths)
     good = [r for r in rows if not isinstance(r, BadRun)]
-    followed = iter(follow(good, on_cycle=on_cycle) if good else [])
-    return [r if isinstance(r, BadRun) else next(followed) for r in rows]
+
+    def folded(states: list[RunState]) -> None:
+        if on_cycle is not None:
+            done = iter(states)
+            on_cycle([r for r in fold([r if isinstance(r, BadRun) else next(done) for r in rows],
+                                      groups) if not isinstance(r, BadRun)])  # fmt: skip
+
+    followed = iter(follow(good, on_cycle=folded) if good else [])
+    return fold([r if isinstance(r, BadRun) else next(followed) for r in rows], groups)
 
 
 def status(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[RunState]:
@@ -224,21 +235,34 @@ def collect_all(
     if record is not None and len(run_dirs) > 1:
         raise UsageError("--record takes one run directory")
     from ..clock import SystemClock
+    from ..collect.claim import collect_claim
     from ..collect.collect import collect_runs
     from ..follow.follower import Knobs
-    from ..rundir.directory import open_existing
+    from ..rundir.directory import RunDir, open_existing
     from ..rundir.events import step_logger
 
-    dirs = [open_existing(Path(p)) for p in run_dirs]
-    return collect_runs(
-        dirs,
-        slurm_client(),
-        now=SystemClock().now(),
-        extra_record=None if record is None else Path(record),
-        log=step_logger(None if log_file is None else Path(log_file)),
-        lost=lost,
-        lost_s=Knobs.from_env().lost_s,
-    )
+    now = SystemClock().now()
+    client = slurm_client()
+    log = step_logger(None if log_file is None else Path(log_file))
+
+    def runs(dirs: Sequence[RunDir], extra: Path | None = None) -> list[Collected]:
+        return collect_runs(dirs, client, now=now, extra_record=extra, log=log, lost=lost,
+                            lost_s=Knobs.from_env().lost_s)  # fmt: skip
+
+    claims = {i: RunDir(Path(p).absolute()) for i, p in enumerate(run_dirs)}
+    claims = {i: rd for i, rd in claims.items() if rd.is_claim()}  # a claim over many runs
+    dirs = [open_existing(Path(p)) for i, p in enumerate(run_dirs) if i not in claims]
+    single = runs(dirs, None if record is None or claims else Path(record)) if dirs else []
+    if not claims:
+        return single
+    done = iter(single)
+    out = [collect_claim(claims[i], runs, now=now, log=log) if i in claims else next(done)
+           for i in range(len(run_dirs))]  # fmt: skip
+    if record is not None and out[0].record is not None:
+        from ..rundir.records import write_record
+
+        write_record(out[0].record, Path(record))
+    return out
 
 
 def records(collected: Sequence[Collected]) -> list[ClaimRecord]:
@@ -313,7 +337,16 @@ def cancel(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[str]:
 
 
 def analysis_stderr(run_dir: PathLike) -> tuple[Path, list[str]]:
-    """The analysis's stderr file in a run directory and its last lines (why a ``spec_issue``)."""
+    """The analysis's stderr file in a run directory and its last lines (why a ``spec_issue``);
+    for a claim over many runs, its first failed run's."""
     from ..collect.explain import stderr_tail
+    from ..collect.over_runs import RAN
+    from ..rundir.directory import RunDir
+    from ..rundir.names import member_dir_name
 
-    return stderr_tail(Path(run_dir))
+    rd = RunDir(Path(run_dir))
+    rec = rd.record() if rd.is_claim() else None
+    failed = [r for r in rec.over_runs.runs if r.outcome != RAN] if rec and rec.over_runs else []
+    if failed:
+        return stderr_tail(rd.path / member_dir_name(failed[0].index))
+    return stderr_tail(rd.path)

@@ -177,7 +177,7 @@ def submitted_runs(res: SubmitResult) -> list[Run]:
     """The runs of a submission, in the order of its manifests."""
     from .runs import Run
 
-    return [Run(r.run_dir.absolute(), r.claim, r.job_id, r.mismatch) for r in res.runs]
+    return [Run(r.run_dir.absolute(), r.claim, r.job_id, r.mismatch) for r in res.shown]
 
 
 def submit(
@@ -234,7 +234,7 @@ def run_all(
         from ..follow.lost import lost_runs
 
         lost = lost_runs(follow(submitted, on_cycle=on_cycle, log_file=log_file))
-    dirs = [r.run_dir for r in res.runs]
+    dirs = [r.run_dir for r in res.shown]  # a claim over many runs: its folder
     return res, collect_all(dirs, record=record, log_file=log_file, lost=lost)
 
 

@@ -31,7 +31,6 @@ from ..rundir.records import (
     ClaimRecord,
     EvidenceRecord,
     SlurmRecord,
-    Verdict,
     build_record,
     write_record,
 )
@@ -41,6 +40,7 @@ from .classify import classify
 from .facts import RunFiles, job_facts, read_facts
 from .isolation import isolation_record
 from .output import read_output
+from .over_runs import RAN, run_verdict
 
 # How long collect waits for Slurm to agree that a job whose status file says it ended has ended.
 SETTLE_S = 60.0
@@ -55,8 +55,12 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
     jf = job_facts(facts, info)
     out_dir = Path(facts.run.paths.out_dir)
     needs_output = jf.phase == "finished" and jf.container_started and jf.exit_code == 0
-    verdict: Verdict = classify(spec, jf, read_output(out_dir) if needs_output else None)
-    return build_record(
+    output = read_output(out_dir) if needs_output else None
+    if facts.run.run_of is not None:  # a run of a claim over many runs: its values, or why none
+        verdict, values = run_verdict(spec, jf, output)
+    else:
+        verdict, values = classify(spec, jf, output), None
+    record = build_record(
         verdict=verdict,
         claim=spec.claim,
         title=spec.title,
@@ -80,6 +84,11 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
         where="local" if facts.submission is not None and facts.submission.local else "slurm",
         site=facts.run.site,  # where it was sent, as submit wrote it: never from the manifest
     )
+    if facts.run.run_of is None:
+        return record
+    outcome = RAN if values is not None else verdict.outcome.value
+    return record.model_copy(update={"outcome": outcome, "run_of": facts.run.run_of,
+                                     "values": values, "targets": {}})  # fmt: skip
 
 
 def _settle(

@@ -12,9 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..rundir.records import Outcome
-from .classify import tolerance_text, within_tolerance
+from ..manifest.models import ManifestSpec, TargetSpec
+from ..rundir.records import Outcome, Verdict
+from .classify import JobFacts, OutputFacts, classify, tolerance_text, within_tolerance
 from .statistics import Interval, mean_interval, statistic
+
+# The outcome of one run of a claim over many runs that gave every value the claim's targets
+# are over: not a verdict (that is the claim's, over all its runs), only "this run ran".
+RAN = "ran"
 
 SHOWN_FAILURES = 3  # the reason names this many failed runs in full, then counts the others
 
@@ -116,3 +121,37 @@ def judge_over_runs(targets: Sequence[StatTarget], runs: Sequence[RunValues]) ->
         f"all {n} target{'s' if n != 1 else ''} within tolerance over {len(runs)} runs",
         tuple(results),
     )
+
+
+def value_names(spec: ManifestSpec) -> tuple[str, ...]:
+    """The results.json values the claim's targets are over (each target's ``of``), in order."""
+    return tuple(dict.fromkeys(t.of or name for name, t in spec.targets.items()))
+
+
+def stat_targets(spec: ManifestSpec) -> tuple[StatTarget, ...]:
+    """The manifest's targets over runs, as ``judge_over_runs`` takes them."""
+    return tuple(
+        StatTarget(name, t.of or name, t.statistic or "mean", t.value, t.abs_tol, t.rel_tol)
+        for name, t in spec.targets.items()
+    )
+
+
+def run_verdict(
+    spec: ManifestSpec, job: JobFacts, output: OutputFacts | None
+) -> tuple[Verdict, dict[str, float] | None]:
+    """One run of a claim over many runs: its values (``classify``'s checks, one target per
+    value the claim is over), or the verdict saying why it has none; OperatorError /
+    NotFinished as for any run."""
+    names = value_names(spec)
+    point = spec.model_copy(update={"targets": {n: TargetSpec(value=0.0) for n in names}})
+    verdict = classify(point, job, output)
+    if verdict.outcome not in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED):
+        return verdict, None
+    results = output.results if output is not None and output.results is not None else {}
+    missing = [n for n in names if n not in results]
+    if missing:
+        reason = f"results.json has no {missing[0]!r}, a value the claim's targets are over"
+        return Verdict(Outcome.SPEC_ISSUE, reason, ()), None
+    return Verdict(Outcome.REPRODUCED, "gave every value the claim's targets are over", ()), {
+        n: results[n] for n in names
+    }

@@ -89,7 +89,7 @@ def submitted(
                 "job_id": r.job_id,
                 "input_mismatch": None if r.mismatch is None else r.mismatch.reason,
             }
-            for r in res.runs
+            for r in res.shown
         ],
         "next": list(next_commands),
     }
@@ -108,7 +108,8 @@ def dry_run(
     argvs = res.apptainer_argvs
     return {
         "dry_run": True,
-        "claims": [r.claim for r in res.runs],
+        "claims": [r.claim for r in res.shown],
+        "runs_of_claim": len(res.runs) if res.claim_dir is not None else None,
         "resources": list(resources),
         "runs": [
             {
@@ -117,7 +118,7 @@ def dry_run(
                 "inputs_verified": r.mismatch is None,
                 "input_mismatch": None if r.mismatch is None else r.mismatch.reason,
             }
-            for r in res.runs
+            for r in res.shown
         ],
         **{k: None if v is None else os.fsdecode(v) for k, v in inputs.items()},
         "apptainer": argvs[0][0] if argvs else None,

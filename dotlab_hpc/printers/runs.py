@@ -38,7 +38,7 @@ def status_lines(states: Sequence[RunState]) -> list[str]:
 def submission_lines(res: SubmitResult) -> list[str]:
     """One line per claim: its run directory and job id, or why nothing was submitted."""
     rows = []
-    for r in res.runs:
+    for r in res.shown:
         if r.job_id:
             what = r.job_id
         elif r.mismatch is not None:
@@ -103,7 +103,7 @@ def _some(items: Sequence[str], shown: int = 3) -> str:
 def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[str]:
     """``submit --dry-run``: an aligned summary of what would be submitted, then one line
     saying nothing was (``--show-script`` adds the script and every command)."""
-    runs = res.runs
+    runs = res.shown  # a claim over many runs: one, its folder
     dirs = [str(r.run_dir) for r in runs]
     if len(dirs) == 1:
         where = dirs[0]
@@ -117,6 +117,9 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
         ["claims", _some([r.claim for r in runs])],
         ["resources", " ".join(resources(res.script)) or "-"],
         ["run dirs", where],
+        *([["runs", f"{len(res.runs)} in one array ({res.runs[0].run_dir.name} …"
+                    f" {res.runs[-1].run_dir.name} in the claim's folder)"]]
+          if res.claim_dir is not None else []),
         *([name, str(path)] for name, path in inputs.items() if path is not None),
         ["inputs", verdict],
         *(["", f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}"]
@@ -131,7 +134,7 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
 def next_commands(res: SubmitResult, *, waited: bool = False) -> list[str]:
     """What to run after ``submit``: ``status`` and ``collect`` of its runs (``collect`` only
     once waited for); one glob for the run directories of an array."""
-    dirs = [r.run_dir for r in res.runs if r.job_id]
+    dirs = [r.run_dir for r in res.shown if r.job_id]
     if not dirs:
         return []
     if len(dirs) == 1:

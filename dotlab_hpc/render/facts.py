@@ -33,15 +33,21 @@ MAX_PROCESSES = 4096
 
 
 # --------------------------------------------------------------------------- the job
-def container_env(spec: ManifestSpec) -> tuple[tuple[str, str], ...]:
-    """The DOTLAB_* variables of docs/contract.md §4 (HOME=/tmp is set by the wrapper)."""
+def container_env(
+    spec: ManifestSpec, run_index: int | None = None, seed: int | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The DOTLAB_* variables of docs/contract.md §4 (HOME=/tmp is set by the wrapper); a run of
+    a claim over many runs (§11) gets its own DOTLAB_RUN_INDEX and DOTLAB_SEED."""
     env = [
         ("DOTLAB_CLAIM", spec.claim),
         ("DOTLAB_DATA_DIR", str(DATA_MOUNT)),
         ("DOTLAB_OUT_DIR", str(OUT_MOUNT)),
     ]
-    if spec.seed is not None:
-        env.append(("DOTLAB_SEED", str(spec.seed)))
+    if run_index is not None:
+        env.append(("DOTLAB_RUN_INDEX", str(run_index)))
+    seed = spec.seed if run_index is None else seed
+    if seed is not None:
+        env.append(("DOTLAB_SEED", str(seed)))
     return tuple(env)
 
 
@@ -73,7 +79,7 @@ def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpe
         data_dir=task.data_dir,
         out_dir=task.out_dir,
         workdir=workdir(spec),
-        env=container_env(spec),
+        env=container_env(spec, task.run_index, task.seed),
         writable_tmpfs=spec.sandbox.writable_tmpfs,
         gpu=spec.is_gpu,
         scratch_dir=scratch_dir(task, scratch_root),

@@ -25,6 +25,9 @@ class TaskSpec:
     out_dir: Path
     image: Path
     index: int = 0
+    # a run of a claim over many runs (docs/contract.md §11): DOTLAB_RUN_INDEX and DOTLAB_SEED
+    run_index: int | None = None
+    seed: int | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..fsio.read import FileRefused, read_regular
 from ..fsio.write import append_line
 from .heads import RunHead, SubmissionHead, indexed_run_head, shared_submission_head
 from .names import (
+    CLAIM_FILE,
     EVENTS,
     LOCK,
     MAX_JSON_BYTES,
@@ -35,7 +36,7 @@ from .names import (
 
 if TYPE_CHECKING:
     from ..manifest.models import Manifest
-    from .models import JobStatus, M, NotSubmittedRecord, RunRecord, SubmissionRecord
+    from .models import ClaimRuns, JobStatus, M, NotSubmittedRecord, RunRecord, SubmissionRecord
     from .records import ClaimRecord
 
 
@@ -129,6 +130,20 @@ class RunDir:
             raise self._no_run()
         return run
 
+    def claim_runs(self) -> ClaimRuns | None:
+        """``claim.json`` when this is the folder of a claim over many runs, else None."""
+        from .models import ClaimRuns
+
+        return self._read(CLAIM_FILE, ClaimRuns)
+
+    def is_claim(self) -> bool:
+        """Whether this is the folder of a claim over many runs (one stat; nothing is read)."""
+        return os.path.lexists(self._prefix + CLAIM_FILE)
+
+    def members(self, claim: ClaimRuns) -> list[RunDir]:
+        """The run directories of a claim over many runs (``claim`` is its ``claim_runs``)."""
+        return [RunDir(self.path / r.dir) for r in claim.runs]
+
     def run_head(self) -> RunHead:
         """What ``status`` needs of ``run.json`` (``RunHead``); as ``run`` when it is absent."""
         data = self.read_bytes(RUN_FILE)
@@ -221,7 +236,7 @@ class RunDir:
             return None
         return parse_model(ClaimRecord, data, self.record_path), data
 
-    def manifest(self, run: RunRecord) -> Manifest:
+    def manifest(self, run: RunRecord | ClaimRuns) -> Manifest:
         """The manifest copy kept in the run directory; refused if changed since submission."""
         from ..manifest import models as manifest_mod
         from ..manifest.parse import parse_document

@@ -9,13 +9,21 @@ from typing import TYPE_CHECKING, Any
 from ..fsio.jsontext import canonical_json, json_line
 from ..fsio.write import FileBytes
 from .directory import RunDir
-from .names import DEF_NAME, EVENTS, FACTS_FILE, NOT_SUBMITTED_FILE, RUN_FILE, SUBMISSION_FILE
+from .names import (
+    CLAIM_FILE,
+    DEF_NAME,
+    EVENTS,
+    FACTS_FILE,
+    NOT_SUBMITTED_FILE,
+    RUN_FILE,
+    SUBMISSION_FILE,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ..manifest.models import Manifest
-    from .models import NotSubmittedRecord, RunRecord, SubmissionRecord
+    from .models import ClaimRuns, NotSubmittedRecord, RunRecord, SubmissionRecord
     from .records import ClaimRecord
 
 
@@ -72,3 +80,11 @@ def submission_file(rd: RunDir, sub: SubmissionRecord) -> FileBytes:
 def not_submitted_file(rd: RunDir, rec: NotSubmittedRecord) -> FileBytes:
     """``not_submitted.json``: the mark of a run directory kept after sbatch failed."""
     return (rd.file(NOT_SUBMITTED_FILE), _bookkeeping_bytes(rec), 0o644)
+
+
+def claim_files(rd: RunDir, claim: ClaimRuns, manifest: Manifest) -> list[FileBytes]:
+    """The files of a claim over many runs' own folder: the manifest's copy, then claim.json."""
+    return [
+        (rd.file(claim.manifest_file), manifest.raw, 0o644),
+        (rd.file(CLAIM_FILE), _bookkeeping_bytes(claim), 0o644),
+    ]

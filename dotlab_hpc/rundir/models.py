@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import RunDirError, one_line
 from ..slurm.jobids import task_job_id
 from .heads import array_without_task
-from .records import InputsRecord, SiteRecord, ToolRecord
+from .records import InputsRecord, RunOfClaim, SiteRecord, ToolRecord
 
 
 class _Frozen(BaseModel):
@@ -56,6 +56,31 @@ class RunRecord(_Frozen):
     manifest: dict[str, Any] | None = None
     # Where the job was sent: the site settings used and the cluster (None: made before them).
     site: SiteRecord | None = None
+    # A run of a claim over many runs (docs/contract.md §11): which one; None: a claim's only run.
+    run_of: RunOfClaim | None = None
+
+
+class ClaimRun(_Frozen):
+    """One run of a claim over many runs: its index, seed and folder (inside the claim's)."""
+
+    index: int = Field(ge=0)
+    seed: int | None
+    dir: str = Field(pattern=r"^run-[0-9]+$")
+
+
+class ClaimRuns(_Frozen):
+    """``claim.json``: a claim over many runs (docs/contract.md §11), written by ``submit``
+    before sbatch. Its folder holds each run's own run directory (``run-K``), the one job
+    array's end markers and, once collected, the claim's record over all its runs."""
+
+    run_id: str = Field(min_length=1)
+    claim: str = Field(min_length=1)
+    created_at: str
+    tool: ToolRecord
+    job_name: str = Field(min_length=1)
+    manifest_file: str = Field(pattern=r"^manifest\.orig\.(yaml|yml|json)$")
+    manifest_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    runs: tuple[ClaimRun, ...] = Field(min_length=1)
 
 
 _Count = Annotated[int, Field(ge=0)]

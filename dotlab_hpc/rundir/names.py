@@ -37,6 +37,19 @@ RUN_FILE = "run.json"
 SUBMISSION_FILE = "submission.json"
 
 
+# A claim over many runs (docs/contract.md §11): its folder holds claim.json (``ClaimRuns``),
+# the manifest's copy, one run directory per run (``run-K``) and, once collected, record.json.
+CLAIM_FILE = "claim.json"
+
+
+RUN_PREFIX = "run"  # run K of a claim over many runs is in <claim folder>/run-K
+
+
+def member_dir_name(index: int) -> str:
+    """The folder of run ``index`` of a claim over many runs, inside the claim's folder."""
+    return f"{RUN_PREFIX}-{index}"
+
+
 # sbatch failed for good and the run directory could not be removed: never submitted
 NOT_SUBMITTED_FILE = "not_submitted.json"
 

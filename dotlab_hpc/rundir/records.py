@@ -123,6 +123,56 @@ class SiteRecord(_Frozen):
     prepare: tuple[str, ...] = ()
 
 
+class RunOfClaim(_Frozen):
+    """A run of a claim over many runs (docs/contract.md §11): which one, and where its claim's
+    folder (``claim.json``, the claim's record) is."""
+
+    index: int  # DOTLAB_RUN_INDEX
+    seed: int | None  # DOTLAB_SEED
+    count: int  # how many runs the claim has
+    claim_dir: str
+
+
+class IntervalRecord(_Frozen):
+    """A 95 % interval: its bounds, level and method (``student-t``, ``bootstrap-percentile``)."""
+
+    low: float
+    high: float
+    confidence: float
+    method: str
+
+
+class StatisticRecord(_Frozen):
+    """How a target over runs was computed: the statistic of which value, over how many runs."""
+
+    statistic: str
+    of: str
+    n: int
+    interval: IntervalRecord | None = None  # the mean's Student-t 95 % interval
+
+
+class RunValuesRecord(_Frozen):
+    """One run of a claim over many runs, as its own record said: its values, or why none."""
+
+    index: int
+    seed: int | None
+    run_id: str
+    outcome: str  # "ran", or the run's failure (spec_issue, input_mismatch)
+    reason: str
+    values: dict[str, float] | None
+    job_id: str | None
+    node: str | None
+    stderr: list[str] = []  # the last lines of a failed run's container.err
+
+
+class OverRunsRecord(_Frozen):
+    """The record's ``over_runs``: every run's values and each target's statistic."""
+
+    count: int
+    statistics: dict[str, StatisticRecord]
+    runs: list[RunValuesRecord]
+
+
 class ClaimRecord(_Frozen):
     """The record of one run: an honest outcome and everything needed to check it."""
 
@@ -145,6 +195,11 @@ class ClaimRecord(_Frozen):
     where: Literal["slurm", "local"] = "slurm"
     # the site settings the job was submitted with (None: a run submitted before they existed)
     site: SiteRecord | None = None
+    # a run of a claim over many runs: which one (its own record: outcome "ran" and its values)
+    run_of: RunOfClaim | None = None
+    values: dict[str, float] | None = None
+    # the record of a claim over many runs: every run's values, each target's statistic
+    over_runs: OverRunsRecord | None = None
 
 
 class Outcome(StrEnum):

@@ -45,6 +45,8 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
                 out_dir=r.out_dir,
                 image=p.image,
                 index=r.index,
+                run_index=r.run_index,
+                seed=r.seed,
             )
             for r in runs
         ),
@@ -100,6 +102,18 @@ class SubmitResult:
     apptainer_argvs: tuple[tuple[str, ...], ...]
     dry_run: bool
     sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's sbatch argv, in order
+    # a claim over many runs (docs/contract.md §11): its folder; ``runs`` are its runs
+    claim_dir: Path | None = None
+
+    @property
+    def shown(self) -> tuple[SubmittedRun, ...]:
+        """The claims as people and ``status`` see them: a claim over many runs is one, its
+        folder and its array's job id (``runs`` has each of its runs)."""
+        if self.claim_dir is None or not self.runs:
+            return self.runs
+        first = self.runs[0]
+        job = first.job_id.partition("_")[0] if first.job_id else None
+        return (SubmittedRun(first.claim, self.claim_dir, job, first.mismatch),)
 
 
 def _first_events(
@@ -158,7 +172,11 @@ def execute(
     if resolve is not None:
         site = resolve(p.site)
         p = dataclasses.replace(p, site=site, apptainer=site.apptainer.value or p.apptainer)
-    mismatches = {r.index: verify_run(r.manifest) for r in p.runs}
+    verified: dict[int, list[str]] = {}  # the runs of a claim over many runs share one manifest
+    for r in p.runs:
+        if id(r.manifest) not in verified:
+            verified[id(r.manifest)] = verify_run(r.manifest)
+    mismatches = {r.index: verified[id(r.manifest)] for r in p.runs}
     good = [r for r in p.runs if not mismatches[r.index]]
     try:
         export = client.export_value()
@@ -188,6 +206,7 @@ def execute(
             apptainer_argvs=argvs,
             dry_run=True,
             sbatch_argvs=tuple(a for _, a in sbatches),
+            claim_dir=p.claim_dir,
         )
     p = dataclasses.replace(p, cluster=client.cluster_name())  # for the records
     records = {
@@ -266,4 +285,5 @@ def execute(
         apptainer_argvs=argvs,
         dry_run=False,
         sbatch_argvs=tuple(a for _, a in sbatches),
+        claim_dir=p.claim_dir,
     )

@@ -30,7 +30,7 @@ from ..fsio.write import (
 )
 from ..render.deffile import render_def
 from ..rundir.directory import RunDir
-from ..rundir.files import new_run_files, not_submitted_file
+from ..rundir.files import claim_files, new_run_files, not_submitted_file
 from ..rundir.names import ENDS_SUBDIR, SCRIPT_NAME
 from .plan import missing_parents
 
@@ -105,6 +105,7 @@ class NewRuns:
         self.made_out: list[Path] = []
         self.made_ends: list[Path] = []
         self.made_index: Path | None = None  # the submission's RunIndex file, once written
+        self.made_claim: Path | None = None  # a claim over many runs: its folder, once made
 
     def write(
         self,
@@ -121,18 +122,22 @@ class NewRuns:
         (``fsio.NewFolders``): no run directory is ever seen half-written.
         """
         from .plan import check_out_dirs
-        from .records import run_record
+        from .records import claim_runs_record, run_record
 
         p = self.plan
         folders = NewFolders()
         try:
             check_out_dirs(p, create_missing=True, made=self.made_out)
+            files: list[FileBytes] = []
+            if p.claim_dir is not None:
+                self._make_claim_dir(p.claim_dir)
+                files += claim_files(RunDir(p.claim_dir), claim_runs_record(p, now),
+                                     p.runs[0].manifest)  # fmt: skip
             if p.is_array:
                 self._make_ends(p.ends_dir)
             tmp = {r.index: RunDir(folders.add(r.run_dir)) for r in p.runs}
             if not p.is_array:
                 (tmp[0].path / ENDS_SUBDIR).mkdir()
-            files: list[FileBytes] = []
             good = [r for r in p.runs if r.index in facts]
             first = tmp[good[0].index] if good else None
             if script is not None and first is not None:
@@ -171,6 +176,14 @@ class NewRuns:
         self.made_dirs = {runs[i].index: final for i, final in enumerate(folders.renamed)}
         self.remove()
 
+    def _make_claim_dir(self, path: Path) -> None:
+        """The folder of a claim over many runs: new (FileExistsError when it is there)."""
+        parents = missing_parents(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.made_ends += reversed(parents)
+        path.mkdir()
+        self.made_claim = path
+
     def _make_ends(self, path: Path) -> None:
         missing = [path, *missing_parents(path)]
         path.mkdir(parents=True)
@@ -205,6 +218,9 @@ class NewRuns:
             if self.made_index is not None:
                 with contextlib.suppress(OSError):
                     self.made_index.unlink()
+            if self.made_claim is not None:
+                shutil.rmtree(self.made_claim, ignore_errors=True)
+                self.made_claim = None
             for folder in reversed(self.made_out):
                 _rmdir(folder)
             for folder in reversed(self.made_ends):

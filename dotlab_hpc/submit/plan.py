@@ -23,7 +23,15 @@ from ..errors import UsageError
 from ..manifest import models as manifest_mod
 from ..manifest.models import Manifest
 from ..render.spec import DEFAULT_MARGIN_S
-from ..rundir.names import ENDS_ROOT, ENDS_SUBDIR, SLURM_LOG, new_batch_id, new_run_id
+from ..rundir.names import (
+    ENDS_ROOT,
+    ENDS_SUBDIR,
+    RUN_PREFIX,
+    SLURM_LOG,
+    member_dir_name,
+    new_batch_id,
+    new_run_id,
+)
 from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
 from ..slurm.argv import array_task_output, output_path
 from ..verify.overlap import check_overlaps
@@ -101,6 +109,9 @@ class PlannedRun:
     out_dir: Path
     task: int | None = None
     part: int = 0
+    # a run of a claim over many runs (docs/contract.md §11): DOTLAB_RUN_INDEX and DOTLAB_SEED
+    run_index: int | None = None
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,9 @@ class Plan:
     array_limit: int | None = None
     site: Site = NO_SITE
     cluster: str | None = None  # Slurm's ClusterName, for the records (execute asks it)
+    # a claim over many runs (§11): its folder (claim.json, the runs' run-K folders) and run id
+    claim_dir: Path | None = None
+    claim_run_id: str | None = None
 
     @property
     def is_array(self) -> bool:
@@ -188,6 +202,14 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
         array_limit=opts.array_limit,
         site=opts.site,
     )
+    over = [m for m in manifests if m.spec.runs is not None]
+    if over and len(manifests) > 1:
+        raise UsageError(
+            f"{over[0].path}: a claim over many runs (runs:) is one job array of its own",
+            hint="submit it in a submission of its own",
+        )
+    if over:
+        return _plan_over_runs(over[0], opts, now, common, code_dir, data_dir, out_root, runs_root)
     if len(manifests) == 1:
         m = manifests[0]
         run_id = new_run_id(m.spec.claim, now)
@@ -240,13 +262,68 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
     )
 
 
+def _plan_over_runs(
+    m: Manifest,
+    opts: SubmitOptions,
+    now: datetime,
+    common: partial[Plan],
+    code_dir: Path,
+    data_dir: Path,
+    out_root: Path,
+    runs_root: Path,
+) -> Plan:
+    """One claim over many runs: one array, task K in ``<claim folder>/run-K``, writing to
+    ``<out-dir>/run-K``; the claim's folder (``--run-dir``, or a new one in the runs root)
+    holds them all."""
+    claim_run_id = new_run_id(m.spec.claim, now)
+    given = opts.run_dir is not None
+    claim_dir = (
+        _safe_path(opts.run_dir.absolute(), "--run-dir") if opts.run_dir is not None
+        else runs_root / claim_run_id
+    )  # fmt: skip
+    runs = tuple(
+        PlannedRun(
+            k,
+            m,
+            member_dir_name(k),
+            claim_dir / member_dir_name(k),
+            out_root / member_dir_name(k),
+            k,
+            0,
+            k,
+            seed,
+        )
+        for k, seed in m.spec.run_seeds
+    )
+    check_overlaps(
+        code_dir=code_dir,
+        data_dir=data_dir,
+        out_dir=out_root,
+        run_dirs=(claim_dir,),
+        run_flag="--run-dir" if given else "--runs-root",
+        run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
+    )
+    return common(
+        runs=runs,
+        job_name=f"dotlab-{claim_run_id}",
+        chdir=claim_dir,
+        ends_dir=claim_dir / ENDS_SUBDIR,
+        batch=RUN_PREFIX,
+        runs_root=claim_dir,
+        claim_dir=claim_dir,
+        claim_run_id=claim_run_id,
+    )
+
+
 def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = None) -> None:
     """Each output directory must be empty (created when missing); refuse before anything else.
 
     ``made`` gets the folders it created (removed again when the submission fails before sbatch).
     """
-    for run in p.runs:
-        d = run.out_dir
+    dirs = [run.out_dir for run in p.runs]
+    if p.claim_dir is not None:  # the runs' folders are new ones in the claim's output folder
+        dirs.insert(0, p.runs[0].out_dir.parent)
+    for d in dirs:
         try:
             st: os.stat_result | None = os.lstat(d)  # one lstat: 500 claims, 500 folders
         except FileNotFoundError:

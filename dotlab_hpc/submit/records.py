@@ -15,12 +15,13 @@ from ..fsio.jsontext import json_line
 from ..fsio.write import Writer
 from ..manifest.models import Manifest
 from ..rundir.directory import RunDir
-from ..rundir.models import RunIndex, RunPaths, RunRecord, SubmissionRecord
-from ..rundir.names import MANIFEST_PREFIX, RUN_FILE, SLURM_LOG, index_path
+from ..rundir.models import ClaimRun, ClaimRuns, RunIndex, RunPaths, RunRecord, SubmissionRecord
+from ..rundir.names import MANIFEST_PREFIX, RUN_FILE, SLURM_LOG, index_path, member_dir_name
 from ..rundir.records import (
     ClaimRecord,
     EvidenceRecord,
     InputsRecord,
+    RunOfClaim,
     SlurmRecord,
     ToolRecord,
     build_record,
@@ -40,6 +41,28 @@ def inputs_record(m: Manifest) -> InputsRecord:
     )
 
 
+def _manifest_file(m: Manifest) -> str:
+    return f"{MANIFEST_PREFIX}{m.path.suffix.lower().removeprefix('.')}"
+
+
+def claim_runs_record(p: Plan, now: datetime) -> ClaimRuns:
+    """``claim.json`` of a claim over many runs: its runs, before sbatch runs."""
+    m = p.runs[0].manifest
+    return ClaimRuns(
+        run_id=p.claim_run_id or p.job_name.removeprefix("dotlab-"),
+        claim=m.spec.claim,
+        created_at=utc_text(now),
+        tool=TOOL,
+        job_name=p.part_name(0),
+        manifest_file=_manifest_file(m),
+        manifest_sha256=m.sha256,
+        runs=tuple(
+            ClaimRun(index=r.run_index or 0, seed=r.seed, dir=member_dir_name(r.run_index or 0))
+            for r in p.runs
+        ),
+    )
+
+
 def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
     """The run file of one planned run: its job's name and array task, before sbatch runs."""
     m = run.manifest
@@ -51,7 +74,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         tool=TOOL,
         task_index=run.task,
         job_name=p.part_name(run.part),
-        manifest_file=f"{MANIFEST_PREFIX}{m.path.suffix.lower().removeprefix('.')}",
+        manifest_file=_manifest_file(m),
         manifest_sha256=m.sha256,
         manifest_path=str(m.path.absolute()),
         apptainer=p.apptainer,
@@ -66,6 +89,16 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         ends_dir=str(p.ends_dir),
         manifest=m.spec.model_dump(mode="json", by_alias=True),
         site=site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer),
+        run_of=_run_of(p, run),
+    )
+
+
+def _run_of(p: Plan, run: PlannedRun) -> RunOfClaim | None:
+    """Which run of a claim over many runs ``run`` is (None: the claim's only run)."""
+    if run.run_index is None or p.claim_dir is None:
+        return None
+    return RunOfClaim(
+        index=run.run_index, seed=run.seed, count=len(p.runs), claim_dir=str(p.claim_dir)
     )
 
 
