@@ -40,6 +40,7 @@ from .layout import (
     walk_files,
 )
 from .meta_checks import META_CHECKS
+from .over_runs import statistics_problems
 from .report import BundleCheck, BundleReport, CheckState
 from .tar import opened_bundle
 
@@ -151,7 +152,7 @@ def _check_record(s: CheckState) -> None:
         s.add("record", [f"{RECORD} is not a dotlab-hpc record: {_first_error(e)}"], "")
         return
     r = s.record
-    problems = verdict_problems(r)
+    problems = verdict_problems(r) + statistics_problems(r)
     if s.index is not None:
         for key, have, want in (
             ("claim", s.index.claim, r.claim),

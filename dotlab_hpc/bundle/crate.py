@@ -8,8 +8,9 @@ the image (a SIF ``ContainerImage``), object the datasets with their sha256, res
 the agent is the user who submitted the job (the run directory's owner), the times are the
 container's, written inside it. Every file of the bundle written before the crate is a data
 entity with its sha256 (the workflow-run terms' ``sha256``) and its media type. A property with
-one value holds it bare, not in a list (RO-Crate 1.1, appendix A). docs/crate.md says what the
-RO-Crate validator still reports of it, and why.
+one value holds it bare, not in a list (RO-Crate 1.1, appendix A). A claim over many runs has,
+besides, an action for each run (``bundle.crate_runs``). docs/crate.md says what the RO-Crate
+validator still reports of it, and why.
 (https://www.researchobject.org/workflow-run-crate/profiles/0.5/process_run_crate/)
 """
 
@@ -23,17 +24,16 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ..container.registry import SIF_LAYER
+from .crate_runs import COMPLETED, FAILED, add_run_actions, check_run_actions, describe_files
+from .crate_runs import entity_ids as _ids
 from .layout import CRATE, IMAGE, RECORD
-from .provenance import ProvenanceFacts, drop_none
+from .provenance import ProvenanceFacts, RunFact, drop_none
 
 CRATE_VERSION = "1.1"
 PROCESS_PROFILE = "https://w3id.org/ro/wfrun/process/0.5"
 WFRUN_CONTEXT = "https://w3id.org/ro/terms/workflow-run/context"
 SIF_IMAGE = "https://w3id.org/ro/terms/workflow-run#SIFImage"
 SPDX_LICENSES = "https://spdx.org/licenses/"
-# plain strings, as the profile's examples and the RO-Crate validator's shapes write them
-COMPLETED = "http://schema.org/CompletedActionStatus"
-FAILED = "http://schema.org/FailedActionStatus"
 # a date the crate must have (RO-Crate: datePublished); the container's end is when the
 # result came to be, and nothing in a bundle depends on when it was packed
 EPOCH = "1970-01-01T00:00:00Z"
@@ -49,6 +49,8 @@ MEDIA_TYPES = {
     ".out": "text/plain",
     ".err": "text/plain",
     ".sif": SIF_LAYER,
+    ".csv": "text/csv",
+    ".png": "image/png",
 }
 OTHER_MEDIA_TYPE = "application/octet-stream"
 
@@ -171,6 +173,7 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         if name == IMAGE:
             props |= image_props
         files[name] = crate.add_file(dest_path=name, properties=props)
+    describe_files(files, facts)
     if shipped:
         image = files[IMAGE]
     else:
@@ -222,7 +225,11 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
     )
     _root_credit(crate, facts)
     ok = facts.exit_code == 0
+    # what every run shares with the claim; where it ran (schema.org Action.location) is the
+    # site, not the manifest
+    shared = drop_none({"agent": agent, "containerImage": image, "location": facts.location})
     props = {
+        **shared,
         "@type": "CreateAction",
         "name": f"run {facts.run_id} of claim {facts.claim}"
         + (f", Slurm job {facts.job_id} on node {facts.node}" if facts.job_id else ""),
@@ -232,32 +239,32 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
             f" {'unknown' if facts.exit_code is None else facts.exit_code}; the record says"
             f" {facts.outcome}: {facts.reason}"
         ),
-        "agent": agent,
-        "containerImage": image,
         "actionStatus": COMPLETED if ok else FAILED,
     }
-    if facts.location:  # where it ran (schema.org Action.location): the site, not the manifest
-        props["location"] = facts.location
     if facts.started_at:
         props["startTime"] = facts.started_at
     if facts.ended_at:
         props["endTime"] = facts.ended_at
     if not ok:
         props["error"] = f"the analysis exited with {facts.exit_code}: {facts.reason}"
-    root["mentions"] = crate.add_action(
+    claim = crate.add_action(
         code,
         identifier=action_id(facts.run_id),
         object=_one(data),
         result=files[RECORD],
         properties=props,
     )
+    runs = add_run_actions(
+        crate,
+        facts,
+        files,
+        action=claim.id,
+        code=code,
+        shared=shared | drop_none({"object": _one(data)}),
+    )
+    root["mentions"] = _one([claim, *runs])
     metadata: dict[str, Any] = crate.metadata.generate()
     return metadata
-
-
-def _ids(value: Any) -> list[Any]:
-    values = value if isinstance(value, list) else [value]
-    return [getattr(v, "id", v) for v in values if v is not None]
 
 
 def check_crate(
@@ -269,9 +276,11 @@ def check_crate(
     datasets: Mapping[str, str],
     digests: Mapping[str, str],
     location: str | None = None,
+    runs: Sequence[RunFact] = (),
 ) -> list[str]:
     """Problems of the crate as ``rocrate`` reads it back, against the record and the files
-    (``location``: where the record says the run went, None when it does not say)."""
+    (``location``: where the record says the run went, None when it does not say; ``runs``:
+    the runs of a claim over many runs, each of which must have its action)."""
     from rocrate.rocrate import ROCrate
 
     try:
@@ -317,4 +326,5 @@ def check_crate(
     if action.get("location") != location:
         problems.append(f"{CRATE} says the run went to {action.get('location')!r}, the record"
                         f" {location!r}")  # fmt: skip
+    problems += check_run_actions(crate, runs, action=action.id, crate_name=CRATE)
     return problems

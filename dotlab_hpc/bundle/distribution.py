@@ -106,6 +106,11 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
     for k, (name, target, stat) in enumerate(targets):
         color = _COLORS[k % len(_COLORS)]
         tol = target.abs_tol + target.rel_tol * abs(target.expected)
+        if stat.statistic == "std":  # a spread, not a place on this axis: named, not drawn
+            got = "—" if target.actual is None else f"{target.actual:g}"
+            label = f"{name}: std {got} (expected {target.expected:g} ± {tol:g})"
+            ax.plot([], [], color=color, linewidth=0, label=label)
+            continue
         ax.axhline(target.expected, color=color, linestyle="--", linewidth=1, zorder=2)
         ax.axhspan(
             target.expected - tol,

@@ -22,7 +22,7 @@ from .. import __version__
 from ..fsio.jsontext import canonical_json
 from .crate import crate_json
 from .layout import CRATE, ENVELOPE, SCAI_ENVELOPE, SCAI_STATEMENT, STATEMENT
-from .provenance import Dataset, ProvenanceFacts, bare_doi, build_statement
+from .provenance import Dataset, ProvenanceFacts, RunFact, bare_doi, build_statement
 from .scai import build_scai
 
 if TYPE_CHECKING:
@@ -51,6 +51,36 @@ def crate_location(record: ClaimRecord) -> str | None:
     from .evidence import site_words
 
     return site_words(record) if record.site is not None else None
+
+
+def runs_of(record: ClaimRecord, evidence: Mapping[str, Any] | None = None) -> tuple[RunFact, ...]:
+    """Each run of a claim over many runs as its record lists it (none for a claim of one run),
+    with the container's start and end where ``evidence`` (``evidence.json``) gives them."""
+    if record.over_runs is None:
+        return ()
+    times: dict[int, Mapping[str, Any]] = {}
+    for entry in (evidence or {}).get("runs") or ():
+        if isinstance(entry, Mapping) and isinstance(entry.get("index"), int):
+            times[entry["index"]] = entry
+
+    def when(index: int, key: str) -> str | None:
+        value = times.get(index, {}).get(key)
+        return value if isinstance(value, str) else None
+
+    return tuple(
+        RunFact(
+            index=r.index,
+            seed=r.seed,
+            run_id=r.run_id,
+            outcome=r.outcome,
+            reason=r.reason,
+            job_id=r.job_id,
+            node=r.node,
+            started_at=when(r.index, "started_at"),
+            ended_at=when(r.index, "ended_at"),
+        )
+        for r in record.over_runs.runs
+    )
 
 
 def run_facts(
@@ -95,6 +125,7 @@ def run_facts(
         packed_by=__version__,
         agent=agent,
         location=crate_location(record),
+        runs=runs_of(record, evidence),
     )
 
 

@@ -10,7 +10,7 @@ from ..errors import DotlabError
 from ..fsio.read import FileRefused, read_regular
 from .crate import check_crate
 from .layout import CRATE, ENVELOPE, SCAI_ENVELOPE, SCAI_STATEMENT, STATEMENT
-from .meta import META_LIMIT, crate_location
+from .meta import META_LIMIT, crate_location, runs_of
 from .provenance import check_statement
 from .scai import PROBE_EVIDENCE, check_scai
 
@@ -47,6 +47,7 @@ def check_crate_file(s: CheckState) -> None:
         datasets=r.inputs.datasets,
         digests=s.digests,
         location=crate_location(r),
+        runs=runs_of(r),
     )
     s.add("crate", problems, f"{CRATE}: a Process Run Crate that rocrate reads")
 
@@ -68,6 +69,7 @@ def check_statement_file(s: CheckState) -> None:
         datasets=r.inputs.datasets,
         job_id=r.slurm.job_id,
         digests=s.digests,
+        runs=runs_of(r),
     )
     s.add("provenance", problems, f"{STATEMENT}: subjects and every file's sha256 match")
 

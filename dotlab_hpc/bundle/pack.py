@@ -26,8 +26,8 @@ from ..errors import RunDirError, UsageError, one_line
 from ..fsio.jsontext import canonical_json
 from ..fsio.read import FileRefused, copy_regular
 from ..fsio.sha256 import sha256_files
-from ..rundir.directory import open_existing
-from ..rundir.models import RunRecord
+from ..rundir.directory import RunDir, open_existing
+from ..rundir.models import ClaimRuns, RunRecord
 from ..rundir.names import DEF_NAME, LOG_FILES, RESOLVED_FILE
 from ..rundir.records import ClaimRecord, ToolRecord
 from .anonymize import ANON_USER, tree_leaks
@@ -51,6 +51,7 @@ from .layout import (
 )
 from .meta import agent_name, run_facts, write_metadata
 from .oras import check_registry_holds
+from .over_runs import claim_evidence, copy_runs
 from .readme import readme_text
 from .tar import tar_root_name, write_tar
 
@@ -206,7 +207,7 @@ def build_tree(
     opts: PackOptions, tree: Path, sign: Ed25519PrivateKey | None = None
 ) -> tuple[ClaimRecord, bool]:
     """Fill the empty folder ``tree`` with the bundle of ``opts.run_dir``."""
-    rd = open_existing(opts.run_dir)
+    rd, claim, run = _open(opts.run_dir)
     got = rd.record_and_bytes()
     if got is None:
         raise RunDirError(
@@ -221,9 +222,8 @@ def build_tree(
             hint="run it on the cluster (dotlab-hpc run, without --local) and pack that run, or"
             " add --allow-local to pack this one as what it is (its record says where: local)",
         )
-    run = rd.run()
-    manifest = rd.manifest(run)
-    manifest_name = run.manifest_file
+    manifest = rd.manifest(claim or run)
+    manifest_name = (claim or run).manifest_file
     if manifest.sha256 != record.manifest_sha256:
         raise RunDirError(
             f"{one_line(rd.file(manifest_name))}: sha256 {manifest.sha256} is not the record's"
@@ -249,8 +249,11 @@ def build_tree(
     else:  # a run directory from before kept it in a file
         _copy(rd.file(RESOLVED_FILE), tree / RESOLVED)
     _copy(rd.file(DEF_NAME), tree / DEF)
-    for name in LOG_FILES:
-        _copy(rd.file(name), tree / LOGS / name)
+    if claim is None:
+        for name in LOG_FILES:
+            _copy(rd.file(name), tree / LOGS / name)
+    else:  # a claim over many runs: each run's logs and record, the values, their plots
+        copy_runs(rd, claim, record, tree, _copy, _write_bytes)
     scrub = None
     if opts.anonymize:
         scrub, record, manifest = _anonymize(tree, run, record, manifest, image_src)
@@ -258,14 +261,17 @@ def build_tree(
     if image_src is not None:
         _copy(image_src, tree / IMAGE, follow_symlinks=True)
         size = (tree / IMAGE).stat().st_size
-    status = rd.status()
-    evidence = derive_evidence(
-        record,
-        container=read_container_facts(rd, status, manifest.spec.resources.time_s),
-        status=status,
-        submission=rd.submission(run),
-        gpu_claim=manifest.spec.is_gpu,
-    )
+    if claim is None:
+        status = rd.status()
+        evidence = derive_evidence(
+            record,
+            container=read_container_facts(rd, status, manifest.spec.resources.time_s),
+            status=status,
+            submission=rd.submission(run),
+            gpu_claim=manifest.spec.is_gpu,
+        )
+    else:
+        evidence = claim_evidence(record, rd.members(claim))
     _write(tree / EVIDENCE, _scrubbed(scrub, canonical_json(evidence)))
     index = BundleIndex(
         bundle_version=1,
@@ -313,6 +319,18 @@ def build_tree(
             hint="report a bug; pack without --anonymize meanwhile",
         )
     return record, image_src is not None
+
+
+def _open(path: Path) -> tuple[RunDir, ClaimRuns | None, RunRecord]:
+    """A collected run's directory, or a claim over many runs' folder (its first run's run.json
+    says where the image and the paths were)."""
+    rd = RunDir(path.absolute())
+    if rd.is_claim():
+        claim = rd.claim_runs()
+        if claim is not None:
+            return rd, claim, open_existing(rd.members(claim)[0].path).run()
+    rd = open_existing(path)
+    return rd, None, rd.run()
 
 
 def pack(opts: PackOptions) -> PackResult:

@@ -5,7 +5,9 @@ definition resolves the code commit, every dataset and the image digest; the run
 carry the Slurm job, its node, the container's start and end written inside the container,
 and the tool's version. Every other file of the bundle is a byproduct, with its sha256: a
 signature over the statement (``bundle_sign``) then covers every file but ``SHA256SUMS``,
-the statement and the envelope themselves.
+the statement and the envelope themselves. For a claim over many runs each run's own record
+(``logs/run-K/record.json``) is a byproduct annotated with the run: its index, seed, run id,
+outcome, Slurm job and node.
 (https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md,
 https://slsa.dev/spec/v1.0/provenance)
 """
@@ -13,11 +15,12 @@ https://slsa.dev/spec/v1.0/provenance)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .layout import ENVELOPE, IMAGE, RECORD, STATEMENT, SUMS
+from ..rundir.names import member_dir_name
+from .layout import ENVELOPE, IMAGE, LOGS, RECORD, STATEMENT, SUMS
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -41,6 +44,36 @@ class Dataset:
     def location(self) -> str | None:
         """Where a reviewer gets it: the DOI's https://doi.org/ address, else the URL."""
         return f"https://doi.org/{self.doi}" if self.doi else self.url
+
+
+@dataclass(frozen=True)
+class RunFact:
+    """One run of a claim over many runs, as the claim's record lists it (``over_runs.runs``)."""
+
+    index: int
+    seed: int | None
+    run_id: str
+    outcome: str  # "ran", or the run's failure
+    reason: str
+    job_id: str | None
+    node: str | None
+    started_at: str | None = None  # when the bundle's evidence says (else None)
+    ended_at: str | None = None
+
+    @property
+    def folder(self) -> str:
+        """The run's folder in the bundle: its logs and its own record."""
+        return f"{LOGS}/{member_dir_name(self.index)}"
+
+    @property
+    def record(self) -> str:
+        """The run's own record in the bundle."""
+        return f"{self.folder}/{RECORD}"
+
+    @property
+    def words(self) -> str:
+        """``run K (seed S)``: how the crate and the checks name it."""
+        return f"run {self.index}" + ("" if self.seed is None else f" (seed {self.seed})")
 
 
 @dataclass(frozen=True)
@@ -71,6 +104,8 @@ class ProvenanceFacts:
     agent: str
     # where the run went, in words (``bundle.evidence.site_words``): None when not recorded
     location: str | None = None
+    # a claim over many runs: each run (none for a claim of one run)
+    runs: tuple[RunFact, ...] = ()
 
 
 def _hex(digest: str) -> str:
@@ -84,6 +119,20 @@ def bare_doi(doi: str | None) -> str | None:
 
 def drop_none(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if v is not None}
+
+
+def run_annotations(run: RunFact) -> dict[str, Any]:
+    """What the statement says of a run beside its record's sha256."""
+    return drop_none(
+        {
+            "run": run.index,
+            "seed": run.seed,
+            "runId": run.run_id,
+            "outcome": run.outcome,
+            "jobId": run.job_id,
+            "node": run.node,
+        }
+    )
 
 
 def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:
@@ -106,8 +155,15 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
     dependencies.append(
         drop_none({"name": "image", "uri": facts.image_url, "digest": {"sha256": image_hex}})
     )
+    runs = {r.record: r for r in facts.runs}
     byproducts = [
-        {"name": name, "digest": {"sha256": digests[name]}}
+        drop_none(
+            {
+                "name": name,
+                "digest": {"sha256": digests[name]},
+                "annotations": run_annotations(runs[name]) if name in runs else None,
+            }
+        )
         for name in sorted(digests)
         if name not in (RECORD, IMAGE) and name not in NOT_COVERED
     ]
@@ -209,10 +265,12 @@ def check_statement(
     datasets: Mapping[str, str],
     job_id: str | None,
     digests: Mapping[str, str],
+    runs: Sequence[RunFact] = (),
 ) -> list[str]:
     """Problems of a statement against the record's inputs and the bundle's files (none: ok).
 
-    ``digests`` are the files present (path → hex sha256). Each problem names what differs.
+    ``digests`` are the files present (path → hex sha256); ``runs`` the record's runs of a
+    claim over many runs. Each problem names what differs.
     """
     st, problems = read_statement(data, STATEMENT, PREDICATE_TYPE)
     if st is None:
@@ -266,8 +324,32 @@ def check_statement(
             problems.append(
                 f"{STATEMENT} names {name} sha256 {_sha(entry)}, the file has {digests[name]}"
             )
+    problems += _check_runs(byproducts, runs)
     covered = set(subjects) | set(byproducts) | NOT_COVERED
     left = sorted(n for n in digests if n not in covered)
     if left:
         problems.append(f"not named in {STATEMENT}: {', '.join(left)}")
+    return problems
+
+
+def _check_runs(byproducts: Mapping[str, Any], runs: Sequence[RunFact]) -> list[str]:
+    """One problem for each run of the record whose record the statement does not name, or
+    names as another run; one for a run the statement names that the record does not have."""
+    problems = []
+    for run in runs:
+        entry = byproducts.get(run.record)
+        if entry is None:
+            problems.append(
+                f"{STATEMENT} does not name {run.words}'s record {run.record} ({run.run_id})"
+            )
+        elif (have := _get(entry, "annotations")) != run_annotations(run):
+            problems.append(
+                f"{STATEMENT} names {run.record} as {have}, the record's {run.words} is"
+                f" {run_annotations(run)}"
+            )
+    listed = {r.index for r in runs}
+    for name, entry in sorted(byproducts.items()):
+        index = _get(entry, "annotations", "run")
+        if index is not None and index not in listed:
+            problems.append(f"{STATEMENT} names run {index} ({name}), which the record has not")
     return problems

@@ -101,9 +101,33 @@ def side_by_side(original: ClaimRecord, new: ClaimRecord) -> list[str]:
         )
     header = ("TARGET", "EXPECTED", "TOLERANCE", "ORIGINAL", "NEW", "WITHIN (orig / new)")
     lines = table(rows, header)
+    lines += distributions(original, new)
     lines.append(site_line(original, new))
     lines.append(verdict_line(original, new))
     return lines
+
+
+def _spread(r: ClaimRecord, of: str) -> list[str]:
+    """n, mean, std, min and max of value ``of`` over a claim's runs (``-`` when not there)."""
+    from ..collect.statistics import statistic
+
+    runs = r.over_runs.runs if r.over_runs else []
+    values = [v.values[of] for v in runs if v.values and of in v.values]
+    if not values:
+        return ["0", "-", "-", "-", "-"]
+    std = _num(statistic("std", values)) if len(values) > 1 else "-"
+    got = [_num(statistic(name, values)) for name in ("mean", "min", "max")]
+    return [str(len(values)), got[0], std, got[1], got[2]]
+
+
+def distributions(original: ClaimRecord, new: ClaimRecord) -> list[str]:
+    """A claim over many runs: each value's distribution in the authors' runs and in these,
+    side by side (nothing for a claim of one run)."""
+    names = sorted({s.of for r in (original, new) if r.over_runs
+                    for s in r.over_runs.statistics.values()})  # fmt: skip
+    rows = [[of, who, *_spread(r, of)] for of in names
+            for who, r in (("authors'", original), ("here", new))]  # fmt: skip
+    return table(rows, ("VALUE", "RUNS", "N", "MEAN", "STD", "MIN", "MAX")) if rows else []
 
 
 def site_line(original: ClaimRecord, new: ClaimRecord) -> str:
