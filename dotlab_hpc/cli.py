@@ -61,6 +61,12 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError("--record takes one claim; each run directory holds its own record")
     if args.show_script and not args.dry_run:
         raise UsageError("--show-script goes with --dry-run (a submission writes the script)")
+    if args.rerun_lost is not None:
+        return _rerun_lost(args)
+    for given, flag in ((args.manifest, "MANIFEST"), (args.code_dir, "--code-dir"),
+                        (args.image, "--image")):  # fmt: skip
+        if not given:
+            raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
     where = _run_options(args)
     res = api.submission(args.manifest, hold=args.hold, dry_run=args.dry_run, **where)
     if args.dry_run:
@@ -171,6 +177,24 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if lost is not None:
         _print_error_lines(lost)
     return 2 if bad or lost is not None else 0
+
+
+def _rerun_lost(args: argparse.Namespace) -> int:
+    """``submit --rerun-lost CLAIM_DIR``: only the claim's folder, and how to submit."""
+    others = [flag for flag, v in (("MANIFEST", args.manifest), ("--code-dir", args.code_dir),
+              ("--data-dir", args.data_dir), ("--image", args.image), ("--out-dir", args.out_dir),
+              ("--run-dir", args.run_dir), ("--dry-run", args.dry_run)) if v]  # fmt: skip
+    if others:
+        raise UsageError(
+            f"--rerun-lost takes the claim's folder alone, not {others[0]}: its runs' code, data"
+            " and image are used again, checked against the manifest's pins"
+        )
+    res = api.rerun_lost(args.rerun_lost, hold=args.hold, log_file=args.log_file,
+                         on_retry=_on_retry)  # fmt: skip
+    if not args.json:
+        out.print_submitted(res)
+    out.print_next(res, waited=False, as_json=args.json, out_dir=None)
+    return 0
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:

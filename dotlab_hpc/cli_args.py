@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_json(p)
 
     p = verb("submit", "verify, render and sbatch; print the run directory and job id")
-    add_run_options(p)
+    add_run_options(p, rerun=True)
     p.add_argument(
         "--dry-run",
         action="store_true",

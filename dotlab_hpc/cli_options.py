@@ -41,15 +41,15 @@ def add_globals(p: argparse.ArgumentParser, *, on_verb: bool) -> None:
     )
 
 
-def add_inputs(p: argparse.ArgumentParser, *, image: bool = True) -> None:
-    p.add_argument("--code-dir", type=Path, required=True, help="git checkout of the code")
+def add_inputs(p: argparse.ArgumentParser, *, image: bool = True, required: bool = True) -> None:
+    p.add_argument("--code-dir", type=Path, required=required, help="git checkout of the code")
     p.add_argument(
         "--data-dir",
         type=Path,
         help="folder the datasets are in (needed when the manifest lists data)",
     )
     if image:
-        p.add_argument("--image", type=Path, required=True, help="the .sif image")
+        p.add_argument("--image", type=Path, required=required, help="the .sif image")
 
 
 SITE_EPILOG = (
@@ -87,10 +87,14 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
     p.epilog = f"{p.epilog} {SITE_EPILOG}" if p.epilog else SITE_EPILOG
 
 
-def add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> None:
+def add_run_options(
+    p: argparse.ArgumentParser, *, bundle: bool = False, rerun: bool = False
+) -> None:
     """What submit, run and reproduce share: the inputs, where the runs go, the logs.
 
     ``bundle``: reproduce's variant (the image and the output folder have defaults).
+    ``rerun``: submit's (``--rerun-lost CLAIM_DIR`` takes no manifest, code or image: the
+    command checks that the others are given).
     """
     if bundle:
         p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
@@ -110,9 +114,20 @@ def add_run_options(p: argparse.ArgumentParser, *, bundle: bool = False) -> None
         p.add_argument("--run-dir", type=Path, help="the run directory to create")
     else:
         p.add_argument(
-            "manifest", nargs="+", type=Path, help="one or more manifests (many → one job array)"
+            "manifest",
+            nargs="*" if rerun else "+",
+            type=Path,
+            help="one or more manifests (many → one job array)",
         )
-        add_inputs(p)
+        add_inputs(p, required=not rerun)
+        if rerun:
+            p.add_argument(
+                "--rerun-lost",
+                type=Path,
+                metavar="CLAIM_DIR",
+                help="submit again, into the same claim, the runs of a claim over many runs that"
+                " the cluster lost (no manifest: its runs' code, data and image are used again)",
+            )
         p.add_argument(
             "--out-dir",
             type=Path,

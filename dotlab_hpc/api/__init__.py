@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from .inputs import verify as verify
     from .registries import pull as pull
     from .registries import push as push
+    from .reruns import rerun_lost as rerun_lost
     from .runs import Cancelled as Cancelled
     from .runs import Run as Run
     from .runs import analysis_stderr as analysis_stderr
@@ -103,6 +104,7 @@ _HOME = {
     "bundles": ("Reproduction", "keygen", "pack", "reproduce", "verify_bundle"),
     "sites": ("doctor", "site"),
     "registries": ("pull", "push"),
+    "reruns": ("rerun_lost",),
     "..site.report": ("SiteReport",),
     "where": ("SiteInputs",),
 }  # fmt: skip
@@ -151,6 +153,7 @@ __all__ = [
     "records",
     "render",
     "reproduce",
+    "rerun_lost",
     "run",
     "run_all",
     "schema",

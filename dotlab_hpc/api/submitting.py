@@ -106,6 +106,8 @@ def submission(
     dry_run: bool = False,
     log_file: PathLike | None = None,
     on_retry: OnRetry | None = None,
+    rerun: tuple[int, ...] = (),
+    rerun_of: str | None = None,
     **where: Unpack[RunInputs],
 ) -> SubmitResult:
     """What ``submit`` does (and, with ``dry_run``, would do): verify every claim, render, write
@@ -158,6 +160,8 @@ def submission(
         array_limit=array_limit,
         scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT,
         site=site,
+        rerun=rerun,
+        rerun_of=rerun_of,
         **env_knobs(),
     )
     verify_run = submission_verifier(opts.code_dir, opts.data_dir, opts.image, inspected=inspected)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from ..errors import NOT_FINISHED_HINT, DotlabError, NotFinished, OperatorError
@@ -47,7 +48,7 @@ def _named(runs: Sequence[tuple[int, Collected]]) -> str:
     return shown + more
 
 
-def undecided(count: int, got: Sequence[tuple[int, Collected]]) -> DotlabError:
+def undecided(claim_dir: Path, count: int, got: Sequence[tuple[int, Collected]]) -> DotlabError:
     """The claim's error while some runs have no record: not finished, or the cluster's fault."""
     waiting = [(i, c) for i, c in got if isinstance(c.error, NotFinished)]
     if waiting:
@@ -58,7 +59,8 @@ def undecided(count: int, got: Sequence[tuple[int, Collected]]) -> DotlabError:
     failed = [(i, c) for i, c in got if c.error is not None]
     return OperatorError(
         f"{len(failed)} of {count} runs have no finding about the claim: {_named(failed)}",
-        hint="these runs say nothing about the claim; submit the claim again",
+        hint="these runs say nothing about the claim; `dotlab-hpc submit --rerun-lost"
+        f" {claim_dir}` submits exactly them again, into this claim",
     )
 
 
@@ -177,7 +179,7 @@ def collect_claim(
     members = rd.members(claim)
     got = list(zip((r.index for r in claim.runs), collect(members), strict=True))
     if any(c.record is None for _, c in got):
-        return Collected(rd.path, claim.claim, None, undecided(len(got), got), False)
+        return Collected(rd.path, claim.claim, None, undecided(rd.path, len(got), got), False)
     m = rd.manifest(claim)
     recs = [c.record for _, c in got if c.record is not None]
     runs = [

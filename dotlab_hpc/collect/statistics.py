@@ -36,6 +36,18 @@ Compare = Literal["ratio", "difference"]
 
 
 def statistic(name: str, values: Sequence[float]) -> float:
+    """The statistic ``name`` of ``values``; ValueError when there are too few of them, or when
+    finite values give no finite number (a mean of values near the largest float overflows)."""
+    try:
+        got = _statistic(name, values)
+    except OverflowError:
+        got = math.inf
+    if not math.isfinite(got):
+        raise ValueError(f"the {name} of these values is not a finite number (they are too large)")
+    return got
+
+
+def _statistic(name: str, values: Sequence[float]) -> float:
     """The statistic ``name`` of ``values``; ValueError when there are too few of them."""
     valid_statistic(name)
     data = [float(v) for v in values]
@@ -90,8 +102,13 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> In
         return None
     from scipy.stats import t  # type: ignore[import-untyped]
 
-    mean = stdlib.fmean(data)
-    half = float(t.ppf(0.5 + confidence / 2, n - 1)) * stdlib.stdev(data) / math.sqrt(n)
+    try:
+        mean = stdlib.fmean(data)
+        half = float(t.ppf(0.5 + confidence / 2, n - 1)) * stdlib.stdev(data) / math.sqrt(n)
+    except OverflowError:
+        return None
+    if not (math.isfinite(mean - half) and math.isfinite(mean + half)):
+        return None  # values near the largest float: no interval a record can hold
     return Interval(mean - half, mean + half, confidence, "student-t")
 
 

@@ -29,7 +29,7 @@ from ..slurm.client import SlurmClient
 from ..slurm.jobids import task_job_id
 from .files import NewRuns, share_file, write_new_files
 from .once import NotSubmitted, submit_once
-from .plan import Plan, PlannedRun, SubmitOptions, check_out_dirs, plan
+from .plan import Plan, PlannedRun, SubmitOptions, check_out_dirs, check_runs_fit, plan
 from .records import mismatch_record, submission_record, write_index
 
 
@@ -166,6 +166,9 @@ def execute(
         if opts.max_array_size is not None:
             size = min(size, opts.max_array_size)
     p = plan(opts, now, max_array_size=size)
+    if p.claim_dir is not None:  # one array of its runs: its task ids below MaxArraySize
+        bound = client.max_array_size()
+        check_runs_fit(p, min(bound, opts.max_array_size or bound))
     # a non-empty output folder is refused before anything else; a missing one is made only
     # once verification and rendering have passed, so that a refusal leaves nothing behind
     check_out_dirs(p, create_missing=False)
@@ -226,7 +229,9 @@ def execute(
         records=records,
         events=events,
     )
-    index = write_index(p, good, dirs, now, write_all) if p.is_array and good else None
+    # (a rerun's runs are a few of its claim's: status reads their run.json)
+    indexed = p.is_array and good and not p.rerun
+    index = write_index(p, good, dirs, now, write_all) if indexed else None
     writing.made_index = index
     results = {
         i: SubmittedRun(p.runs[i].manifest.spec.claim, dirs[i].path, None, rec)

@@ -129,11 +129,11 @@ class NewRuns:
         try:
             check_out_dirs(p, create_missing=True, made=self.made_out)
             files: list[FileBytes] = []
-            if p.claim_dir is not None:
+            if p.claim_dir is not None and not p.rerun:
                 self._make_claim_dir(p.claim_dir)
                 files += claim_files(RunDir(p.claim_dir), claim_runs_record(p, now),
                                      p.runs[0].manifest)  # fmt: skip
-            if p.is_array:
+            if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
                 self._make_ends(p.ends_dir)
             tmp = {r.index: RunDir(folders.add(r.run_dir)) for r in p.runs}
             if not p.is_array:

@@ -13,7 +13,7 @@ import stat
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TypedDict
@@ -68,6 +68,10 @@ class SubmitOptions:
     max_array_size: int | None = None
     # where to run (site.settings): its apptainer, resolved (site.resolve), wins over find_apptainer
     site: Site = NO_SITE
+    # `submit --rerun-lost`: these runs of the claim over many runs in ``run_dir`` (whose run id
+    # ``rerun_of`` is), again, into the same claim (``api.submitting.rerun_lost``)
+    rerun: tuple[int, ...] = ()
+    rerun_of: str | None = None
 
 
 class EnvKnobs(TypedDict):
@@ -138,6 +142,7 @@ class Plan:
     # a claim over many runs (§11): its folder (claim.json, the runs' run-K folders) and run id
     claim_dir: Path | None = None
     claim_run_id: str | None = None
+    rerun: bool = False  # `submit --rerun-lost`: the claim's folder and claim.json are there
 
     @property
     def is_array(self) -> bool:
@@ -209,7 +214,10 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
             hint="submit it in a submission of its own",
         )
     if over:
-        return _plan_over_runs(over[0], opts, now, common, code_dir, data_dir, out_root, runs_root)
+        p = _plan_over_runs(over[0], opts, now, common, code_dir, data_dir, out_root, runs_root)
+        if max_array_size is not None:
+            check_runs_fit(p, max_array_size)
+        return p
     if len(manifests) == 1:
         m = manifests[0]
         run_id = new_run_id(m.spec.claim, now)
@@ -275,7 +283,7 @@ def _plan_over_runs(
     """One claim over many runs: one array, task K in ``<claim folder>/run-K``, writing to
     ``<out-dir>/run-K``; the claim's folder (``--run-dir``, or a new one in the runs root)
     holds them all."""
-    claim_run_id = new_run_id(m.spec.claim, now)
+    claim_run_id = opts.rerun_of or new_run_id(m.spec.claim, now)
     given = opts.run_dir is not None
     claim_dir = (
         _safe_path(opts.run_dir.absolute(), "--run-dir") if opts.run_dir is not None
@@ -294,6 +302,7 @@ def _plan_over_runs(
             seed,
         )
         for k, seed in m.spec.run_seeds
+        if not opts.rerun or k in opts.rerun
     )
     check_overlaps(
         code_dir=code_dir,
@@ -303,16 +312,31 @@ def _plan_over_runs(
         run_flag="--run-dir" if given else "--runs-root",
         run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
     )
+    # a rerun is a submission of its own: its own job name (exactly-once looks it up by name)
+    again = f".rerun-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}" if opts.rerun else ""
     return common(
         runs=runs,
-        job_name=f"dotlab-{claim_run_id}",
+        job_name=f"dotlab-{claim_run_id}{again}",
         chdir=claim_dir,
         ends_dir=claim_dir / ENDS_SUBDIR,
         batch=RUN_PREFIX,
         runs_root=claim_dir,
         claim_dir=claim_dir,
         claim_run_id=claim_run_id,
+        rerun=bool(opts.rerun),
     )
+
+
+def check_runs_fit(p: Plan, size: int) -> None:
+    """A claim over many runs is one array: its task ids must stay below ``size`` (the
+    cluster's MaxArraySize, or the site's DOTLAB_MAX_ARRAY_SIZE); UsageError otherwise."""
+    last = max(r.task or 0 for r in p.runs)
+    if last >= size:
+        raise UsageError(
+            f"{p.runs[0].manifest.path}: runs: {len(p.runs)} runs are one job array, and this"
+            f" cluster takes task ids below {size} only (MaxArraySize)",
+            hint="ask for fewer runs, or ask the cluster's admins to raise MaxArraySize",
+        )
 
 
 def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = None) -> None:
@@ -321,7 +345,7 @@ def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = N
     ``made`` gets the folders it created (removed again when the submission fails before sbatch).
     """
     dirs = [run.out_dir for run in p.runs]
-    if p.claim_dir is not None:  # the runs' folders are new ones in the claim's output folder
+    if p.claim_dir is not None and not p.rerun:  # the runs' folders are new ones in its own
         dirs.insert(0, p.runs[0].out_dir.parent)
     for d in dirs:
         try:
