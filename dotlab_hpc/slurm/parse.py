@@ -150,6 +150,7 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
         raise AccountingDisabled("Slurm accounting storage is disabled on this cluster")
     width = len(SACCT_FIELDS)
     out: dict[str, JobInfo] = {}
+    own: set[str] = set()  # tasks with a row of their own: a collapsed range never overrides them
     for parts in _rows(stdout, width, "sacct"):
         extra = len(parts) - width  # "|" inside the job name (column 3)
         job_id = parts[0]
@@ -169,9 +170,15 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
             end=_value(end),
             name=_value(name),
         )
-        out[first.job_id] = first
-        for task_id in tasks[1:]:  # a pending remainder `J_[0-9999]`: one record, many tasks
-            out[task_id] = first.for_task(task_id)
+        if len(tasks) == 1:
+            out[first.job_id] = first
+            own.add(first.job_id)
+            continue
+        # A pending remainder `J_[0-9999]`: one record, many tasks. slurmdbd narrows it late, so
+        # it may still cover tasks already listed on their own (RUNNING): those rows stand.
+        for task_id in tasks:
+            if task_id not in own:
+                out[task_id] = first if task_id == first.job_id else first.for_task(task_id)
     return out
 
 

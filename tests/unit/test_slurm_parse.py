@@ -323,3 +323,17 @@ def test_scontrol_show_config() -> None:
     assert config["JobCompLoc"] == "/tmp/dotlab-slurm-none/log/jobcomp.txt"
     assert config["AccountingStorageType"] == "accounting_storage/none"
     assert config["MinJobAge"] == "5 sec"
+
+
+def test_sacct_a_late_pending_range_never_overrides_a_task_listed_on_its_own() -> None:
+    # slurmdbd narrows the collapsed pending row late (measured with 1,000 tasks: `126_[108-999]`
+    # while 126_151 already ran): in either order, the task's own row stands
+    running = "126_151|277|seeds|RUNNING|0:0|00:00:03|2026-12-03T00:40:01|Unknown|vm|None"
+    pending = "126_[108-999]|126|seeds|PENDING|0:0|00:00:00|Unknown|Unknown|None assigned|Priority"
+    for text in (f"{running}\n{pending}\n", f"{pending}\n{running}\n"):
+        jobs = parse_sacct(text)
+        assert jobs["126_151"].state is JobState.RUNNING
+        assert jobs["126_151"].node == "vm"
+        assert jobs["126_150"].state is JobState.PENDING
+        assert jobs["126_152"].reason == "Priority"
+        assert len(jobs) == 999 - 108 + 1
