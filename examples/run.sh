@@ -11,7 +11,13 @@
 #   5. run the second example, a claim that does not hold: it prints `not_reproduced`.
 # The cluster stays up afterwards; `bash slurm/local-cluster down` (with the same
 # DOTLAB_SLURM_ROOT) stops it. DOTLAB_EXAMPLE_STANDIN=1 runs the stand-in on the host instead.
+#
+# `bash examples/run.sh over-runs` runs the claims over many runs instead (examples/over-runs):
+# accuracy over five seeds (one job array), then a paired overhead measurement (30 + 30 samples
+# alternating in one job on one node); both print `reproduced`.
 set -euo pipefail
+which=${1:-claim}
+case "$which" in claim | over-runs) ;; *) echo "usage: $0 [claim|over-runs]" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 work=${DOTLAB_EXAMPLE_DIR:-/tmp/dotlab-example}
@@ -37,15 +43,22 @@ cluster() { bash "$root/slurm/local-cluster" "$@"; }
 cluster up
 rm -rf "$work"
 mkdir -p "$work"
-commit=$(bash examples/claim/make-repo.sh "$work/code")
+if [ "$which" = over-runs ]; then
+  example=examples/over-runs
+  manifests="seeds paired"
+else
+  example=examples/claim
+  manifests="claim claim-wrong"
+fi
+commit=$(bash "$example/make-repo.sh" "$work/code")
 echo "example analysis repository: $work/code at $commit"
 image_of "$work/image.sif"
 digest=sha256:$(sha256sum "$work/image.sif" | cut -d' ' -f1)
 # the manifests pin the image they run: the example's file, or the image just built here
-for m in claim claim-wrong; do
-  sed "s|^  digest: sha256:[0-9a-f]*|  digest: $digest|" "examples/claim/$m.yaml" >"$work/$m.yaml"
+for m in $manifests; do
+  sed "s|^  digest: sha256:[0-9a-f]*|  digest: $digest|" "$example/$m.yaml" >"$work/$m.yaml"
 done
-cp -r examples/claim/data "$work/data"
+if [ -d "$example/data" ]; then cp -r "$example/data" "$work/data"; else mkdir "$work/data"; fi
 chown -R 10001:10001 "$work" # the test user submits, as on a real cluster
 
 run_claim() { # run_claim MANIFEST NAME
@@ -55,6 +68,26 @@ run_claim() { # run_claim MANIFEST NAME
     --log-file "$work/log-$2.jsonl")
 }
 
+if [ "$which" = over-runs ]; then
+  set +e
+  echo
+  echo "== accuracy over five seeds, one job array (expected: reproduced), with $apptainer"
+  run_claim "$work/seeds.yaml" seeds
+  seeds=$?
+  echo
+  echo "== the proxy's overhead, 30 + 30 samples alternating in one job (expected: reproduced)"
+  run_claim "$work/paired.yaml" paired
+  paired=$?
+  set -e
+  echo
+  echo "records: $work/record-seeds.json $work/record-paired.json"
+  if [ "$seeds" = 0 ] && [ "$paired" = 0 ]; then
+    echo "example: OK (both reproduced)"
+    exit 0
+  fi
+  echo "example: FAILED (exit codes $seeds and $paired; expected 0 and 0)" >&2
+  exit 1
+fi
 echo
 echo "== the example claim (expected: reproduced), with $apptainer"
 set +e

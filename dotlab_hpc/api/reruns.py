@@ -40,6 +40,12 @@ def lost_runs(claim_dir: PathLike) -> tuple[RunDir, list[int]]:
     if claim is None or rec is not None:
         outcome = f" ({rec.outcome})" if rec is not None else ""
         raise UsageError(f"--rerun-lost {claim_dir}: collected already{outcome}; nothing to rerun")
+    if rd.manifest(claim).spec.is_paired:
+        raise UsageError(
+            f"--rerun-lost {claim_dir}: a claim of paired measurements is not rerun in part: its"
+            " samples are paired by running one after the other in one job",
+            hint="submit the claim again, whole",
+        )
     members = rd.members(claim)
     got = collect_all([m.path for m in members])
     waiting = [

@@ -76,6 +76,9 @@ def _run_values(index: int, seed: int | None, rd: RunDir, rec: ClaimRecord) -> R
         job_id=rec.slurm.job_id,
         node=rec.slurm.node,
         stderr=stderr_tail(rd.path, STDERR_LINES)[1] if failed else [],
+        variant=rec.run_of.variant if rec.run_of else None,
+        sample=rec.run_of.sample if rec.run_of else None,
+        started_at=rec.evidence.container_started_at,
     )
 
 
@@ -99,10 +102,13 @@ def judge_claim(claim: ClaimRuns, runs: Sequence[RunValuesRecord], m: Manifest) 
             tuple(r.index for r in mismatched),
         )
     values = [
-        RunValues(r.index, r.seed, r.values if r.outcome == RAN else None, _with_stderr(r))
+        RunValues(
+            r.index, r.seed, r.values if r.outcome == RAN else None, _with_stderr(r), r.variant
+        )
         for r in runs
     ]
-    return judge_over_runs(targets, values)
+    names = m.spec.variant_names
+    return judge_over_runs(targets, values, (names[0], names[1]) if len(names) == 2 else None)
 
 
 def claim_record(
@@ -152,6 +158,9 @@ def claim_record(
             of=r.target.of,
             n=r.n,
             interval=None if r.interval is None else IntervalRecord(**r.interval.as_dict()),  # type: ignore[arg-type]
+            compare=r.target.compare,
+            baseline=r.baseline,
+            other=r.other,
         )
         for r in over.targets
     }

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from ..manifest.models import ManifestSpec, TargetSpec
 from ..rundir.records import Outcome, Verdict
 from .classify import JobFacts, OutputFacts, classify, tolerance_text, within_tolerance
-from .statistics import Interval, mean_interval, statistic
+from .statistics import (
+    Compare,
+    Interval,
+    bootstrap_interval,
+    compared,
+    mean_interval,
+    statistic,
+)
 
 # The outcome of one run of a claim over many runs that gave every value the claim's targets
 # are over: not a verdict (that is the claim's, over all its runs), only "this run ran".
@@ -32,6 +39,7 @@ class RunValues:
     seed: int | None  # DOTLAB_SEED
     values: Mapping[str, float] | None  # results.json's numbers; None: the run failed
     failure: str | None = None  # why it failed, in the run's own words
+    variant: str | None = None  # paired measurements: the sample's variant
 
     @property
     def label(self) -> str:
@@ -49,6 +57,8 @@ class StatTarget:
     value: float
     abs_tol: float = 0.0
     rel_tol: float = 0.0
+    # paired measurements: the second variant's statistic against the baseline's
+    compare: Compare | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,9 @@ class StatResult:
     actual: float | None  # None: it could not be computed (see the verdict's reason)
     n: int  # how many runs it is over
     within: bool
-    interval: Interval | None = None  # the mean's 95 % interval (Student's t)
+    interval: Interval | None = None  # the mean's 95 % interval (Student's t), or compare's
+    baseline: float | None = None  # paired: the baseline's statistic, and the other's
+    other: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,8 +91,46 @@ def _failed(runs: Sequence[RunValues]) -> str:
     return f"{len(bad)} of {len(runs)} runs failed: " + "; ".join(shown) + more
 
 
-def judge_over_runs(targets: Sequence[StatTarget], runs: Sequence[RunValues]) -> OverRuns:
-    """The verdict of the claim over ``runs`` (none may be missing: the caller says which ran)."""
+def _over(runs: Sequence[RunValues], pairs: tuple[str, str] | None) -> str:
+    """``5 runs``, or ``30 + 30 paired samples``."""
+    if pairs is None:
+        return f"{len(runs)} runs"
+    a, b = (sum(1 for r in runs if r.variant == v) for v in pairs)
+    return f"{a} + {b} paired samples"
+
+
+def _what(r: StatResult) -> str:
+    """``mean``, or ``ratio of p95`` for paired measurements."""
+    t = r.target
+    return f"{t.compare} of {t.statistic}" if t.compare else t.statistic
+
+
+def _one(t: StatTarget, runs: Sequence[RunValues], pairs: tuple[str, str] | None) -> StatResult:
+    """One target's statistic over the runs (ValueError: it has no number): over all of them,
+    or, paired, the second variant's against the baseline's with a paired bootstrap interval."""
+    if t.compare is None or pairs is None:
+        values = [r.values[t.of] for r in runs if r.values is not None]
+        actual = statistic(t.statistic, values)
+        interval = mean_interval(values) if t.statistic == "mean" else None
+        return StatResult(t, actual, len(values), within_tolerance(actual, t), interval)
+    a, b = ([r.values[t.of] for r in runs if r.values is not None and r.variant == v]
+            for v in pairs)  # fmt: skip
+    base, other = statistic(t.statistic, a), statistic(t.statistic, b)
+    actual = compared(t.compare, base, other)
+    interval = bootstrap_interval(t.statistic, a, b, t.compare)
+    within = within_tolerance(actual, t)
+    return StatResult(t, actual, len(a) + len(b), within, interval, base, other)
+
+
+def judge_over_runs(
+    targets: Sequence[StatTarget],
+    runs: Sequence[RunValues],
+    pairs: tuple[str, str] | None = None,
+) -> OverRuns:
+    """The verdict of the claim over ``runs`` (none may be missing: the caller says which ran).
+
+    ``pairs``: paired measurements, the baseline's variant and the other's (in ``runs`` in the
+    order their samples ran, so that sample i of one is paired with sample i of the other)."""
     if not runs:
         raise ValueError("a claim over runs needs at least one run")
     none = tuple(StatResult(t, None, 0, False) for t in targets)
@@ -99,26 +149,23 @@ def judge_over_runs(targets: Sequence[StatTarget], runs: Sequence[RunValues]) ->
             )
     results = []
     for t in targets:
-        values = [r.values[t.of] for r in runs if r.values is not None]
         try:
-            actual = statistic(t.statistic, values)
+            results.append(_one(t, runs, pairs))
         except ValueError as e:
             return OverRuns(Outcome.SPEC_ISSUE, f"target {t.name}: {e}", none)
-        interval = mean_interval(values) if t.statistic == "mean" else None
-        results.append(StatResult(t, actual, len(values), within_tolerance(actual, t), interval))
     misses = [
-        f"target {r.target.name}: {r.target.statistic} {r.actual:g} over {r.n} runs is outside"
+        f"target {r.target.name}: {_what(r)} {r.actual:g} over {_over(runs, pairs)} is outside"
         f" {tolerance_text(r.target)}"
         + (f" (95 % interval {r.interval.low:g} … {r.interval.high:g})" if r.interval else "")
         for r in results
-        if not r.within
+        if r.actual is not None and not r.within
     ]
     if misses:
         return OverRuns(Outcome.NOT_REPRODUCED, "; ".join(misses), tuple(results))
     n = len(results)
     return OverRuns(
         Outcome.REPRODUCED,
-        f"all {n} target{'s' if n != 1 else ''} within tolerance over {len(runs)} runs",
+        f"all {n} target{'s' if n != 1 else ''} within tolerance over {_over(runs, pairs)}",
         tuple(results),
     )
 
@@ -131,7 +178,9 @@ def value_names(spec: ManifestSpec) -> tuple[str, ...]:
 def stat_targets(spec: ManifestSpec) -> tuple[StatTarget, ...]:
     """The manifest's targets over runs, as ``judge_over_runs`` takes them."""
     return tuple(
-        StatTarget(name, t.of or name, t.statistic or "mean", t.value, t.abs_tol, t.rel_tol)
+        StatTarget(
+            name, t.of or name, t.statistic or "mean", t.value, t.abs_tol, t.rel_tol, t.compare
+        )
         for name, t in spec.targets.items()
     )
 

@@ -534,15 +534,22 @@ SCHEMA: dict[str, Any] = {
             "entrypoint": {
                 "type": "model-field",
                 "schema": {
-                    "type": "function-after",
-                    "function": {
-                        "type": "no-info",
-                        "function": C.valid_entrypoint,
-                    },
+                    "type": "default",
                     "schema": {
-                        "type": "str",
-                        "strict": True,
+                        "type": "nullable",
+                        "schema": {
+                            "type": "function-after",
+                            "function": {
+                                "type": "no-info",
+                                "function": C.valid_entrypoint,
+                            },
+                            "schema": {
+                                "type": "str",
+                                "strict": True,
+                            },
+                        },
                     },
+                    "default": None,
                 },
             },
             "seed": {
@@ -612,6 +619,91 @@ SCHEMA: dict[str, Any] = {
                                                 "ge": 1,
                                                 "le": 1000,
                                             },
+                                        },
+                                        "default": None,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                    "default": None,
+                },
+            },
+            "variants": {
+                "type": "model-field",
+                "schema": {
+                    "type": "default",
+                    "schema": {
+                        "type": "nullable",
+                        "schema": {
+                            "type": "function-after",
+                            "function": {
+                                "type": "no-info",
+                                "function": C.valid_variants,
+                            },
+                            "schema": {
+                                "type": "dict",
+                                "keys_schema": {
+                                    "type": "function-after",
+                                    "function": {
+                                        "type": "no-info",
+                                        "function": C.valid_name,
+                                    },
+                                    "schema": {
+                                        "type": "str",
+                                        "strict": True,
+                                    },
+                                },
+                                "values_schema": {
+                                    "type": "model-fields",
+                                    "fields": {
+                                        "entrypoint": {
+                                            "type": "model-field",
+                                            "schema": {
+                                                "type": "function-after",
+                                                "function": {
+                                                    "type": "no-info",
+                                                    "function": C.valid_entrypoint,
+                                                },
+                                                "schema": {
+                                                    "type": "str",
+                                                    "strict": True,
+                                                },
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                    "default": None,
+                },
+            },
+            "pairing": {
+                "type": "model-field",
+                "schema": {
+                    "type": "default",
+                    "schema": {
+                        "type": "nullable",
+                        "schema": {
+                            "type": "model-fields",
+                            "fields": {
+                                "samples": {
+                                    "type": "model-field",
+                                    "schema": {
+                                        "type": "int",
+                                        "strict": True,
+                                        "ge": 2,
+                                        "le": 500,
+                                    },
+                                },
+                                "interleave": {
+                                    "type": "model-field",
+                                    "schema": {
+                                        "type": "default",
+                                        "schema": {
+                                            "type": "bool",
+                                            "strict": True,
                                         },
                                         "default": None,
                                     },
@@ -727,6 +819,23 @@ SCHEMA: dict[str, Any] = {
                                                 "type": "str",
                                                 "strict": True,
                                             },
+                                        },
+                                    },
+                                    "default": None,
+                                },
+                            },
+                            "compare": {
+                                "type": "model-field",
+                                "schema": {
+                                    "type": "default",
+                                    "schema": {
+                                        "type": "nullable",
+                                        "schema": {
+                                            "type": "literal",
+                                            "expected": [
+                                                "ratio",
+                                                "difference",
+                                            ],
                                         },
                                     },
                                     "default": None,

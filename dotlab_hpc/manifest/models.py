@@ -28,16 +28,14 @@ from pydantic import (
 )
 
 from ..errors import ManifestError, one_line
-from ..slurm.units import (
-    parse_memory_mib,
-    parse_time_limit,
-)
+from ..slurm.units import parse_memory_mib, parse_time_limit
+from .pairs import MAX_SAMPLES, MIN_SAMPLES, paired_order, valid_variants
 from .parse import read_document
 from .problems import problem_lines
 from .rules import (
     MAX_NUMBER_CHARS,
+    check_claim,
     check_gpu_type_needs_gpus,
-    check_runs,
     check_unique_datasets,
     describe,
     valid_author_name,
@@ -164,10 +162,14 @@ class TargetSpec(_Frozen):
     rel_tol: Tolerance = 0.0
     """Relative tolerance, a fraction of |value| (default 0)."""
     statistic: Annotated[StrictStr, AfterValidator(valid_statistic)] | None = None
-    """With runs: the statistic of the runs' values compared with value: mean, median, std,
-    min, max or pNN (p1 … p99); required then, refused without runs."""
+    """With runs (or variants): the statistic of the runs' (each variant's samples') values:
+    mean, median, std, min, max or pNN (p1 … p99); required then, refused otherwise."""
     of: Name | None = None
-    """With runs: the results.json value the statistic is over (default: the target's name)."""
+    """With runs or variants: the results.json value the statistic is over (default: the
+    target's name)."""
+    compare: Literal["ratio", "difference"] | None = None
+    """With variants (and required then): the second variant's statistic compared with the
+    baseline's, as ratio (second / baseline) or difference (second - baseline)."""
 
 
 class RunsSpec(_Frozen):
@@ -183,6 +185,22 @@ class RunsSpec(_Frozen):
     def plan(self, base_seed: int | None) -> tuple[tuple[int, int], ...]:
         """The runs as (run index, seed); ``base_seed`` is the manifest's ``seed``."""
         return run_plan(self.seeds, self.repeat, base_seed)
+
+
+class VariantSpec(_Frozen):
+    """One variant of a claim of paired measurements (docs/contract.md §11)."""
+
+    entrypoint: Annotated[StrictStr, AfterValidator(valid_entrypoint)]
+    """Each of this variant's samples: run with `sh -c`, it writes $DOTLAB_OUT_DIR/results.json."""
+
+
+class PairingSpec(_Frozen):
+    """How the two variants' samples run: alternately in one job on one node."""
+
+    samples: Annotated[StrictInt, Field(ge=MIN_SAMPLES, le=MAX_SAMPLES)]
+    """Samples per variant (2 to 500)."""
+    interleave: StrictBool = True
+    """ABAB… (default true); false: all of the baseline's samples, then all of the other's."""
 
 
 class ResourcesSpec(_Frozen):
@@ -262,14 +280,20 @@ class ManifestSpec(_Frozen):
     """The datasets, each pinned by sha256; read-only at $DOTLAB_DATA_DIR (/work/data)."""
     image: ImageSpec
     """The Apptainer image (.sif), pinned by the sha256 of its bytes."""
-    entrypoint: Annotated[StrictStr, AfterValidator(valid_entrypoint)]
-    """Run with `sh -c` in the container; it must write $DOTLAB_OUT_DIR/results.json."""
+    entrypoint: Annotated[StrictStr, AfterValidator(valid_entrypoint)] | None = None
+    """Run with `sh -c` in the container; it must write $DOTLAB_OUT_DIR/results.json. Required,
+    except with variants (each has its own)."""
     seed: Seed | None = None
     """Exported to the analysis as DOTLAB_SEED (with runs.repeat: the first run's seed)."""
     runs: RunsSpec | None = None
     """A claim over many runs: runs.seeds or runs.repeat; each target then names a statistic."""
+    variants: Annotated[dict[Name, VariantSpec], AfterValidator(valid_variants)] | None = None
+    """A claim of paired measurements: exactly two variants, name -> {entrypoint}; the first is
+    the baseline. Needs pairing; each target then names a statistic and how it compares."""
+    pairing: PairingSpec | None = None
+    """With variants: how many samples each variant runs, and whether alternately."""
     targets: dict[Name, TargetSpec] = Field(min_length=1)
-    """The numbers results.json must hold: name -> {value, abs_tol, rel_tol[, statistic, of]}."""
+    """The numbers results.json must hold: name -> {value, abs_tol, rel_tol, statistic, …}."""
     resources: ResourcesSpec
     """What the job asks Slurm for."""
     sandbox: SandboxSpec = SandboxSpec()
@@ -280,10 +304,13 @@ class ManifestSpec(_Frozen):
         # the manifest's rules across fields (rules.unique_datasets applies the same)
         check_unique_datasets(d.name for d in self.data)
         check_gpu_type_needs_gpus(self.resources.gpu_type, self.resources.gpus)
-        check_runs(
-            self.seed,
-            None if self.runs is None else (self.runs.seeds, self.runs.repeat),
-            ((n, t.statistic, t.of) for n, t in self.targets.items()),
+        check_claim(
+            entrypoint_given="entrypoint" in self.model_fields_set,
+            entrypoint=self.entrypoint,
+            paired=(self.variants is not None, self.pairing is not None),
+            seed=self.seed,
+            runs=None if self.runs is None else (self.runs.seeds, self.runs.repeat),
+            targets=[(n, t.statistic, t.of, t.compare) for n, t in self.targets.items()],
         )
         return self
 
@@ -296,6 +323,23 @@ class ManifestSpec(_Frozen):
     def run_seeds(self) -> tuple[tuple[int, int], ...]:
         """Each run of a claim over many runs as (run index, seed); () without ``runs``."""
         return () if self.runs is None else self.runs.plan(self.seed)
+
+    @property
+    def is_paired(self) -> bool:
+        """True for a claim of paired measurements (``variants``)."""
+        return self.variants is not None
+
+    @property
+    def variant_names(self) -> tuple[str, ...]:
+        """The two variants' names, the baseline first; () without ``variants``."""
+        return () if self.variants is None else tuple(self.variants)
+
+    @property
+    def paired_order(self) -> tuple[tuple[int, str, int], ...]:
+        """Each run of a paired claim as (run index, variant name, sample); () without variants."""
+        if self.pairing is None:
+            return ()
+        return paired_order(self.variant_names, self.pairing.samples, self.pairing.interleave)
 
     def target_of(self, name: str) -> str:
         """The results.json value target ``name`` is over: its ``of``, else its own name."""

@@ -22,7 +22,8 @@ from ..slurm.units import parse_memory_mib, parse_time_limit
 from .credit import valid_author_name as valid_author_name
 from .credit import valid_license as valid_license
 from .credit import valid_orcid as valid_orcid
-from .runs import runs_problem
+from .pairs import claim_problem, light_claim
+from .pairs import valid_variants as valid_variants
 from .runs import valid_seeds as valid_seeds
 from .runs import valid_statistic as valid_statistic
 
@@ -351,19 +352,14 @@ def unique_datasets(fields: tuple[dict[str, Any], Any, Any]) -> tuple[dict[str, 
     resources = fields[0].get("resources")
     if resources is not None:
         check_gpu_type_needs_gpus(resources[0].get("gpu_type"), resources[0].get("gpus"))
-    # and a claim over many runs: runs and the targets' statistics (manifest.runs)
-    runs = fields[0].get("runs")
-    check_runs(
-        fields[0].get("seed"),
-        None if runs is None else (runs[0].get("seeds"), runs[0].get("repeat")),
-        ((n, t[0].get("statistic"), t[0].get("of")) for n, t in fields[0]["targets"].items()),
-    )
+    # and the entrypoint, and a claim over many runs or of paired measurements (manifest.pairs)
+    check_claim(**light_claim(fields))
     return fields
 
 
-def check_runs(seed: Any, runs: Any, targets: Any) -> None:
-    """LocatedError at the first rule of ``manifest.runs.runs_problem`` the claim breaks."""
-    problem = runs_problem(seed, runs, targets)
+def check_claim(**claim: Any) -> None:
+    """LocatedError at the first rule of ``manifest.pairs.claim_problem`` the claim breaks."""
+    problem = claim_problem(**claim)
     if problem is not None:
         raise LocatedError(*problem)
 

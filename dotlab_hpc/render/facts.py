@@ -34,10 +34,15 @@ MAX_PROCESSES = 4096
 
 # --------------------------------------------------------------------------- the job
 def container_env(
-    spec: ManifestSpec, run_index: int | None = None, seed: int | None = None
+    spec: ManifestSpec,
+    run_index: int | None = None,
+    seed: int | None = None,
+    variant: str | None = None,
+    sample: int | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """The DOTLAB_* variables of docs/contract.md §4 (HOME=/tmp is set by the wrapper); a run of
-    a claim over many runs (§11) gets its own DOTLAB_RUN_INDEX and DOTLAB_SEED."""
+    a claim over many runs (§11) gets its own DOTLAB_RUN_INDEX and DOTLAB_SEED, a sample of
+    paired measurements DOTLAB_VARIANT and DOTLAB_SAMPLE (and the manifest's seed)."""
     env = [
         ("DOTLAB_CLAIM", spec.claim),
         ("DOTLAB_DATA_DIR", str(DATA_MOUNT)),
@@ -45,10 +50,20 @@ def container_env(
     ]
     if run_index is not None:
         env.append(("DOTLAB_RUN_INDEX", str(run_index)))
-    seed = spec.seed if run_index is None else seed
+    if variant is not None and sample is not None:
+        env += [("DOTLAB_VARIANT", variant), ("DOTLAB_SAMPLE", str(sample))]
+    seed = spec.seed if run_index is None or variant is not None else seed
     if seed is not None:
         env.append(("DOTLAB_SEED", str(seed)))
     return tuple(env)
+
+
+def entrypoint(task: TaskSpec) -> str:
+    """The task's command: its variant's entrypoint (paired measurements), else the claim's."""
+    spec = task.manifest.spec
+    if task.variant is not None:
+        return spec.variants[task.variant].entrypoint if spec.variants else ""
+    return spec.entrypoint or ""
 
 
 def workdir(spec: ManifestSpec) -> PurePosixPath:
@@ -79,12 +94,12 @@ def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpe
         data_dir=task.data_dir,
         out_dir=task.out_dir,
         workdir=workdir(spec),
-        env=container_env(spec, task.run_index, task.seed),
+        env=container_env(spec, task.run_index, task.seed, task.variant, task.sample),
         writable_tmpfs=spec.sandbox.writable_tmpfs,
         gpu=spec.is_gpu,
         scratch_dir=scratch_dir(task, scratch_root),
         wrapper=wrapper_script(),
-        wrapper_args=(str(spec.resources.time_s), str(MAX_PROCESSES), spec.entrypoint),
+        wrapper_args=(str(spec.resources.time_s), str(MAX_PROCESSES), entrypoint(task)),
     )
 
 

@@ -33,6 +33,10 @@ from .templates import environment, probe_script, sh_quote, view_fields
 # its resolution is coarse (up to 60 s early, see the notes), so stay well inside the margin.
 USR1_LEAD_S = 90
 
+# What each sample of paired measurements needs beyond its entrypoint's limit: the image's
+# digest checked on the node, the probe, the container's start (the job's margin is once).
+SAMPLE_START_S = 60
+
 
 @dataclass(frozen=True)
 class ScriptView:
@@ -66,9 +70,10 @@ class ScriptView:
     prepare: str
 
 
-def job_directives(job: JobSpec) -> tuple[str, ...]:
+def job_directives(job: JobSpec, samples: int = 1) -> tuple[str, ...]:
     """The #SBATCH lines: the largest request of any task, since an array shares one request;
-    where to run from the site's settings, else the manifests' defaults (``Site.where_for``)."""
+    where to run from the site's settings, else the manifests' defaults (``Site.where_for``).
+    ``samples``: that many runs one after the other in the one job (paired measurements)."""
     specs = [t.manifest.spec for t in job.tasks]
     wheres = {job.site.where_for(s.resources) for s in specs}
     if len(wheres) > 1:
@@ -81,8 +86,9 @@ def job_directives(job: JobSpec) -> tuple[str, ...]:
                     hint=f"submit those claims separately, or give --{option} for all of them",
                 )
     gpus = max(s.resources.gpus for s in specs)
+    per_sample = SAMPLE_START_S if samples > 1 else 0
     return directive_lines(
-        time_s=max(s.resources.time_s for s in specs) + job.margin_s,
+        time_s=samples * (max(s.resources.time_s for s in specs) + per_sample) + job.margin_s,
         cpus=max(s.resources.cpus for s in specs),
         mem_mib=max(s.resources.memory_mib for s in specs),
         gres=gres_value(specs, gpus, job.site) if gpus else None,

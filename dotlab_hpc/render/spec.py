@@ -28,6 +28,9 @@ class TaskSpec:
     # a run of a claim over many runs (docs/contract.md §11): DOTLAB_RUN_INDEX and DOTLAB_SEED
     run_index: int | None = None
     seed: int | None = None
+    # a sample of a claim of paired measurements: its variant (its entrypoint) and sample number
+    variant: str | None = None
+    sample: int | None = None
 
 
 @dataclass(frozen=True)

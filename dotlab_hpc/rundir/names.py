@@ -45,6 +45,10 @@ CLAIM_FILE = "claim.json"
 RUN_PREFIX = "run"  # run K of a claim over many runs is in <claim folder>/run-K
 
 
+# paired measurements: the one job's script, in the claim's folder (its log: slurm.out there)
+PAIRS_SCRIPT = "pairs.sbatch"
+
+
 def member_dir_name(index: int) -> str:
     """The folder of run ``index`` of a claim over many runs, inside the claim's folder."""
     return f"{RUN_PREFIX}-{index}"

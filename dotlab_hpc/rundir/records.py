@@ -131,6 +131,9 @@ class RunOfClaim(_Frozen):
     seed: int | None  # DOTLAB_SEED
     count: int  # how many runs the claim has
     claim_dir: str
+    # a sample of paired measurements: its variant, and its number among that variant's samples
+    variant: str | None = None
+    sample: int | None = None
 
 
 class IntervalRecord(_Frozen):
@@ -148,7 +151,12 @@ class StatisticRecord(_Frozen):
     statistic: str
     of: str
     n: int
-    interval: IntervalRecord | None = None  # the mean's Student-t 95 % interval
+    interval: IntervalRecord | None = None  # the mean's Student-t 95 % interval, or compare's
+    # paired measurements: ratio or difference of the second variant's statistic to the
+    # baseline's, with its paired bootstrap interval in ``interval``; and each one's statistic
+    compare: str | None = None
+    baseline: float | None = None
+    other: float | None = None
 
 
 class RunValuesRecord(_Frozen):
@@ -163,6 +171,11 @@ class RunValuesRecord(_Frozen):
     job_id: str | None
     node: str | None
     stderr: list[str] = []  # the last lines of a failed run's container.err
+    # paired measurements: the sample's variant and number; when its container started (the
+    # samples ran in index order, one after the other, in one job)
+    variant: str | None = None
+    sample: int | None = None
+    started_at: str | None = None
 
 
 class OverRunsRecord(_Frozen):

@@ -18,10 +18,11 @@ from ..fsio.write import Writer, atomic_write_all
 from ..manifest.models import Manifest
 from ..render.facts import apptainer_argvs, task_facts
 from ..render.job import render_script
+from ..render.pairs import render_pairs
 from ..render.spec import ArrayLayout, JobSpec, TaskSpec
 from ..rundir.events import Logger, event
 from ..rundir.files import submission_file
-from ..rundir.names import SCRIPT_NAME
+from ..rundir.names import PAIRS_SCRIPT, SCRIPT_NAME
 from ..rundir.records import ClaimRecord
 from ..site.settings import Site
 from ..slurm.argv import array_value, sbatch_argv
@@ -29,7 +30,8 @@ from ..slurm.client import SlurmClient
 from ..slurm.jobids import task_job_id
 from .files import NewRuns, share_file, write_new_files
 from .once import NotSubmitted, submit_once
-from .plan import Plan, PlannedRun, SubmitOptions, check_out_dirs, check_runs_fit, plan
+from .outdirs import check_out_dirs
+from .plan import Plan, PlannedRun, SubmitOptions, check_runs_fit, plan
 from .records import mismatch_record, submission_record, write_index
 
 
@@ -47,6 +49,8 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
                 index=r.index,
                 run_index=r.run_index,
                 seed=r.seed,
+                variant=r.variant,
+                sample=r.sample,
             )
             for r in runs
         ),
@@ -76,7 +80,8 @@ def submission_argv(
         job_name=p.part_name(part),
         output=p.slurm_output(part),
         export=export,
-        array=array_spec(runs, p.array_limit) if p.is_array else None,
+        # paired measurements: one job runs every sample (render.pairs), never an array
+        array=array_spec(runs, p.array_limit) if p.is_array and not p.paired else None,
         extra=(f"--chdir={p.chdir}", *(("--hold",) if p.hold else ())),
         script_args=(str(part),) if p.parts > 1 else (),
     )
@@ -189,6 +194,10 @@ def execute(
     script = render_script(job) if job is not None else None
     argvs = apptainer_argvs(job) if job is not None else ()
     script_path = good[0].run_dir / SCRIPT_NAME if good else None
+    pairs = None  # paired measurements: the one job's script (its samples share one manifest)
+    if p.paired and p.claim_dir is not None and job is not None:
+        pairs = render_pairs(job, p.claim_dir)
+        script_path = p.claim_dir / PAIRS_SCRIPT
     sbatches = [
         (runs, submission_argv(p, script_path, runs, export, runs[0].part))
         for runs in _by_part(good)
@@ -228,9 +237,10 @@ def execute(
         script=script,
         records=records,
         events=events,
+        pairs=pairs,
     )
-    # (a rerun's runs are a few of its claim's: status reads their run.json)
-    indexed = p.is_array and good and not p.rerun
+    # (a rerun's runs are a few of its claim's, paired samples one job: status reads run.json)
+    indexed = p.is_array and good and not p.rerun and not p.paired
     index = write_index(p, good, dirs, now, write_all) if indexed else None
     writing.made_index = index
     results = {

@@ -31,7 +31,7 @@ from ..fsio.write import (
 from ..render.deffile import render_def
 from ..rundir.directory import RunDir
 from ..rundir.files import claim_files, new_run_files, not_submitted_file
-from ..rundir.names import ENDS_SUBDIR, SCRIPT_NAME
+from ..rundir.names import ENDS_SUBDIR, PAIRS_SCRIPT, SCRIPT_NAME
 from .plan import missing_parents
 
 if TYPE_CHECKING:
@@ -115,13 +115,14 @@ class NewRuns:
         script: str | None,
         records: Mapping[int, ClaimRecord],
         events: Mapping[int, Sequence[dict[str, Any]]],
+        pairs: str | None = None,
     ) -> dict[int, RunDir]:
         """Make every run directory whole, with all its files; on failure none of them is left.
 
         Each is filled under a hidden temporary name and renamed into place after one sync
         (``fsio.NewFolders``): no run directory is ever seen half-written.
         """
-        from .plan import check_out_dirs
+        from .outdirs import check_out_dirs
         from .records import claim_runs_record, run_record
 
         p = self.plan
@@ -133,6 +134,8 @@ class NewRuns:
                 self._make_claim_dir(p.claim_dir)
                 files += claim_files(RunDir(p.claim_dir), claim_runs_record(p, now),
                                      p.runs[0].manifest)  # fmt: skip
+                if pairs is not None:  # paired measurements: the one job's script
+                    files.append((p.claim_dir / PAIRS_SCRIPT, pairs.encode("utf-8"), 0o644))
             if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
                 self._make_ends(p.ends_dir)
             tmp = {r.index: RunDir(folders.add(r.run_dir)) for r in p.runs}

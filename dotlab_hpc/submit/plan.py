@@ -9,7 +9,6 @@ K*M .. K*M+M-1 as its tasks 0 .. M-1, runs in ``<batch>.K-<task>`` and is named
 from __future__ import annotations
 
 import os
-import stat
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -116,6 +115,9 @@ class PlannedRun:
     # a run of a claim over many runs (docs/contract.md §11): DOTLAB_RUN_INDEX and DOTLAB_SEED
     run_index: int | None = None
     seed: int | None = None
+    # a sample of paired measurements: its variant and its number among that variant's samples
+    variant: str | None = None
+    sample: int | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ class Plan:
     claim_dir: Path | None = None
     claim_run_id: str | None = None
     rerun: bool = False  # `submit --rerun-lost`: the claim's folder and claim.json are there
+    # paired measurements: ONE job (not an array) runs every sample in order (render.pairs)
+    paired: bool = False
 
     @property
     def is_array(self) -> bool:
@@ -155,6 +159,8 @@ class Plan:
 
     def slurm_output(self, part: int = 0) -> str:
         """sbatch --output: the run directory's slurm.out (``%a`` is the array task id)."""
+        if self.paired and self.claim_dir is not None:  # the one job's own log
+            return output_path(self.claim_dir / SLURM_LOG)
         if self.batch is None or self.runs_root is None:
             return output_path(self.runs[0].run_dir / SLURM_LOG)
         prefix = f"{self.batch}.{part}" if self.parts > 1 else self.batch
@@ -207,15 +213,15 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
         array_limit=opts.array_limit,
         site=opts.site,
     )
-    over = [m for m in manifests if m.spec.runs is not None]
+    over = [m for m in manifests if m.spec.runs is not None or m.spec.is_paired]
     if over and len(manifests) > 1:
         raise UsageError(
-            f"{over[0].path}: a claim over many runs (runs:) is one job array of its own",
+            f"{over[0].path}: a claim over many runs (runs:, variants:) is a job of its own",
             hint="submit it in a submission of its own",
         )
     if over:
         p = _plan_over_runs(over[0], opts, now, common, code_dir, data_dir, out_root, runs_root)
-        if max_array_size is not None:
+        if max_array_size is not None and not p.paired:
             check_runs_fit(p, max_array_size)
         return p
     if len(manifests) == 1:
@@ -289,6 +295,11 @@ def _plan_over_runs(
         _safe_path(opts.run_dir.absolute(), "--run-dir") if opts.run_dir is not None
         else runs_root / claim_run_id
     )  # fmt: skip
+    # paired measurements: sample K of the one job, in the order they run (ABAB…); else runs
+    order: tuple[tuple[int, str | None, int | None], ...] = m.spec.paired_order or tuple(
+        (k, None, None) for k, _ in m.spec.run_seeds
+    )
+    seeds = dict(m.spec.run_seeds)
     runs = tuple(
         PlannedRun(
             k,
@@ -299,9 +310,11 @@ def _plan_over_runs(
             k,
             0,
             k,
-            seed,
+            seeds.get(k, m.spec.seed),
+            variant,
+            sample,
         )
-        for k, seed in m.spec.run_seeds
+        for k, variant, sample in order
         if not opts.rerun or k in opts.rerun
     )
     check_overlaps(
@@ -324,6 +337,7 @@ def _plan_over_runs(
         claim_dir=claim_dir,
         claim_run_id=claim_run_id,
         rerun=bool(opts.rerun),
+        paired=m.spec.is_paired,
     )
 
 
@@ -337,55 +351,3 @@ def check_runs_fit(p: Plan, size: int) -> None:
             f" cluster takes task ids below {size} only (MaxArraySize)",
             hint="ask for fewer runs, or ask the cluster's admins to raise MaxArraySize",
         )
-
-
-def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = None) -> None:
-    """Each output directory must be empty (created when missing); refuse before anything else.
-
-    ``made`` gets the folders it created (removed again when the submission fails before sbatch).
-    """
-    dirs = [run.out_dir for run in p.runs]
-    if p.claim_dir is not None and not p.rerun:  # the runs' folders are new ones in its own
-        dirs.insert(0, p.runs[0].out_dir.parent)
-    for d in dirs:
-        try:
-            st: os.stat_result | None = os.lstat(d)  # one lstat: 500 claims, 500 folders
-        except FileNotFoundError:
-            st = None
-        except OSError as e:
-            raise UsageError(f"--out-dir {d}: cannot be read ({e.strerror})") from e
-        if st is not None and not stat.S_ISDIR(st.st_mode):  # a link is refused, too
-            raise UsageError(f"--out-dir {d}: not a directory")
-        if st is not None:
-            try:
-                with os.scandir(d) as entries:
-                    has_entries = next(entries, None) is not None
-            except OSError as e:
-                raise UsageError(f"--out-dir {d}: cannot be read ({e.strerror})") from e
-            if has_entries:
-                raise UsageError(
-                    f"--out-dir {d}: not empty; a result must come from this run alone",
-                    hint="give an empty or new folder",
-                )
-        elif create_missing:
-            try:
-                d.mkdir()  # its parent is there but for the first of many
-                missing = [d]
-            except FileNotFoundError:
-                missing = [d, *missing_parents(d)]
-                try:
-                    d.mkdir(parents=True)
-                except OSError as e:
-                    raise _cannot_create(d, e) from e
-            except OSError as e:
-                raise _cannot_create(d, e) from e
-            if made is not None:
-                made += reversed(missing)
-
-
-def _cannot_create(d: Path, e: OSError) -> UsageError:
-    """An output folder that cannot be made: say so, and where one can go instead."""
-    return UsageError(
-        f"--out-dir {d}: cannot be created ({e.strerror})",
-        hint="give --out-dir (and --runs-root) in a folder you can write, or run from one",
-    )

@@ -72,7 +72,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         claim=m.spec.claim,
         created_at=utc_text(now),
         tool=TOOL,
-        task_index=run.task,
+        task_index=None if p.paired else run.task,  # paired samples: one job, no array
         job_name=p.part_name(run.part),
         manifest_file=_manifest_file(m),
         manifest_sha256=m.sha256,
@@ -98,7 +98,12 @@ def _run_of(p: Plan, run: PlannedRun) -> RunOfClaim | None:
     if run.run_index is None or p.claim_dir is None:
         return None
     return RunOfClaim(
-        index=run.run_index, seed=run.seed, count=len(p.runs), claim_dir=str(p.claim_dir)
+        index=run.run_index,
+        seed=run.seed,
+        count=len(p.runs),
+        claim_dir=str(p.claim_dir),
+        variant=run.variant,
+        sample=run.sample,
     )
 
 
@@ -186,7 +191,7 @@ def submission_record(
     ``_<task>`` of the array is a run's (its ``run.json`` holds the task index), even when an
     earlier claim failed verification and has no task (``SubmissionRecord.for_task``).
     """
-    whole = p.is_array
+    whole = p.is_array and not p.paired  # paired samples share one plain job
     return SubmissionRecord(
         job_id=job_id,
         array_job_id=job_id if whole else None,

@@ -111,7 +111,8 @@ def test_five_seeds_reproduce_on_mean_and_std(kit: Kit) -> None:
     assert interval["high"] == pytest.approx(high, abs=1e-12)
     assert interval["method"] == "student-t"
     assert rec["over_runs"]["statistics"]["acc_spread"] == {
-        "statistic": "std", "of": "acc", "n": 5, "interval": None
+        "statistic": "std", "of": "acc", "n": 5, "interval": None,
+        "compare": None, "baseline": None, "other": None,
     }  # fmt: skip
     runs = rec["over_runs"]["runs"]
     assert [(r["index"], r["seed"], r["outcome"]) for r in runs] == [

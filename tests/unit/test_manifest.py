@@ -104,7 +104,7 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
         1,
         "bogus",
         "unknown field (allowed: version, claim, title, license, authors, code, data, image,"
-        " entrypoint, seed, runs, targets, resources, sandbox)",
+        " entrypoint, seed, runs, variants, pairing, targets, resources, sandbox)",
     ),
     ("unknown-code", "code.branch", "main", "code.branch", "(allowed: commit, repo, working_dir)"),
     (
@@ -122,7 +122,7 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
         "targets.loss.tol",
         1,
         "targets.loss.tol",
-        "(allowed: value, abs_tol, rel_tol, statistic, of)",
+        "(allowed: value, abs_tol, rel_tol, statistic, of, compare)",
     ),
     ("unknown-resources", "resources.mem", "4G", "resources.mem", "(allowed: time, cpus, memory,"),
     (
@@ -607,8 +607,9 @@ def test_good_manifest_uses_every_field() -> None:
         "SandboxSpec": models_mod.SandboxSpec,
         "DatasetSpec": models_mod.DatasetSpec,
     }
-    # a claim over many runs (runs, and the targets' statistics) is test_manifest_runs.py's
-    fields_set["ManifestSpec"] = fields_set["ManifestSpec"] | {"runs"}
+    # a claim over many runs (runs, and the targets' statistics) is test_manifest_runs.py's;
+    # one of paired measurements (variants, pairing) is test_manifest_pairs.py's
+    fields_set["ManifestSpec"] = fields_set["ManifestSpec"] | {"runs", "variants", "pairing"}
     for name, model in models.items():
         assert fields_set[name] == set(model.model_fields), name
     assert len(spec.data) == 2

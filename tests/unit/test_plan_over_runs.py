@@ -11,7 +11,8 @@ import pytest
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.render.facts import container_env, task_exec_spec
 from dotlab_hpc.submit.execute import job_spec
-from dotlab_hpc.submit.plan import SubmitOptions, check_out_dirs, plan
+from dotlab_hpc.submit.outdirs import check_out_dirs
+from dotlab_hpc.submit.plan import SubmitOptions, plan
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 APPTAINER = "/opt/fake/bin/apptainer"  # never run: planning only writes it into the script
@@ -114,7 +115,7 @@ def test_a_claim_over_runs_with_another_manifest_is_refused(tmp_path: Path) -> N
         with pytest.raises(UsageError) as e:
             plan(opts(tmp_path, *order), NOW)
         assert e.value.message == (
-            f"{over}: a claim over many runs (runs:) is one job array of its own"
+            f"{over}: a claim over many runs (runs:, variants:) is a job of its own"
         )
         assert e.value.hint == "submit it in a submission of its own"
 
@@ -122,7 +123,7 @@ def test_a_claim_over_runs_with_another_manifest_is_refused(tmp_path: Path) -> N
 def test_two_claims_over_runs_are_refused_too(tmp_path: Path) -> None:
     a = seeds_manifest(tmp_path / "a.yaml", claim="ca")
     b = seeds_manifest(tmp_path / "b.yaml", claim="cb")
-    with pytest.raises(UsageError, match="one job array of its own"):
+    with pytest.raises(UsageError, match="is a job of its own"):
         plan(opts(tmp_path, a, b), NOW)
 
 

@@ -16,7 +16,8 @@ from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.submit.execute import execute
 from dotlab_hpc.submit.once import NotSubmitted, backoff_delays, submit_once
-from dotlab_hpc.submit.plan import SubmitOptions, check_out_dirs, plan
+from dotlab_hpc.submit.outdirs import check_out_dirs
+from dotlab_hpc.submit.plan import SubmitOptions, plan
 from tests.support.expect import parse_task_facts
 from tests.support.fakes import ScriptedRunner
 
