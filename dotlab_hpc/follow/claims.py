@@ -1,6 +1,6 @@
 """A claim over many runs as one row (docs/contract.md §11): its folder expanded into its runs'
 run directories, followed with the others, and their states folded back into one row with
-counts (``RUNNING: 3 COMPLETED, 2 RUNNING of 5 runs``)."""
+counts (``5 runs: 3 COMPLETED, 2 RUNNING``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import DotlabError, RunDirError, one_line
 from ..rundir.directory import RunDir
+from .lost import LOST
 from .states import BadRun, Row, RunState
 
 # the state a claim's row shows: the first of these that any of its runs is in
@@ -80,7 +81,12 @@ def one_row(g: Group, rows: Sequence[Row]) -> RunState:
         counts["UNREADABLE"] = bad
     finished = bool(states) and not bad and all(s.finished for s in states)
     alive = [s for s in _SHOWN if counts.get(s)]
-    state = alive[0] if alive else (next(iter(counts)) if len(counts) == 1 else "ENDED")
+    if alive:
+        state = alive[0]
+    elif counts.get(LOST):  # `status --watch` ends with the lost runs' error (follow.lost)
+        state = LOST
+    else:
+        state = next(iter(counts)) if len(counts) == 1 else "ENDED"
     nodes = sorted({s.node for s in states if s.node})
     jobs = {(s.job_id or "").partition("_")[0] for s in states if s.job_id}
     elapsed = [s.elapsed_s for s in states if s.elapsed_s is not None]

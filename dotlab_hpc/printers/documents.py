@@ -125,6 +125,8 @@ def dry_run(
         "apptainer_argvs": [list(a) for a in argvs],
         "sbatch_argvs": [list(a) for a in res.sbatch_argvs],
         "script": res.script if show_script else None,
+        # paired measurements: the one job's script, which runs ``script`` for each sample
+        "pairs_script": res.pairs_script if show_script else None,
     }
 
 

@@ -61,7 +61,11 @@ def dry_run_text(res: SubmitResult) -> str:
         out.extend(f"{shlex.join(a)}\n" for a in argvs)
     else:
         out.append(f"# sbatch command:\n{shlex.join(argvs[0] if argvs else ())}\n")
-    out.append("# the job script:\n" + res.script)
+    if res.pairs_script is not None:  # paired measurements: it runs each sample's script
+        out.append("# the job script (every sample, one after the other):\n" + res.pairs_script)
+        out.append("# each sample's script (task K of the samples):\n" + res.script)
+    else:
+        out.append("# the job script:\n" + res.script)
     for i, argv in enumerate(res.apptainer_argvs):
         out.append(f"# apptainer command of task {i}:\n{shlex.join(argv)}\n")
     return "".join(out)
@@ -100,6 +104,13 @@ def _some(items: Sequence[str], shown: int = 3) -> str:
     return head if len(items) <= shown else f"{head} … ({len(items)} in all)"
 
 
+def _runs_row(res: SubmitResult) -> str:
+    """A claim over many runs: how many, how they go, where they are."""
+    how = "samples in one job, one after the other" if res.pairs_script else "in one array"
+    first, last = res.runs[0].run_dir.name, res.runs[-1].run_dir.name
+    return f"{len(res.runs)} {how} ({first} … {last} in the claim's folder)"
+
+
 def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[str]:
     """``submit --dry-run``: an aligned summary of what would be submitted, then one line
     saying nothing was (``--show-script`` adds the script and every command)."""
@@ -115,11 +126,9 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
                else f"{len(runs) - len(bad)} of {len(runs)} claim(s) match")  # fmt: skip
     rows = [
         ["claims", _some([r.claim for r in runs])],
-        ["resources", " ".join(resources(res.script)) or "-"],
+        ["resources", " ".join(resources(res.pairs_script or res.script)) or "-"],
         ["run dirs", where],
-        *([["runs", f"{len(res.runs)} in one array ({res.runs[0].run_dir.name} …"
-                    f" {res.runs[-1].run_dir.name} in the claim's folder)"]]
-          if res.claim_dir is not None else []),
+        *([["runs", _runs_row(res)]] if res.claim_dir is not None else []),
         *([name, str(path)] for name, path in inputs.items() if path is not None),
         ["inputs", verdict],
         *(["", f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}"]

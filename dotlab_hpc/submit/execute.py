@@ -109,6 +109,9 @@ class SubmitResult:
     sbatch_argvs: tuple[tuple[str, ...], ...] = ()  # every array's sbatch argv, in order
     # a claim over many runs (docs/contract.md §11): its folder; ``runs`` are its runs
     claim_dir: Path | None = None
+    pairs_script: str | None = (
+        None  # paired measurements: the one job's script (``script``: each sample's)
+    )
 
     @property
     def shown(self) -> tuple[SubmittedRun, ...]:
@@ -219,6 +222,7 @@ def execute(
             dry_run=True,
             sbatch_argvs=tuple(a for _, a in sbatches),
             claim_dir=p.claim_dir,
+            pairs_script=pairs,
         )
     p = dataclasses.replace(p, cluster=client.cluster_name())  # for the records
     records = {
@@ -301,4 +305,5 @@ def execute(
         dry_run=False,
         sbatch_argvs=tuple(a for _, a in sbatches),
         claim_dir=p.claim_dir,
+        pairs_script=pairs,
     )

@@ -201,3 +201,14 @@ def test_job_id_is_none_when_the_runs_are_in_different_jobs() -> None:
     g = Group(Path("/c"), "c1", 0, 2)
     assert one_row(g, [state("a", job_id="700_0"), state("b", job_id="701_1")]).job_id is None
     assert one_row(g, [state("a", job_id="700_0"), state("b", job_id=None)]).job_id == "700"
+
+
+def test_a_lost_run_makes_the_ended_claim_lost_for_status_watch() -> None:
+    from dotlab_hpc.follow.lost import lost_lines
+
+    rows = [state("a", "COMPLETED"), state("b", "LOST", finished=True), state("c", "COMPLETED")]
+    row = one_row(Group(Path("/c"), "c1", 0, 3), rows)
+    assert (row.state, row.finished) == ("LOST", True)
+    assert lost_lines([row]) == ["/c: job 700 lost: 3 runs: 2 COMPLETED, 1 LOST"]
+    alive = one_row(Group(Path("/c"), "c1", 0, 2), [state("a"), state("b", "LOST")])
+    assert alive.state == "RUNNING"  # the others are followed to their end first
