@@ -75,7 +75,13 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
         of in (r.values or {}) for r in runs
     ):
         raise ValueError(f"{record.claim}: no target's statistic and no run's value is {of!r}")
-    ys = [r.values[of] for r in runs if r.values and of in r.values and math.isfinite(r.values[of])]
+    # paired measurements: one strip a variant, the baseline first; else one strip of all runs
+    groups: dict[str | None, list[float]] = {}
+    for r in runs:
+        kept = groups.setdefault(r.variant, [])
+        if r.values and of in r.values and math.isfinite(r.values[of]):
+            kept.append(r.values[of])
+    ys = [y for values in groups.values() for y in values]
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -83,10 +89,12 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    if ys:
+    for g, (variant, values) in enumerate(groups.items()):
+        if not values:
+            continue
         ax.boxplot(
-            ys,
-            positions=[0.0],
+            values,
+            positions=[float(g)],
             widths=0.5,
             showfliers=False,
             patch_artist=True,
@@ -96,8 +104,10 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
             capprops={"color": "#999999"},
             zorder=1,
         )
-        xs = [_jitter(k) for k in range(len(ys))]
-        ax.scatter(xs, ys, s=22, color="#333333", alpha=0.8, zorder=3, label="a run")
+        xs = [g + _jitter(k) for k in range(len(values))]
+        what = "a run" if variant is None else f"a sample of {variant}"
+        ax.scatter(xs, values, s=22, color=_COLORS[g % len(_COLORS)] if variant else "#333333",
+                   alpha=0.8, zorder=3, label=what)  # fmt: skip
     targets = [
         (name, record.targets[name], stat)
         for name, stat in sorted(over.statistics.items())
@@ -106,9 +116,10 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
     for k, (name, target, stat) in enumerate(targets):
         color = _COLORS[k % len(_COLORS)]
         tol = target.abs_tol + target.rel_tol * abs(target.expected)
-        if stat.statistic == "std":  # a spread, not a place on this axis: named, not drawn
-            got = "—" if target.actual is None else f"{target.actual:g}"
-            label = f"{name}: std {got} (expected {target.expected:g} ± {tol:g})"
+        if stat.statistic == "std" or stat.compare:  # not a place on this axis: named only
+            shown = "—" if target.actual is None else f"{target.actual:g}"
+            what = f"{stat.compare} of {stat.statistic}" if stat.compare else "std"
+            label = f"{name}: {what} {shown} (expected {target.expected:g} ± {tol:g})"
             ax.plot([], [], color=color, linewidth=0, label=label)
             continue
         ax.axhline(target.expected, color=color, linestyle="--", linewidth=1, zorder=2)
@@ -130,7 +141,10 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
             label=f"{name}: {stat.statistic} {target.actual:g}",
         )
     # the mean's interval, whatever the statistic: one bar for each distinct interval
-    intervals = {s.interval: s.of for _, _, s in targets if s.interval is not None}
+    # (a compared statistic's interval is of a ratio or difference: in its target's label only)
+    intervals = {
+        s.interval: s.of for _, _, s in targets if s.interval is not None and not s.compare
+    }
     for k, iv in enumerate(intervals):
         ax.plot(
             [0.4 + 0.08 * k] * 2,
@@ -142,8 +156,11 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
             zorder=4,
             label=f"mean's {iv.confidence:.0%} interval ({iv.method})",
         )
-    ax.set_xlim(-0.6, 0.6 + 0.08 * len(intervals))
-    ax.set_xticks([])
+    ax.set_xlim(-0.6, len(groups) - 0.4 + 0.08 * len(intervals))
+    if None in groups:
+        ax.set_xticks([])
+    else:  # paired: each strip named by its variant
+        ax.set_xticks(range(len(groups)), [str(v) for v in groups])
     ax.set_xlabel("runs, spread sideways only to be seen")
     ax.set_ylabel(of)
     missing = len(runs) - len(ys)

@@ -176,3 +176,74 @@ def test_matplotlib_is_imported_only_inside_the_plot_and_never_pyplot() -> None:
     everywhere = imported(ast.walk(tree))
     assert "matplotlib.figure.Figure" in everywhere  # the check sees function-level imports
     assert not [m for m in everywhere if "pyplot" in m]
+
+
+def paired_record() -> ClaimRecord:
+    """Paired measurements: 3 + 3 samples, ABAB…, the ratio of the medians as the target."""
+    values = {0: 1.0, 1: 4.0, 2: 1.2, 3: 4.4, 4: 0.8, 5: 3.6}
+    runs = [
+        {"index": k, "seed": None, "run_id": f"run-{k}", "outcome": "ran", "reason": "",
+         "values": {"lat": v}, "job_id": "9", "node": "n1",
+         "variant": "direct" if k % 2 == 0 else "proxy", "sample": k // 2}
+        for k, v in values.items()
+    ]  # fmt: skip
+    return claim_record(
+        targets={
+            "overhead": {
+                "expected": 4.0,
+                "actual": 4.0,
+                "abs_tol": 1.0,
+                "rel_tol": 0.0,
+                "within": True,
+            }
+        },
+        over_runs={
+            "count": 6,
+            "runs": runs,
+            "statistics": {
+                "overhead": {
+                    "statistic": "median",
+                    "of": "lat",
+                    "n": 6,
+                    "compare": "ratio",
+                    "baseline": 1.0,
+                    "other": 4.0,
+                    "interval": {
+                        "low": 3.0,
+                        "high": 5.5,
+                        "confidence": 0.95,
+                        "method": "bootstrap-percentile",
+                    },
+                },
+            },
+        },
+    )
+
+
+def test_paired_samples_are_one_strip_a_variant_and_the_ratio_is_not_drawn_on_the_axis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from matplotlib.axes import Axes
+
+    drawn: list[tuple[list[float], list[float], str]] = []
+    lines: list[float] = []
+    scatter, axhline = Axes.scatter, Axes.axhline
+
+    def spy(self: Axes, x: Any, y: Any, *args: Any, **kwargs: Any) -> Any:
+        drawn.append((list(x), list(y), kwargs["label"]))
+        return scatter(self, x, y, *args, **kwargs)
+
+    def line_spy(self: Axes, y: float = 0, *args: Any, **kwargs: Any) -> Any:
+        lines.append(y)
+        return axhline(self, y, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "scatter", spy)
+    monkeypatch.setattr(Axes, "axhline", line_spy)
+    png = distribution_png(paired_record(), "lat")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [(y, label) for _, y, label in drawn] == [
+        ([1.0, 1.2, 0.8], "a sample of direct"),
+        ([4.0, 4.4, 3.6], "a sample of proxy"),
+    ]
+    assert all(-0.5 < x < 0.5 for x in drawn[0][0]) and all(0.5 < x < 1.5 for x in drawn[1][0])
+    assert lines == []  # a ratio of 4 is no latency: its target is in the legend only
