@@ -130,6 +130,13 @@ def submission(
     data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
     if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both in
         raise RuntimeError("with_defaults left data_dir or out_dir unset")
+    if len(manifests) > 1:
+        from .groups import by_job, submit_groups
+
+        groups = by_job(manifests)
+        if len(groups) > 1:  # claims over many runs: each is a job (array) of its own
+            return submit_groups(groups, submission, Path(out_dir), hold=hold, dry_run=dry_run,
+                                 log_file=log_file, on_retry=on_retry, **where)  # fmt: skip
     from .runs import slurm_client
 
     site = site_settings(where)

@@ -96,6 +96,7 @@ class SubmittedRun:
     run_dir: Path
     job_id: str | None
     mismatch: ClaimRecord | None
+    claim_dir: Path | None = None  # a run of a claim over many runs: the claim's folder
 
 
 @dataclass(frozen=True)
@@ -117,11 +118,16 @@ class SubmitResult:
     def shown(self) -> tuple[SubmittedRun, ...]:
         """The claims as people and ``status`` see them: a claim over many runs is one, its
         folder and its array's job id (``runs`` has each of its runs)."""
-        if self.claim_dir is None or not self.runs:
-            return self.runs
-        first = self.runs[0]
-        job = first.job_id.partition("_")[0] if first.job_id else None
-        return (SubmittedRun(first.claim, self.claim_dir, job, first.mismatch),)
+        out: list[SubmittedRun] = []
+        seen: set[Path] = set()
+        for r in self.runs:
+            if r.claim_dir is None:
+                out.append(r)
+            elif r.claim_dir not in seen:  # its first run stands for the claim
+                seen.add(r.claim_dir)
+                job = r.job_id.partition("_")[0] if r.job_id else None
+                out.append(SubmittedRun(r.claim, r.claim_dir, job, r.mismatch))
+        return tuple(out)
 
 
 def _first_events(
@@ -214,6 +220,7 @@ def execute(
                     r.run_dir,
                     None,
                     mismatch_record(r, mismatches[r.index], p) if mismatches[r.index] else None,
+                    p.claim_dir,
                 )
                 for r in p.runs
             ),
@@ -248,7 +255,7 @@ def execute(
     index = write_index(p, good, dirs, now, write_all) if indexed else None
     writing.made_index = index
     results = {
-        i: SubmittedRun(p.runs[i].manifest.spec.claim, dirs[i].path, None, rec)
+        i: SubmittedRun(p.runs[i].manifest.spec.claim, dirs[i].path, None, rec, p.claim_dir)
         for i, rec in records.items()
     }
     if log is not None:
@@ -289,11 +296,13 @@ def execute(
                        write_all)  # fmt: skip
             for r in runs:
                 rd = dirs[r.index]
-                own = task_job_id(job_id, r.task) if r.task is not None else job_id
+                arrayed = r.task is not None and not p.paired  # paired samples: one plain job
+                own = task_job_id(job_id, r.task) if arrayed and r.task is not None else job_id
                 if log is not None:
                     log(rd, event("submitted", clock.now(), run_dir=str(rd.path), job_id=own,
                                   job_name=p.part_name(r.part), adopted=adopted))  # fmt: skip
-                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, own, None)
+                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, own, None,
+                                                p.claim_dir)  # fmt: skip
         except (OSError, DotlabError) as e:
             later = [r for rest, _ in sbatches[k + 1 :] for r in rest]
             writing.remove(unsubmitted=later)

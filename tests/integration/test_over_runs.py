@@ -268,3 +268,30 @@ def test_a_lost_run_is_resubmitted_alone_into_the_same_claim(kit: Kit) -> None:
     # nothing left to rerun now
     none = kit.cli("submit", "--rerun-lost", str(claim_dir))
     assert none.rc == 2 and "collected already (reproduced); nothing to rerun" in none.stderr
+
+
+def test_claims_over_runs_and_plain_claims_in_one_submission(kit: Kit) -> None:
+    plain = [kit.manifest("plaina"), kit.manifest("plainb")]
+    seeds = [seeded(kit, "seedsone"), seeded(kit, "seedstwo")]
+    runs, out = kit.root / "runs", kit.root / "out"
+    res = kit.cli(
+        "run", str(seeds[0]), str(plain[0]), str(seeds[1]), str(plain[1]),
+        "--code-dir", str(kit.code), "--data-dir", str(kit.data), "--image", str(kit.image),
+        "--out-dir", str(out), "--runs-root", str(runs), "--apptainer", str(platform.apptainer()),
+    )  # fmt: skip
+    assert res.rc == 0, res.stdout + res.stderr
+    lines = [ln.split() for ln in res.stdout.splitlines() if "reproduced" in ln]
+    assert sorted(ln[0] for ln in lines) == ["plaina", "plainb", "seedsone", "seedstwo"]
+    # the plain claims: one array, as ever; each claim over runs: its own folder and array
+    folders = sorted(p.name for p in runs.iterdir() if not p.name.startswith("."))
+    assert len(folders) == 4
+    claims = [runs / f for f in folders if (runs / f / "claim.json").exists()]
+    assert sorted(json.loads((c / "claim.json").read_text())["claim"] for c in claims) == [
+        "seedsone", "seedstwo"
+    ]  # fmt: skip
+    for c in claims:
+        rec = json.loads((c / "record.json").read_text())
+        assert rec["outcome"] == "reproduced" and rec["over_runs"]["count"] == 5
+        claim = rec["claim"]
+        assert sorted(p.name for p in (out / claim).iterdir()) == [f"run-{i}" for i in range(5)]
+    assert (out / "plaina" / "results.json").exists() and (out / "plainb" / "results.json").exists()

@@ -16,7 +16,7 @@ SCRIPT = "#!/bin/bash\n#SBATCH --time=00:10:00\n#SBATCH --mem=2G\n#SBATCH --hold
 def result(n: int = 3, job: str | None = "5000", *, claim_dir: Path | None = CLAIM,
            dry_run: bool = False) -> SubmitResult:  # fmt: skip
     runs = tuple(
-        SubmittedRun("c1", CLAIM / f"run-{k}", f"{job}_{k}" if job else None, None)
+        SubmittedRun("c1", CLAIM / f"run-{k}", f"{job}_{k}" if job else None, None, claim_dir)
         for k in range(n)
     )
     return SubmitResult(
@@ -48,7 +48,7 @@ def test_without_a_claim_folder_every_run_is_a_line() -> None:
 
 def test_a_claim_not_submitted_for_an_input_mismatch() -> None:
     rec = runfiles.claim_record(outcome="input_mismatch", reason="code: commit differs")
-    runs = tuple(SubmittedRun("c1", CLAIM / f"run-{k}", None, rec) for k in range(3))
+    runs = tuple(SubmittedRun("c1", CLAIM / f"run-{k}", None, rec, CLAIM) for k in range(3))
     res = SubmitResult(runs, None, (), False, claim_dir=CLAIM)
     assert submission_lines(res) == [
         "CLAIM  RUN DIR  JOB",
@@ -67,7 +67,7 @@ def test_next_commands_name_the_claims_folder() -> None:
 
 def test_next_commands_quote_a_claim_folder_with_spaces() -> None:
     spaced = Path("/r/my claim")
-    runs = tuple(SubmittedRun("c1", spaced / f"run-{k}", f"9_{k}", None) for k in range(2))
+    runs = tuple(SubmittedRun("c1", spaced / f"run-{k}", f"9_{k}", None, spaced) for k in range(2))
     res = SubmitResult(runs, SCRIPT, (), False, claim_dir=spaced)
     assert next_commands(res, waited=True) == ["dotlab-hpc collect '/r/my claim'"]
 

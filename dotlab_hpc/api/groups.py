@@ -1,0 +1,69 @@
+"""Several manifests, some of them claims over many runs (docs/contract.md §11): the plain
+claims go as one job array, as ever, and each claim over many runs as a job of its own, each
+submitted exactly once, in the order given; one result for all of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DotlabError
+
+if TYPE_CHECKING:
+    from ..submit.execute import SubmitResult
+    from .inputs import PathLike
+
+
+def by_job(manifests: Sequence[PathLike]) -> list[list[PathLike]]:
+    """The manifests by the job they go in: every plain claim in the first group, each claim
+    over many runs (``runs:`` or ``variants:``) in a group of its own."""
+    from ..manifest.models import load
+
+    plain: list[PathLike] = []
+    alone: list[list[PathLike]] = []
+    for m in manifests:
+        spec = load(Path(m)).spec
+        if spec.runs is not None or spec.is_paired:
+            alone.append([m])
+        else:
+            plain.append(m)
+    return ([plain] if plain else []) + alone
+
+
+def submit_groups(
+    groups: Sequence[Sequence[PathLike]],
+    submit: Callable[..., SubmitResult],
+    out_root: Path,
+    **options: Any,
+) -> SubmitResult:
+    """Each group submitted (``submit``: ``api.submission``), one after the other; a claim that
+    goes alone writes to ``<out-dir>/<claim>`` as it would in an array. When a group fails, the
+    error says which claims were submitted before it."""
+    from dataclasses import replace
+
+    from ..manifest.models import load
+
+    done: list[SubmitResult] = []
+    for group in groups:
+        where = dict(options)
+        if len(group) == 1:
+            where["out_dir"] = out_root / load(Path(group[0])).spec.claim
+        try:
+            done.append(submit(group, **where))
+        except DotlabError as e:
+            if done and not options.get("dry_run"):
+                sent = ", ".join(str(r.run_dir) for d in done for r in d.shown)
+                e.message = f"{e.message} (submitted before it: {sent})"
+                e.args = (e.message,)
+            raise
+    first = done[0]
+    return replace(
+        first,
+        runs=tuple(r for d in done for r in d.runs),
+        script=next((d.script for d in done if d.script is not None), None),
+        apptainer_argvs=tuple(a for d in done for a in d.apptainer_argvs),
+        sbatch_argvs=tuple(a for d in done for a in d.sbatch_argvs),
+        claim_dir=None,
+        pairs_script=None,
+    )
