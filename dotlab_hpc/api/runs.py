@@ -303,21 +303,26 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     """``dotlab-hpc cancel``: scancel each readable run's job (a run whose submission.json is
     missing is found by its name), in one call."""
     from ..clock import SystemClock
+    from ..follow.claims import expand
     from ..follow.orphans import adopt_orphans
     from ..follow.poll import read_rows
     from ..follow.states import BadRun, Local
 
-    rows = read_rows(run_dirs)
+    paths, groups = expand(run_dirs)  # a claim over many runs: its runs
+    rows = read_rows(paths)
     good = [r for r in rows if isinstance(r, Local)]
     client = slurm_client()
     found, _ = adopt_orphans(good, client, now=SystemClock().now()) if good else ([], {})
-    ids = [lo.job_id for lo in found if lo.job_id is not None]
+    # each job once: a claim's paired samples share one job, the runs of a claim over many
+    # runs its array's tasks
+    ids = list(dict.fromkeys(lo.job_id for lo in found if lo.job_id is not None))
     if ids:
         client.cancel(ids)
+    broken = [BadRun(g.claim_dir, g.error) for g in groups if g is not None and g.error]
     return Cancelled(
         job_ids=tuple(ids),
         never_submitted=tuple(lo.rd.path for lo in found if lo.job_id is None),
-        unreadable=tuple(r for r in rows if isinstance(r, BadRun)),
+        unreadable=tuple(broken + [r for r in rows if isinstance(r, BadRun)]),
     )
 
 
@@ -326,11 +331,16 @@ def cancel(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[str]:
 
     ``RunDirError`` (nothing cancelled) when a run directory cannot be read.
     """
+    from ..follow.claims import expand
     from ..follow.poll import read_rows
     from ..follow.states import BadRun
 
     dirs = run_dirs_of(runs)
-    for row in read_rows(dirs):
+    paths, groups = expand(dirs)
+    for g in groups:
+        if g is not None and g.error is not None:
+            raise RunDirError(g.error.message)
+    for row in read_rows(paths):
         if isinstance(row, BadRun):
             raise RunDirError(row.message)
     return list(cancel_all(dirs).job_ids)

@@ -295,3 +295,23 @@ def test_claims_over_runs_and_plain_claims_in_one_submission(kit: Kit) -> None:
         claim = rec["claim"]
         assert sorted(p.name for p in (out / claim).iterdir()) == [f"run-{i}" for i in range(5)]
     assert (out / "plaina" / "results.json").exists() and (out / "plainb" / "results.json").exists()
+
+
+def test_cancel_and_status_of_a_claims_folder(kit: Kit) -> None:
+    import subprocess
+
+    args = kit.inputs(seeded(kit, "seedscancel"))
+    sub = kit.cli("submit", *args, "--hold")
+    assert sub.rc == 0, sub.stderr
+    claim_dir = Path(args[args.index("--run-dir") + 1])
+    held = kit.cli("status", "--json", str(claim_dir))
+    (row,) = json.loads(held.stdout)
+    assert row["state"] == "PENDING" and not row["finished"], row
+    assert row["reason"] == "5 runs: 5 PENDING"
+    gone = kit.cli("cancel", str(claim_dir))
+    assert gone.rc == 0, gone.stderr
+    job = json.loads((claim_dir / "run-0" / "submission.json").read_text())["job_id"]
+    assert gone.stdout.split() == ["cancelled", *(f"{job}_{k}" for k in range(5))]
+    queue = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T"], env=kit.env,
+                           capture_output=True, text=True)  # fmt: skip
+    assert all("PENDING" not in line for line in queue.stdout.splitlines()), queue.stdout
