@@ -1,8 +1,9 @@
 """The bundle's ``ro-crate-metadata.json``, written and read back with the ``rocrate`` library.
 
 It follows the Process Run Crate profile (0.5) of the Workflow Run RO-Crate family: a run of
-one tool, no workflow. The root names the license (an SPDX entity), the manifest's authors and,
-under ``mentions``, the run. The run is a ``CreateAction``: instrument the code commit
+one tool, no workflow. The root names the license (an SPDX entity), the manifest's authors (each
+with its affiliation, an ``Organization``), its publisher (an ``Organization``) and, under
+``mentions``, the run. The run is a ``CreateAction``: instrument the code commit
 (``SoftwareSourceCode``, named by its repository when that is on the web), ``containerImage``
 the image (a SIF ``ContainerImage``), object the datasets with their sha256, result the record;
 the agent is the user who submitted the job (the run directory's owner), the times are the
@@ -17,11 +18,12 @@ validator still reports of it, and why.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from ..container.registry import SIF_LAYER
 from .crate_runs import COMPLETED, FAILED, add_run_actions, check_run_actions, describe_files
@@ -57,25 +59,52 @@ OTHER_MEDIA_TYPE = "application/octet-stream"
 
 @dataclass(frozen=True)
 class Author:
-    """One author the crate credits: a name and, when known, the ORCID iD (a URL)."""
+    """One author the crate credits: a name and, when known, the ORCID iD (a URL), the name of
+    the author's organisation and its ROR id (a URL)."""
 
     name: str
     orcid: str | None = None
+    affiliation: str | None = None
+    ror: str | None = None
+
+
+class Named(Protocol):
+    """An organisation as the manifest names it (``PublisherSpec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def url(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Organization:
+    """An organisation the crate names: its name and, when known, its web address or ROR id."""
+
+    name: str
+    url: str | None = None
 
 
 @dataclass(frozen=True)
 class CrateFacts(ProvenanceFacts):
-    """The run's facts and what only the crate's root says: the license (an SPDX id) and the
-    authors (the manifest's)."""
+    """The run's facts and what only the crate's root says: the license (an SPDX id), the
+    authors and the publisher (the manifest's)."""
 
     license: str | None = None
     authors: tuple[Author, ...] = ()
+    publisher: Organization | None = None
 
 
-def credited(facts: ProvenanceFacts, license: str, authors: Sequence[Author]) -> CrateFacts:
-    """``facts`` with the license and the authors the crate's root names."""
+def credited(
+    facts: ProvenanceFacts,
+    license: str,
+    authors: Sequence[Author],
+    publisher: Named | None = None,
+) -> CrateFacts:
+    """``facts`` with the license, the authors and the publisher the crate's root names."""
     given = {f.name: getattr(facts, f.name) for f in fields(ProvenanceFacts)}
-    return CrateFacts(**given, license=license, authors=tuple(authors))
+    org = None if publisher is None else Organization(publisher.name, publisher.url)
+    return CrateFacts(**given, license=license, authors=tuple(authors), publisher=org)
 
 
 def action_id(run_id: str) -> str:
@@ -127,12 +156,49 @@ def _root_credit(crate: Any, facts: ProvenanceFacts) -> None:
             )
         )
     authors = facts.authors if isinstance(facts, CrateFacts) else ()
+    orgs = _Organizations(crate)
     people: dict[str, Any] = {}
     for i, a in enumerate(authors, 1):
         key = a.orcid or f"#author-{i}"
-        people.setdefault(key, ContextEntity(crate, key, {"@type": "Person", "name": a.name}))
+        if key not in people:
+            props: dict[str, Any] = {"@type": "Person", "name": a.name}
+            if a.affiliation:
+                props["affiliation"] = orgs.get(a.affiliation, a.ror)
+            people[key] = ContextEntity(crate, key, props)
     if people:
         root["author"] = _one([crate.add(p) for p in people.values()])
+    publisher = facts.publisher if isinstance(facts, CrateFacts) else None
+    if publisher is not None:
+        root["publisher"] = orgs.get(publisher.name, publisher.url, default_id="#publisher")
+
+
+class _Organizations:
+    """The crate's ``Organization`` entities, one per ``@id``: the ROR id or URL when given, else
+    ``#org-<slug of the name>``; two authors of one organisation share it."""
+
+    def __init__(self, crate: Any) -> None:
+        self.crate = crate
+        self.by_id: dict[str, Any] = {}
+        self.by_name: dict[str, str] = {}
+
+    def get(self, name: str, url: str | None, default_id: str | None = None) -> Any:
+        from rocrate.model.contextentity import ContextEntity
+
+        key = url or self.by_name.get(name) or default_id or self._slug_id(name)
+        if key not in self.by_id:
+            props = {"@type": "Organization", "name": name, "url": url}
+            self.by_id[key] = self.crate.add(ContextEntity(self.crate, key, drop_none(props)))
+        if url is None:
+            self.by_name.setdefault(name, key)
+        return self.by_id[key]
+
+    def _slug_id(self, name: str) -> str:
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "org"
+        key, n = f"#org-{slug}", 1
+        while key in self.by_id:  # another name with the same slug
+            n += 1
+            key = f"#org-{slug}-{n}"
+        return key
 
 
 def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:

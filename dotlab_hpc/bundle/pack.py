@@ -309,8 +309,8 @@ def build_tree(
         image_url=image_url,
         agent=agent_name(rd.path) if scrub is None else ANON_USER,
     )
-    authors = [Author(a.name, a.orcid) for a in manifest.spec.authors]
-    facts = credited(facts, license, authors)
+    authors = [Author(a.name, a.orcid, a.affiliation, a.ror) for a in manifest.spec.authors]
+    facts = credited(facts, license, authors, manifest.spec.publisher)
     digests |= write_metadata(tree, facts, digests, sign=sign, isolation=record.isolation)
     _write(tree / SUMS, sums_text(digests))
     if scrub is not None and (leaks := tree_leaks(tree, scrub, skip=frozenset({IMAGE}))):

@@ -1,9 +1,12 @@
-"""The manifest's credit rules: the license a bundle of the claim is given under, and its authors.
+"""The manifest's credit rules: the license a bundle of the claim is given under, its authors and
+its publisher.
 
 ``license`` is one identifier of the SPDX License List (https://spdx.org/licenses/), checked
 against the copy that ``license-expression`` ships and keeps current; ``authors`` are names,
-each with an optional ORCID iD. ``manifest.rules`` re-exports these rules: the light schema
-names every field rule by its place there.
+each with an optional ORCID iD and an optional affiliation (an organisation's name, with its
+optional ROR id); ``publisher`` is the organisation that publishes the bundle (a name and an
+optional https URL). ``manifest.rules`` re-exports these rules: the light schema names every
+field rule by its place there. The models are in ``manifest.credit_spec``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from typing import Any
 
 SPDX_LICENSES = "https://spdx.org/licenses/"
 ORCID_RE = re.compile(r"https://orcid\.org/([0-9]{4}-[0-9]{4}-[0-9]{4}-[0-9]{3}[0-9X])")
+# a ROR id (https://ror.org/about/faqs/#what-is-a-ror-identifier): 0, 6 Crockford base32, 2 digits
+ROR_RE = re.compile(r"https://ror\.org/0[0-9a-hjkmnp-tv-z]{6}[0-9]{2}")
+WEB_URL_RE = re.compile(r"https://[^\s\x00-\x1f\x7f/]+(?:/[^\s\x00-\x1f\x7f]*)?")
 MAX_AUTHOR_CHARS = 256
+MAX_WEB_URL_CHARS = 2048
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -99,7 +106,7 @@ def valid_orcid(v: str) -> str:
 
 
 def valid_author_name(v: str) -> str:
-    """A person's name as it is to be credited: one line, not blank."""
+    """A name as it is to be credited, a person's or an organisation's: one line, not blank."""
     if not v.strip() or v.strip() != v:
         raise ValueError("must be a name, without surrounding spaces")
     if _CONTROL_RE.search(v):
@@ -109,10 +116,47 @@ def valid_author_name(v: str) -> str:
     return v
 
 
+def valid_ror(v: str) -> str:
+    """An organisation's ROR id in its URL form (https://ror.org/05dxps055)."""
+    if not ROR_RE.fullmatch(v):
+        raise ValueError(
+            "is not a ROR id: https://ror.org/ and 9 characters, 0 first and two digits last"
+            " (e.g. https://ror.org/05dxps055; find yours at https://ror.org/)"
+        )
+    return v
+
+
+def valid_web_url(v: str) -> str:
+    """A web page's address: https://, a host, no spaces."""
+    if len(v) > MAX_WEB_URL_CHARS or not WEB_URL_RE.fullmatch(v):
+        raise ValueError(
+            f"is not an https:// URL (a host, no spaces, at most {MAX_WEB_URL_CHARS} characters)"
+        )
+    return v
+
+
+def credit_warnings(data: dict[str, Any], label: str) -> list[str]:
+    """With ``authors`` (a claim being prepared for hand-over): each author without an
+    affiliation, and no ``publisher``; the bundle's RO-Crate would lack them."""
+    authors = data.get("authors") or ()
+    out = [
+        f"{label}: authors[{i}] ({a.get('name')}): no affiliation; the bundle's RO-Crate will not"
+        " say which organisation the author belongs to; add `affiliation: <organisation>`"
+        for i, a in enumerate(authors)
+        if isinstance(a, dict) and not a.get("affiliation")
+    ]
+    if authors and not data.get("publisher"):
+        out.append(
+            f"{label}: publisher: not set; the bundle's RO-Crate will name no publisher; add"
+            " `publisher: {name: <organisation>, url: https://…}` (who publishes the bundle)"
+        )
+    return out
+
+
 def handover_warnings(data: Any, label: str) -> list[str]:
-    """What a bundle of this valid manifest would lack: its license, and what a reviewer could
-    not find: the code's repository (``code.repo``), for each dataset where to get it (``url`` or
-    ``doi``)."""
+    """What a bundle of this valid manifest would lack: its license, what a reviewer could not
+    find: the code's repository (``code.repo``), for each dataset where to get it (``url`` or
+    ``doi``), and, when it names authors, their affiliations and the publisher."""
     if not isinstance(data, dict):
         return []
     code = data.get("code")
@@ -133,4 +177,4 @@ def handover_warnings(data: Any, label: str) -> list[str]:
                 f"{label}: data[{i}] ({d.get('name')}): neither url nor doi; a bundle will pin"
                 " it but not say where to get it; add a permanent, citable location"
             )
-    return out
+    return out + credit_warnings(data, label)

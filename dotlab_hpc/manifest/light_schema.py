@@ -137,10 +137,102 @@ SCHEMA: dict[str, Any] = {
                                             "default": None,
                                         },
                                     },
+                                    "affiliation": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "function-after",
+                                                    "function": {
+                                                        "type": "no-info",
+                                                        "function": C.valid_author_name,
+                                                    },
+                                                    "schema": {
+                                                        "type": "str",
+                                                        "strict": True,
+                                                    },
+                                                },
+                                            },
+                                            "default": None,
+                                        },
+                                    },
+                                    "ror": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "function-after",
+                                                    "function": {
+                                                        "type": "no-info",
+                                                        "function": C.valid_ror,
+                                                    },
+                                                    "schema": {
+                                                        "type": "str",
+                                                        "strict": True,
+                                                    },
+                                                },
+                                            },
+                                            "default": None,
+                                        },
+                                    },
                                 },
                             },
                         ],
                         "variadic_item_index": 0,
+                    },
+                    "default": None,
+                },
+            },
+            "publisher": {
+                "type": "model-field",
+                "schema": {
+                    "type": "default",
+                    "schema": {
+                        "type": "nullable",
+                        "schema": {
+                            "type": "model-fields",
+                            "fields": {
+                                "name": {
+                                    "type": "model-field",
+                                    "schema": {
+                                        "type": "function-after",
+                                        "function": {
+                                            "type": "no-info",
+                                            "function": C.valid_author_name,
+                                        },
+                                        "schema": {
+                                            "type": "str",
+                                            "strict": True,
+                                        },
+                                    },
+                                },
+                                "url": {
+                                    "type": "model-field",
+                                    "schema": {
+                                        "type": "default",
+                                        "schema": {
+                                            "type": "nullable",
+                                            "schema": {
+                                                "type": "function-after",
+                                                "function": {
+                                                    "type": "no-info",
+                                                    "function": C.valid_web_url,
+                                                },
+                                                "schema": {
+                                                    "type": "str",
+                                                    "strict": True,
+                                                },
+                                            },
+                                        },
+                                        "default": None,
+                                    },
+                                },
+                            },
+                        },
                     },
                     "default": None,
                 },

@@ -15,9 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StrictBool,
     StrictFloat,
@@ -29,6 +27,8 @@ from pydantic import (
 
 from ..errors import ManifestError, one_line
 from ..slurm.units import parse_memory_mib, parse_time_limit
+from .credit_spec import AuthorSpec, PublisherSpec
+from .credit_spec import Frozen as _Frozen
 from .pairs import MAX_SAMPLES, MIN_SAMPLES, paired_order, valid_variants
 from .parse import read_document
 from .problems import problem_lines
@@ -38,7 +38,6 @@ from .rules import (
     check_gpu_type_needs_gpus,
     check_unique_datasets,
     describe,
-    valid_author_name,
     valid_commit,
     valid_doi,
     valid_entrypoint,
@@ -50,7 +49,6 @@ from .rules import (
     valid_memory,
     valid_name,
     valid_non_negative,
-    valid_orcid,
     valid_pinned_from,
     valid_rel_path,
     valid_repo,
@@ -79,13 +77,6 @@ Tolerance = Annotated[StrictFloat, AfterValidator(valid_non_negative)]
 Seed = Annotated[StrictInt, Field(ge=0, le=2**63 - 1)]
 
 
-class _Frozen(BaseModel):
-    # use_attribute_docstrings: the string under each field is its description in `schema`
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
-    )
-
-
 class CodeSpec(_Frozen):
     """The analysis code: a git checkout pinned by commit."""
 
@@ -111,15 +102,6 @@ class DatasetSpec(_Frozen):
     """Where the dataset can be downloaded (https://…); shown in the bundle."""
     doi: Annotated[StrictStr, AfterValidator(valid_doi)] | None = None
     """Its DOI (10.NNNN/suffix), the permanent, citable location; shown in the bundle."""
-
-
-class AuthorSpec(_Frozen):
-    """One author of the claim, credited in the bundle's RO-Crate."""
-
-    name: Annotated[StrictStr, AfterValidator(valid_author_name)]
-    """The name to credit, as the paper writes it."""
-    orcid: Annotated[StrictStr, AfterValidator(valid_orcid)] | None = None
-    """The author's ORCID iD as a URL (https://orcid.org/0000-0002-1825-0097)."""
 
 
 class BuildSpec(_Frozen):
@@ -273,7 +255,9 @@ class ManifestSpec(_Frozen):
     """The SPDX license id a bundle of the claim is given under (e.g. MIT, CC-BY-4.0); `pack`
     needs one (or --license, which wins) and names it in the RO-Crate."""
     authors: tuple[AuthorSpec, ...] = ()
-    """Who made the claim: each a name and an optional ORCID iD; the RO-Crate's authors."""
+    """Who made the claim: each a name, optional ORCID iD, affiliation; the RO-Crate's authors."""
+    publisher: PublisherSpec | None = None
+    """The organisation that publishes a bundle of the claim: {name, url}; the RO-Crate's."""
     code: CodeSpec
     """The analysis code, a git checkout pinned by commit; read-only at /work/code."""
     data: tuple[DatasetSpec, ...] = ()

@@ -22,6 +22,8 @@ from ..slurm.units import parse_memory_mib, parse_time_limit
 from .credit import valid_author_name as valid_author_name
 from .credit import valid_license as valid_license
 from .credit import valid_orcid as valid_orcid
+from .credit import valid_ror as valid_ror
+from .credit import valid_web_url as valid_web_url
 from .pairs import claim_problem, light_claim
 from .pairs import valid_variants as valid_variants
 from .runs import valid_seeds as valid_seeds

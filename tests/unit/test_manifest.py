@@ -103,8 +103,8 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
         "bogus",
         1,
         "bogus",
-        "unknown field (allowed: version, claim, title, license, authors, code, data, image,"
-        " entrypoint, seed, runs, variants, pairing, targets, resources, sandbox)",
+        "unknown field (allowed: version, claim, title, license, authors, publisher, code, data,"
+        " image, entrypoint, seed, runs, variants, pairing, targets, resources, sandbox)",
     ),
     ("unknown-code", "code.branch", "main", "code.branch", "(allowed: commit, repo, working_dir)"),
     (
