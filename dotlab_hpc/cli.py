@@ -75,7 +75,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         return 1 if any(r.mismatch for r in res.runs) else 0
     if not args.json:
         out.print_submitted(res)
-    submitted = [r for r in api.submitted_runs(res) if r.job_id] if args.wait else []
+    # each run's own directory (a claim over many runs: its runs, as `run` follows them)
+    submitted = [r.run_dir for r in res.runs if r.job_id] if args.wait else []
     if submitted:
         api.wait(submitted, on_cycle=_live_table(), log_file=args.log_file)
     out.print_next(res, waited=args.wait, as_json=args.json, out_dir=where["out_dir"])

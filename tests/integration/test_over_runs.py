@@ -315,3 +315,13 @@ def test_cancel_and_status_of_a_claims_folder(kit: Kit) -> None:
     queue = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T"], env=kit.env,
                            capture_output=True, text=True)  # fmt: skip
     assert all("PENDING" not in line for line in queue.stdout.splitlines()), queue.stdout
+
+
+def test_submit_wait_follows_a_claims_runs(kit: Kit) -> None:
+    args = kit.inputs(seeded(kit, "seedswait"))
+    waited = kit.cli("submit", *args, "--wait")
+    assert waited.rc == 0, waited.stderr
+    claim_dir = Path(args[args.index("--run-dir") + 1])
+    assert f"dotlab-hpc collect {claim_dir}" in waited.stderr
+    (row,) = json.loads(kit.cli("status", "--json", str(claim_dir)).stdout)
+    assert row["finished"] and row["reason"] == "5 runs: 5 FINISHED"
