@@ -4,7 +4,6 @@ the error while some runs have none (collect/claim.py: judge_claim, claim_record
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -27,20 +26,7 @@ from dotlab_hpc.rundir.records import (
     write_record,
 )
 from tests.support import runfiles
-
-MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
-ACC = [0.91, 0.92, 0.90, 0.93, 0.89]
-# Student's t quantile t(0.975, 4) (scipy.stats.t.ppf(0.975, 4)): the mean's 95 % interval
-# over five runs is mean ± T_975_4 · s / √5, computed here without the code under test.
-T_975_4 = 2.7764451051977934
-
-
-def t_interval(values: list[float]) -> tuple[float, float]:
-    assert len(values) == 5
-    half = T_975_4 * statistics.stdev(values) / math.sqrt(len(values))
-    mean = statistics.fmean(values)
-    return mean - half, mean + half
-
+from tests.unit.test_over_runs_verdicts import ACC, MANIFESTS, t_interval
 
 RAN = "gave every value the claim's targets are over"
 CLAIM_RUN_ID = "claim-0001-20261129T080000Z-000000000000"
@@ -58,7 +44,8 @@ def manifest() -> Manifest:
     return Manifest(spec=spec, path=Path("m.json"), sha256="e" * 64, raw=b"")
 
 
-def claim_runs(n: int = 5) -> ClaimRuns:
+def claim_runs(n: int = 5, seed: int | None = None) -> ClaimRuns:
+    """claim.json of ``n`` runs: seeds 40, 41, … or, given, one ``seed`` for all (samples)."""
     return ClaimRuns(
         run_id=CLAIM_RUN_ID,
         claim="claim-0001",
@@ -67,7 +54,10 @@ def claim_runs(n: int = 5) -> ClaimRuns:
         job_name=f"dotlab-{CLAIM_RUN_ID}",
         manifest_file="manifest.orig.json",
         manifest_sha256="e" * 64,
-        runs=tuple(ClaimRun(index=k, seed=40 + k, dir=f"run-{k}") for k in range(n)),
+        runs=tuple(
+            ClaimRun(index=k, seed=40 + k if seed is None else seed, dir=f"run-{k}")
+            for k in range(n)
+        ),
     )
 
 

@@ -14,16 +14,15 @@ from dotlab_hpc.collect.claim import claim_record, judge_claim
 from dotlab_hpc.collect.over_runs import RunValues, StatTarget, judge_over_runs, stat_targets
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.manifest.models import Manifest
-from dotlab_hpc.rundir.models import ClaimRun, ClaimRuns
 from dotlab_hpc.rundir.records import (
     IntervalRecord,
     Outcome,
     RunValuesRecord,
     StatisticRecord,
-    ToolRecord,
 )
 
-from .test_claim_over_runs_record import CLAIM_RUN_ID, MANIFESTS, RAN, run_record
+from .test_claim_over_runs_record import RAN, claim_runs, run_record
+from .test_over_runs_verdicts import MANIFESTS
 
 PAIRS = ("direct", "proxy")
 BASE = [1.0, 2.0, 3.0]
@@ -135,19 +134,6 @@ ORDER = [("direct", 0), ("proxy", 0), ("direct", 1), ("proxy", 1), ("direct", 2)
 VALUES = [1.0, 2.0, 2.0, 4.0, 3.0, 6.0]
 
 
-def claim_runs() -> ClaimRuns:
-    return ClaimRuns(
-        run_id=CLAIM_RUN_ID,
-        claim="claim-0001",
-        created_at="2026-11-29T08:00:00Z",
-        tool=ToolRecord(name="dotlab-hpc", version="0.1.0"),
-        job_name=f"dotlab-{CLAIM_RUN_ID}",
-        manifest_file="manifest.orig.json",
-        manifest_sha256="e" * 64,
-        runs=tuple(ClaimRun(index=k, seed=7, dir=f"run-{k}") for k in range(6)),
-    )
-
-
 def sample_values(k: int, **over: Any) -> RunValuesRecord:
     variant, sample = ORDER[k]
     data: dict[str, Any] = {
@@ -177,7 +163,9 @@ def test_the_manifests_targets_compare() -> None:
 
 
 def test_judge_claim_pairs_the_samples_by_variant() -> None:
-    over = judge_claim(claim_runs(), [sample_values(k) for k in range(6)], paired_manifest())
+    over = judge_claim(
+        claim_runs(6, seed=7), [sample_values(k) for k in range(6)], paired_manifest()
+    )
     assert over.outcome is Outcome.REPRODUCED
     assert over.reason == "all 2 targets within tolerance over 3 + 3 paired samples"
     assert [(r.actual, r.baseline, r.other) for r in over.targets] == [
@@ -189,7 +177,7 @@ def test_judge_claim_pairs_the_samples_by_variant() -> None:
 def test_a_paired_claims_record_keeps_compare_baseline_other_and_each_sample() -> None:
     runs = [sample_values(k) for k in range(6)]
     recs = [run_record(k) for k in range(6)]
-    rec = claim_record(claim_runs(), paired_manifest(), runs, recs)
+    rec = claim_record(claim_runs(6, seed=7), paired_manifest(), runs, recs)
     assert (rec.outcome, rec.reason) == (
         "reproduced", "all 2 targets within tolerance over 3 + 3 paired samples")  # fmt: skip
     assert rec.slurm.node == "n1" and rec.slurm.job_id == "5000"
@@ -222,7 +210,9 @@ def test_a_paired_claims_record_with_a_failed_sample() -> None:
     runs = [sample_values(k) for k in range(6)]
     runs[4] = sample_values(4, outcome="spec_issue", reason="exit 1", values=None,
                             stderr=["boom"])  # fmt: skip
-    rec = claim_record(claim_runs(), paired_manifest(), runs, [run_record(k) for k in range(6)])
+    rec = claim_record(
+        claim_runs(6, seed=7), paired_manifest(), runs, [run_record(k) for k in range(6)]
+    )
     assert rec.outcome == "spec_issue"
     assert rec.reason == "1 of 6 runs failed: run 4 (seed 7): exit 1 (stderr: boom)"
     assert rec.over_runs is not None
