@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import RunDirError, UsageError
+from ..errors import OperatorError, RunDirError, UsageError
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from ..collect.collect import Collected
-    from ..follow.follower import FollowStats
+    from ..follow.knobs import FollowStats
     from ..follow.lost import JobsLost
     from ..follow.states import BadRun, Local, Row, RunState
     from ..rundir.records import ClaimRecord
@@ -81,7 +81,7 @@ class Run:
 
     def wait(self) -> RunState:
         """Follow the run until it is final (``status --watch``): files every 2 s, Slurm at
-        most once every ``DOTLAB_FOLLOW_SLURM_S`` (600 s). ``OperatorError`` when it is lost."""
+        most once every ``DOTLAB_FOLLOW_SLURM_S`` (60 s). ``OperatorError`` when it is lost."""
         return wait([self])[0]
 
     def collect(self) -> ClaimRecord:
@@ -134,11 +134,11 @@ def follow(
     log_file: PathLike | None = None,
 ) -> list[RunState]:
     """Follow runs (run directories, or rows ``status`` read) until every one is final: files
-    every 2 s, Slurm at most once every ``DOTLAB_FOLLOW_SLURM_S`` (600 s). A lost job is final
+    every 2 s, Slurm at most once every ``DOTLAB_FOLLOW_SLURM_S`` (60 s). A lost job is final
     too (state ``LOST``): ``lost_error`` says which."""
     from ..clock import SystemClock
-    from ..follow.follower import TRACE_ENV, Knobs
     from ..follow.follower import follow as follow_runs
+    from ..follow.knobs import TRACE_ENV, Knobs
     from ..rundir.directory import RunDir
     from ..rundir.events import step_logger
 
@@ -153,10 +153,9 @@ def follow(
 
 def lost_error(states: Sequence[RunState]) -> JobsLost | None:
     """The operator error of runs whose job was lost (or whose directory broke), or None."""
-    from ..follow.lost import JobsLost, lost_lines
+    from ..follow.lost import jobs_lost
 
-    lines = lost_lines(states)
-    return JobsLost(lines) if lines else None
+    return jobs_lost(states)
 
 
 def wait(
@@ -227,17 +226,18 @@ def collect_all(
     *,
     record: PathLike | None = None,
     log_file: PathLike | None = None,
-    lost: dict[Path, str] | None = None,
+    lost: dict[Path, OperatorError] | None = None,
 ) -> list[Collected]:
     """``dotlab-hpc collect``: each run's record (written once; a second collect reads it) or
     why there is none, with one Slurm query for all of them. ``record``: also written there
-    (one run only); ``lost``: runs the follower found lost (their operator error)."""
+    (one run only); ``lost``: runs the follower concluded without a record (lost, or ended
+    without a status file), each with its operator error."""
     if record is not None and len(run_dirs) > 1:
         raise UsageError("--record takes one run directory")
     from ..clock import SystemClock
     from ..collect.claim import collect_claim
     from ..collect.collect import collect_runs
-    from ..follow.follower import Knobs
+    from ..follow.knobs import Knobs
     from ..rundir.directory import RunDir, open_existing
     from ..rundir.events import step_logger
 

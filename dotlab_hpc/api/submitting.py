@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
 
-from ..errors import UsageError
+from ..errors import OperatorError, UsageError
 from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def run_all(
     if on_submitted is not None:
         on_submitted(res)
     submitted = [r.run_dir for r in res.runs if r.job_id]
-    lost: dict[Path, str] = {}
+    lost: dict[Path, OperatorError] = {}
     if submitted:
         from ..follow.lost import lost_runs
 

@@ -35,6 +35,8 @@ class JobFacts:
     # the job said it could not write its status file, or the run directory's file system is
     # full now (then even slurm.out may have lost that line)
     status_unwritable: bool = False
+    # without a status file: Slurm's word, the likely cause (df), slurm.out's last lines
+    no_status: str = ""
     # (what did not hold, what to change) when the probe measured a property as not held
     isolation_failure: tuple[str, str] | None = None
     # (property, apptainer.conf setting) when Apptainer refused the probe for a site setting
@@ -214,15 +216,18 @@ def _without_status(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult,
         return Verdict(Outcome.SPEC_ISSUE, _oom_reason(spec), none)
     if job.container_started and (state is JobState.TIMEOUT or job.time_limit_in_log):
         return Verdict(Outcome.SPEC_ISSUE, _time_reason(spec), none)
+    evidence = f" ({job.no_status})" if job.no_status else ""
     if job.status_unwritable:
         raise _operator(
             f"the job ended ({state.value}) but could not write its status file: the run"
-            " directory's file system is full or refused the write; nothing can be concluded",
+            f" directory's file system is full or refused the write{evidence}; nothing can be"
+            " concluded",
             "free space where the run directory is (df), then submit the claim again",
         )
     raise _operator(
-        f"the job ended ({state.value}) without writing its status file",
-        "read slurm.out in the run directory; the job script could not run on the node",
+        f"the job ended ({state.value}) without writing its status file{evidence}",
+        "read slurm.out in the run directory; the job script could not run on the node or was"
+        " killed before it could write (`sacct -j JOB` says how it ended)",
     )
 
 

@@ -101,8 +101,12 @@ def _settle(
     sleep: Callable[[float], None],
     settle_s: float,
 ) -> dict[str, JobInfo]:
-    """Ask again about jobs that ended by their status file but not yet in Slurm's answer."""
-    waited, pause = 0.0, 1.0
+    """Ask again about jobs that ended by their status file but not yet in Slurm's answer.
+
+    First the controller, once: a job it no longer holds (purged on a restart, or ended long
+    ago while slurmdbd was away) will never change in accounting, so its non-final state there
+    is dropped (the record says Slurm's state is unknown) and not waited for."""
+    waited, pause, asked = 0.0, 1.0, False
     while True:
         lagging = [
             job_id
@@ -110,10 +114,15 @@ def _settle(
             if (job_id := job_of.get(f.run_dir.path)) is not None
             and f.status is not None
             and (info := infos.get(job_id)) is not None
-            and not info.terminal
+            and not info.of(f.run.job_name, _since(f)).terminal
         ]
         if not lagging or waited >= settle_s:
             return infos
+        if not asked:
+            asked = True
+            held = client.controller_jobs(lagging)
+            infos = {j: i for j, i in infos.items() if j not in lagging or j in held}
+            continue
         sleep(pause)
         waited += pause
         pause = min(pause * 1.5, 5.0)
@@ -178,6 +187,7 @@ def _lost_runs(
         job_id = job_of.get(f.run_dir.path)
         info = infos.get(job_id or "")
         since = _since(f)
+        info = info.of(f.run.job_name, since) if info is not None else None
         if job_id is None or f.status is not None or info is None or info.terminal:
             continue
         if since is not None and (age := (now - since).total_seconds()) >= lost_s:
@@ -214,7 +224,7 @@ def collect_runs(
     log: Callable[[RunDir, dict[str, Any]], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     settle_s: float = SETTLE_S,
-    lost: Mapping[Path, str] | None = None,
+    lost: Mapping[Path, OperatorError] | None = None,
     lost_s: float = 300.0,
 ) -> list[Collected]:
     """Collect many runs with ONE Slurm query; a run already collected keeps its record.
@@ -225,7 +235,8 @@ def collect_runs(
     ``settle_s`` seconds, so that the record carries Slurm's final state.
 
     A run whose ``submission.json`` was never written gets the job found under its name. A
-    run in ``lost`` (the follower found its job lost), or whose job accounting shows unfinished
+    run in ``lost`` (the follower found its job lost, or ended without its status file: that
+    error), or whose job accounting shows unfinished
     while the controller does not know it ``lost_s`` after submission, is an operator error.
     """
     done: dict[Path, Collected] = {}
@@ -235,9 +246,8 @@ def collect_runs(
             rec = rd.record()
         if rec is not None:
             done[rd.path] = Collected(rd.path, rec.claim, rec, None, True)
-        elif lost and rd.path in lost:
-            err = lost_error(lost[rd.path])
-            done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
+        elif lost and rd.path in lost:  # the follower's conclusion: lost, or no status file
+            done[rd.path] = Collected(rd.path, rd.run().claim, None, lost[rd.path], False)
         elif (marked := rd.not_submitted()) is not None:  # sbatch failed; the folder was kept
             err = never_submitted(marked.reason)
             done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
@@ -266,6 +276,7 @@ def collect_runs(
         claim = f.manifest.spec.claim
         job_id = job_of.get(f.run_dir.path)
         info = infos.get(job_id or "")
+        info = info.of(f.run.job_name, _since(f)) if info is not None else None
         if info is not None and not info.is_named(f.run.job_name):
             info = None  # the id names another job now: this run's job is not known to Slurm
         try:

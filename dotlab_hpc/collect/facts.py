@@ -4,10 +4,10 @@ the classifier needs."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from ..container.isolation import (
     NO_PROBE,
@@ -17,6 +17,7 @@ from ..container.isolation import (
     fatal_lines,
     parse_probe,
 )
+from ..follow.unwritten import no_status_evidence
 from ..fsio.read import read_window
 from ..manifest.models import Manifest
 from ..rundir.directory import RunDir
@@ -141,6 +142,10 @@ def job_facts(facts: RunFiles, info: JobInfo | None) -> JobFacts:
     """The classifier's view of the job."""
     st = facts.status
     m = facts.container
+    unwritable, no_status = False, ""
+    if st is None:  # why, as far as the run directory and Slurm tell
+        run_dir = Path(facts.run.paths.run_dir)
+        unwritable, no_status = no_status_evidence(run_dir, info, facts.slurm_log)
     return JobFacts(
         phase=st.phase if st is not None else None,
         exit_code=st.exit_code if st is not None else None,
@@ -156,22 +161,6 @@ def job_facts(facts: RunFiles, info: JobInfo | None) -> JobFacts:
         slurm_state=info.state if info else None,
         oom_in_log=log_says_oom(facts.slurm_log),
         time_limit_in_log=log_says_time_limit(facts.slurm_log),
-        status_unwritable=st is None
-        and (STATUS_WRITE_FAILED in facts.slurm_log or _nearly_full(facts.run.paths.run_dir)),
+        status_unwritable=unwritable,
+        no_status=no_status,
     )
-
-
-# What the job script prints when it cannot write status.json (templates/job.sbatch.j2).
-STATUS_WRITE_FAILED = "/status.json (disk full?)"
-
-
-NEARLY_FULL_BYTES = 64 * 1024
-
-
-def _nearly_full(folder: str) -> bool:
-    """Whether the file system holding ``folder`` has (almost) no space left for its user."""
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES or (st.f_files > 0 and st.f_favail == 0)

@@ -7,7 +7,7 @@ run directory predates those folders. A run's files are read again only when its
 status file) appeared. So a finished run is noticed within seconds and costs no Slurm call.
 
 Slurm is asked at most once per cycle, whatever the number of runs: once at the start, then every
-``slurm_s`` (600 s, ``DOTLAB_FOLLOW_SLURM_S``; jitter only lengthens it, by up to 5 %) while
+``slurm_s`` (60 s, ``DOTLAB_FOLLOW_SLURM_S``; jitter only lengthens it, by up to 5 %) while
 every run is pending or running. That one call is ``squeue`` for every unfinished job, arrays by
 their array job id: the controller knows each job from sbatch until MinJobAge after its end, and
 it alone can tell a job it lost (purged on a restart, while slurmdbd may show it PENDING for
@@ -19,88 +19,48 @@ A job whose id Slurm now gives another job's name is LOST at once. LOST is final
 turns it into an operator error (exit 2, no record). So a cancelled or lost job is noticed
 within one ``slurm_s`` plus ``resolve_s`` (never an endless wait).
 
+A job that ended (Slurm says so, or its end marker appeared) without its status file is given
+``grace_s`` (30 s, ``DOTLAB_FOLLOW_GRACE_S``: a shared file system may show the file late), its
+file looked for every cycle, Slurm asked every ``resolve_s`` meanwhile for its final word; then
+it is ``NO_STATUS``, final, with the evidence of ``unwritten.no_status_reason``. A job that
+could not write its status file drops its marker all the same, so a full disk is concluded
+within ``grace_s`` of its end; a job killed outright within ``slurm_s`` + ``grace_s``.
+
 ``FollowStats`` counts what each cycle cost (Slurm calls, listings, stats, run re-reads) so that a
 benchmark can measure it; ``DOTLAB_FOLLOW_TRACE=FILE`` makes the CLI append one JSON line a cycle.
 """
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from ..clock import Clock
-from ..errors import DotlabError, OperatorError, ProcTimeout, SlurmError, UsageError
+from ..errors import DotlabError, OperatorError, ProcTimeout, SlurmError
 from ..rundir.directory import RunDir
 from ..rundir.events import Logger, event
-from ..rundir.names import ended_in
+from ..rundir.names import SLURM_LOG, ended_in
 from ..slurm.client import SlurmClient
 from ..slurm.states import JobInfo
+from .knobs import FollowStats, Knobs
 from .lost import ERROR, LOST, lost_reason
 from .orphans import adopt_orphans
 from .poll import from_slurm, read_local, refresh
 from .states import Local, RunState, lookup_since
-
-SLURM_S_ENV = "DOTLAB_FOLLOW_SLURM_S"
-LOST_S_ENV = "DOTLAB_FOLLOW_LOST_S"
-TRACE_ENV = "DOTLAB_FOLLOW_TRACE"
-DEFAULT_SLURM_S = 600.0
-DEFAULT_LOST_S = 300.0
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """How often the follower looks: files, the controller, and when a silent job is lost."""
-
-    file_check_s: float = 2.0
-    slurm_s: float = DEFAULT_SLURM_S
-    lost_s: float = DEFAULT_LOST_S
-    resolve_s: float = 5.0
-    jitter: float = 0.05
-    max_failures: int = 8
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Knobs:
-        """Defaults, with ``DOTLAB_FOLLOW_SLURM_S`` and ``DOTLAB_FOLLOW_LOST_S`` applied."""
-        e = os.environ if env is None else env
-        slurm_s = _seconds(e, SLURM_S_ENV, DEFAULT_SLURM_S)
-        lost_s = _seconds(e, LOST_S_ENV, DEFAULT_LOST_S)
-        return cls(slurm_s=slurm_s, lost_s=lost_s, resolve_s=min(5.0, slurm_s))
-
-
-def _seconds(env: Any, name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not (raw.isascii() and 0.1 <= value <= 86400):
-        raise UsageError(f"{name}={raw!r}: must be a number of seconds from 0.1 to 86400")
-    return value
-
-
-@dataclass
-class FollowStats:
-    """What following cost: totals, and the last cycle's file-system operations."""
-
-    cycles: int = 0
-    slurm_calls: int = 0
-    listings: int = 0
-    stats: int = 0
-    rereads: int = 0
-    last: dict[str, int] = field(default_factory=dict)
+from .unwritten import NO_STATUS, no_status_reason
 
 
 @dataclass
 class _Run:
     local: Local
     state: RunState
+    # when the job was first seen ended without its status file (its marker, or Slurm's word),
+    # and what Slurm last said of it
+    ended: datetime | None = None
+    end_info: JobInfo | None = None
 
 
 def _age(run: _Run, now: datetime) -> float:
@@ -153,10 +113,19 @@ class Follower:
             # Slurm unreachable for the first lookup by name: the first cycle asks again, and
             # goes on asking with the backoff of any call that fails
             adopted, infos = list(runs), {}
-        self.runs = [_Run(lo, lo.done or _first_state(lo, infos, now)) for lo in adopted]
         self.next_slurm = now
         self.resolve: set[int] = set()  # indices of runs to ask accounting about next
         self.failures = 0
+        self.runs = [self._new_run(lo, infos, now) for lo in adopted]
+
+    def _new_run(self, lo: Local, infos: dict[str, JobInfo], now: datetime) -> _Run:
+        """A run as first seen; one whose job had ended without its status file is given its
+        grace, as if it had just ended."""
+        r = _Run(lo, lo.done or _first_state(lo, infos, now))
+        info = infos.get(lo.job_id or "")
+        if lo.done is None and info is not None and info.terminal and info.is_named(lo.job_name):
+            self._end_seen(r, info, now)
+        return r
 
     # ------------------------------------------------------------------ the file system
     def _ended(self, run: _Run) -> None:
@@ -168,13 +137,21 @@ class Follower:
         if run.local.done is not None:
             run.state = run.local.done
 
-    def check_files(self) -> dict[str, int]:
-        """One listing per end-marker folder, one stat per run without one; reads on ends."""
+    def check_files(self, now: datetime) -> dict[str, int]:
+        """One listing per end-marker folder, one stat per run without one; reads on ends.
+
+        A run seen ended without its status file has its file looked for (a stat) each cycle
+        until ``grace_s`` have passed, then is ``NO_STATUS``."""
         ops = {"listings": 0, "stats": 0, "rereads": 0}
         groups: dict[str | None, list[_Run]] = {}
         for r in self.runs:
-            if not r.state.finished and r.local.job_id is not None:
-                groups.setdefault(r.local.ends_dir, []).append(r)
+            if r.state.finished or r.local.job_id is None:
+                continue
+            if r.ended is not None:
+                if not self._status_now(r, ops):
+                    self._grace(r, now)
+                continue
+            groups.setdefault(r.local.ends_dir, []).append(r)
         for ends, runs in groups.items():
             listed = None
             if ends is not None:
@@ -189,7 +166,39 @@ class Follower:
                 if ended:
                     ops["rereads"] += 1
                     self._ended(r)
+                    if not r.state.finished:  # its marker, no status: the disk was full
+                        self._end_seen(r, None, now)
         return ops
+
+    def _end_seen(self, r: _Run, info: JobInfo | None, now: datetime) -> None:
+        """The run's job ended (``info``: Slurm's word, if it said so) and its status file is
+        not there: wait ``grace_s`` for it, asking Slurm every ``resolve_s`` meanwhile. A job
+        that never started (no ``slurm.out``: cancelled while pending) can write none: its
+        state is Slurm's, at once."""
+        if info is not None and r.ended is None and not r.local.rd.file(SLURM_LOG).exists():
+            r.state = from_slurm(r.local, info, now)
+            return
+        r.ended = r.ended or now
+        r.end_info = info if info is not None else r.end_info
+        s = r.state
+        said = f"ended {info.raw_state}" if info is not None else "its end marker is there"
+        r.state = RunState(s.run_dir, s.claim, r.local.job_id, s.state, False, s.node,
+                           s.elapsed_s, f"{said}; waiting up to {self.knobs.grace_s:.0f} s for"
+                           " its status file", "slurm")  # fmt: skip
+        if r.end_info is None or not r.end_info.terminal:
+            self.next_slurm = min(self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s))
+        self._grace(r, now)
+
+    def _grace(self, r: _Run, now: datetime) -> None:
+        """``NO_STATUS`` once ``grace_s`` have passed since the end was seen."""
+        waited = (now - (r.ended or now)).total_seconds()
+        if waited < self.knobs.grace_s:
+            return
+        s, info = r.state, r.end_info
+        r.state = RunState(s.run_dir, s.claim, r.local.job_id, NO_STATUS, True,
+                           (info.node if info else None) or s.node,
+                           info.elapsed_s if info else s.elapsed_s,
+                           no_status_reason(r.local.rd.path, info, waited), "slurm")  # fmt: skip
 
     # ------------------------------------------------------------------ Slurm
     def _status_now(self, r: _Run, ops: dict[str, int]) -> bool:
@@ -209,7 +218,7 @@ class Follower:
             adopted, infos = adopt_orphans([self.runs[i].local for i in orphans], self.client,
                                            now=now)  # fmt: skip
             for i, lo in zip(orphans, adopted, strict=True):
-                self.runs[i] = _Run(lo, lo.done or _first_state(lo, infos, now))
+                self.runs[i] = self._new_run(lo, infos, now)
             self.next_slurm = min(self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s))
             return
         live = [i for i, r in enumerate(self.runs) if not r.state.finished and r.local.job_id]
@@ -231,16 +240,21 @@ class Follower:
                     r.state = _lost(r, self._lost_reason(r, now, controller=info) or "")
             elif info is None or info.terminal:
                 if not self._status_now(r, ops):
-                    if info is None:
-                        self.resolve.add(i)
-                        s = r.state
-                        r.state = RunState(s.run_dir, s.claim, s.job_id, s.state, False, s.node,
-                                           s.elapsed_s, "the controller does not list it; asking"
-                                           " accounting", "slurm")  # fmt: skip
+                    if info is not None:
+                        self._end_seen(r, info, now)
                     else:
-                        r.state = from_slurm(r.local, info, now)
-            else:
+                        self.resolve.add(i)
+                        if r.ended is None:
+                            s = r.state
+                            r.state = RunState(s.run_dir, s.claim, s.job_id, s.state, False,
+                                               s.node, s.elapsed_s, "the controller does not list"
+                                               " it; asking accounting", "slurm")  # fmt: skip
+            elif r.ended is None:
                 r.state = from_slurm(r.local, info, now)
+            else:  # ended by its marker, Slurm not yet: ask again within its grace
+                self.next_slurm = min(
+                    self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s)
+                )
 
     def _ask_accounting(self, now: datetime, ops: dict[str, int]) -> None:
         todo = sorted(i for i in self.resolve if not self.runs[i].state.finished)
@@ -252,12 +266,13 @@ class Follower:
         for i in todo:
             r = self.runs[i]
             info: JobInfo | None = infos.get(r.local.job_id or "")
+            info = info.of(r.local.job_name, r.local.since) if info is not None else None
             if info is not None and info.terminal and info.is_named(r.local.job_name):
                 if not self._status_now(r, ops):
-                    r.state = from_slurm(r.local, info, now)
+                    self._end_seen(r, info, now)
                 continue
-            if self._status_now(r, ops):
-                continue
+            if self._status_now(r, ops) or r.ended is not None:
+                continue  # ended by its marker: concluded when its grace is over
             why = self._lost_reason(r, now, accounting=info)
             if why is not None:
                 r.state = _lost(r, why)
@@ -281,7 +296,7 @@ class Follower:
     def cycle(self, now: datetime) -> bool:
         """One cycle: the files, then Slurm when due. True when something changed."""
         before = [r.state for r in self.runs]
-        ops = self.check_files()
+        ops = self.check_files(now)
         calls = sum(self.client.calls.values())
         if now >= self.next_slurm and any(not r.state.finished for r in self.runs):
             interval = self.knobs.slurm_s * (1 + self.knobs.jitter * self.rng.random())

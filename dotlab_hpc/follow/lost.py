@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OperatorError
+from .unwritten import NO_STATUS, NO_STATUS_HINT
 
 if TYPE_CHECKING:
     from ..slurm.states import JobInfo
@@ -54,7 +55,10 @@ def lost_reason(
         return None
     if age_s < lost_s:
         return None
-    said = f"sacct says {accounting.raw_state}" if accounting is not None else "sacct has no record"
+    if accounting is not None:  # what a controller restarted from an older state leaves
+        said = f"sacct says {accounting.raw_state} for ever: the controller purged it"
+    else:
+        said = "sacct has no record"
     return (
         f"the controller does not know job {job_id}, {said}, and it wrote no status file"
         f" {age_s:.0f} s after submission"
@@ -67,27 +71,47 @@ def lost_error(reason: str) -> OperatorError:
 
 
 def lost_lines(states: Sequence[RunState]) -> list[str]:
-    """One error line per run whose job was lost or whose directory became unreadable."""
+    """One error line per run whose job was lost, ended without its status file
+    (``NO_STATUS``) or whose directory became unreadable."""
     out = []
     for s in states:
         if s.state == LOST:
             out.append(f"{s.run_dir}: job {s.job_id} lost: {s.reason}")
+        elif s.state == NO_STATUS:
+            out.append(f"{s.run_dir}: job {s.job_id}: {s.reason}")
         elif s.state == ERROR:
             out.append(f"{s.run_dir}: {s.reason}")
     return out
 
 
 class JobsLost(OperatorError):
-    """Following ended with runs whose job was lost (or whose directory broke): one line each."""
+    """Following ended with runs whose job was lost, ended without its status file, or whose
+    directory broke: one line each, and what to do."""
 
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__("; ".join(lines), hint=LOST_HINT)
+    def __init__(self, lines: list[str], hint: str = LOST_HINT) -> None:
+        super().__init__("; ".join(lines), hint=hint)
         self.lost = lines
 
     def lines(self) -> list[str]:
-        return [*self.lost, f"hint: {LOST_HINT}"]
+        return [*self.lost, f"hint: {self.hint}"]
 
 
-def lost_runs(states: Sequence[RunState]) -> dict[Path, str]:
-    """The reason of each run the follower found lost, by run directory (``collect``'s input)."""
-    return {s.run_dir: s.reason for s in states if s.state == LOST}
+def jobs_lost(states: Sequence[RunState]) -> JobsLost | None:
+    """The operator error of the runs ``lost_lines`` names, or None."""
+    lines = lost_lines(states)
+    if not lines:
+        return None
+    unwritten = any(s.state == NO_STATUS for s in states)
+    return JobsLost(lines, NO_STATUS_HINT if unwritten else LOST_HINT)
+
+
+def lost_runs(states: Sequence[RunState]) -> dict[Path, OperatorError]:
+    """The operator error of each run the follower concluded without a record (its job lost,
+    or ended without its status file), by run directory (``collect``'s input)."""
+    out: dict[Path, OperatorError] = {}
+    for s in states:
+        if s.state == LOST:
+            out[s.run_dir] = lost_error(s.reason)
+        elif s.state == NO_STATUS:
+            out[s.run_dir] = OperatorError(s.reason, hint=NO_STATUS_HINT)
+    return out

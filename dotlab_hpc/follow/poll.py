@@ -233,6 +233,7 @@ def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datet
                                       pending=True))  # fmt: skip
         else:
             info = infos.get(lo.job_id)
+            info = info.of(lo.job_name, lo.since) if info is not None else None
             state = from_slurm(lo, info, now)
             alive = info is not None and info.is_named(lo.job_name) and not state.finished
             if not lo.status_read and not (alive and state.state != UNKNOWN):

@@ -119,8 +119,11 @@ def sacct_argv(job_ids: Sequence[str], *, since: datetime) -> tuple[str, ...]:
 
     ``-S`` is needed because sacct's default window without it is "since midnight" once
     other filters are given. ``--noconvert`` is not needed: no memory columns are asked for.
+    ``-D`` (``--duplicates``): every record of an id, not only the newest — ids are reused after
+    the controller lost its state, and the record whose name is the run's is the run's
+    (``parse.parse_sacct``).
     """
-    return _sacct(since, "-j", ",".join(check_job_ids(job_ids)))
+    return _sacct(since, "-D", "-j", ",".join(check_job_ids(job_ids)))
 
 
 def _sacct(since: datetime, *select: str) -> tuple[str, ...]:

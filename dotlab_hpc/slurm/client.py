@@ -191,6 +191,10 @@ class SlurmClient:
     def query(self, job_ids: Sequence[str], *, since: datetime) -> dict[str, JobInfo]:
         """The state of every job (and array task) asked for, keyed by user-facing job id.
 
+        Where accounting holds several jobs under one id (ids are reused after the controller
+        lost its state), the newest is given, the others in its ``others``: ``JobInfo.of``
+        picks the run's by its name.
+
         One sacct call (split only past ``MAX_ARG_BYTES`` of ids). An id Slurm does not report
         is absent from the result (a job just submitted may not have reached slurmdbd yet; a job
         too old for squeue and the jobcomp file is gone): the caller treats absence as UNKNOWN,

@@ -145,6 +145,9 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
 
     Raises AccountingDisabled when sacct says the cluster keeps no accounting. Pending array
     tasks, which sacct prints collapsed (``67_[0-3,5%2]``), come back one JobInfo per task.
+    An id listed more than once (``sacct -D``: ids are reused after the controller lost its
+    state) is its last row, the newest, with the earlier ones in ``others``: ``JobInfo.of``
+    picks the one of a run's name.
     """
     if accounting_disabled(stdout):
         raise AccountingDisabled("Slurm accounting storage is disabled on this cluster")
@@ -171,7 +174,7 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
             name=_value(name),
         )
         if len(tasks) == 1:
-            out[first.job_id] = first
+            out[first.job_id] = first.after(out.get(first.job_id))
             own.add(first.job_id)
             continue
         # A pending remainder `J_[0-9999]`: one record, many tasks. slurmdbd narrows it late, so

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 
 from .jobids import base_job_id
@@ -120,6 +121,9 @@ class JobInfo:
     start: str | None = None
     end: str | None = None
     name: str | None = None
+    # the other jobs accounting holds under this id, older (ids are reused after the controller
+    # lost its state; ``sacct -D``): ``of`` picks the run's by its name
+    others: tuple[JobInfo, ...] = ()
 
     def for_task(self, job_id: str) -> JobInfo:
         """The same record under another id: a pending array's remainder (``J_[0-9999]``) is
@@ -128,6 +132,34 @@ class JobInfo:
         new.__dict__.update(self.__dict__)
         new.__dict__["job_id"] = job_id
         return new
+
+    def after(self, older: JobInfo | None) -> JobInfo:
+        """This record, the newest of its id, keeping ``older`` (and its others) behind it."""
+        if older is None:
+            return self
+        return replace(self, others=(*self.others, older, *older.others))
+
+    def of(self, job_name: str, submitted_at: datetime | None = None) -> JobInfo:
+        """The record of the job named ``job_name`` among this id's (this one when none is:
+        the caller then sees another job's name and never takes it for the run).
+
+        A record of that very name first (the newest); else one without a name of its own
+        (slurmdbd's ``allocation`` placeholder, what a purged job keeps for ever and a job
+        just ended shows for a moment): of several, the one whose start is nearest the run's
+        submission (``submitted_at``), for a job reusing the id started later than the run's.
+        """
+        if not self.others:
+            return self
+        every = (self, *self.others)  # the newest first
+        exact = [r for r in every if r.name == job_name]
+        if exact:
+            return exact[0]
+        blank = [r for r in every if r.is_named(job_name)]
+        if not blank:
+            return self
+        if submitted_at is None or len(blank) == 1:
+            return blank[0]
+        return min(blank, key=lambda r: _distance_s(r.start, submitted_at))
 
     @property
     def terminal(self) -> bool:
@@ -148,6 +180,18 @@ class JobInfo:
     def base_id(self) -> str:
         """The id sbatch printed for this job: ``12`` for array task ``12_3``."""
         return base_job_id(self.job_id)
+
+
+def _distance_s(start: str | None, when: datetime) -> float:
+    """Seconds between a job's start as Slurm prints it (local time, no zone) and ``when``;
+    infinite when the start is unknown."""
+    try:
+        started = datetime.fromisoformat(start or "")
+    except ValueError:
+        return float("inf")
+    if started.tzinfo is None:
+        started = started.astimezone()  # Slurm's commands print the local time
+    return abs((started - when).total_seconds())
 
 
 PENDING_REASONS = {

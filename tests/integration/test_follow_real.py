@@ -82,7 +82,7 @@ def test_the_default_follower_asks_slurm_once_and_sees_the_end_by_its_files(kit:
     array = job_of(dirs[0]).split("_")[0]
     log = kit.root / "slurm-calls.log"
     env = {"PATH": counting_path(kit, log)}
-    assert "DOTLAB_FOLLOW_SLURM_S" not in kit.env  # the default, 600 s
+    assert "DOTLAB_FOLLOW_SLURM_S" not in kit.env  # the default, 60 s
     watch = cli_proc(kit, "status", "--watch", "--json", *map(str, dirs), env=env)
     try:
         time.sleep(20)
@@ -265,3 +265,39 @@ def test_submit_wait_ends_only_when_every_held_task_is_final(kit: Kit) -> None:
             proc.communicate()
     assert proc.returncode == 0, err
     assert all((d / "status.json").exists() for d in dirs)  # every task had ended
+
+
+def test_a_job_killed_before_it_could_write_its_status_ends_run_within_the_bound(
+    tmp_path: Path, slurm_env: dict[str, str]
+) -> None:
+    """The batch shell SIGKILLed (no trap runs: no status file, no end marker), the follower's
+    defaults: ``run`` ends by itself within one Slurm interval (60 s) and the grace (30 s),
+    exit 2, naming Slurm's state and that the job was killed, no record."""
+    platform.require()
+    env = {k: v for k, v in slurm_env.items() if not k.startswith("DOTLAB_FOLLOW_")}
+    kit = Kit(tmp_path, env)
+    args = kit.inputs(kit.manifest("killed", mode="sleep 300"))
+    run_dir = Path(args[args.index("--run-dir") + 1])
+    proc = cli_proc(kit, "run", *args, env={})
+    try:
+        deadline = time.monotonic() + 120
+        out = run_dir / "container.out"
+        while not (out.exists() and out.read_text().startswith("@@dotlab start ")):
+            assert time.monotonic() < deadline, "the container did not start"
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        subprocess.run(["scancel", "--batch", "--signal=KILL", job_of(run_dir)], check=True,
+                       env=kit.env)  # fmt: skip
+        killed = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=60 * 1.05 + 30 + 30)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, (stdout, stderr)
+    assert "Traceback" not in stderr
+    assert took < 60 * 1.05 + 30 + 15, took
+    assert "without its status file" in stderr and "killed before it could write it" in stderr
+    assert "Slurm: " in stderr, stderr
+    assert not (run_dir / "status.json").exists() and not (run_dir / "record.json").exists()

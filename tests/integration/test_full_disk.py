@@ -204,3 +204,40 @@ def test_an_output_folder_on_a_full_file_system_is_a_failed_run_never_a_result(
     assert record["outcome"] == "spec_issue", record
     assert "exited with status 1" in record["reason"], record
     assert all(t["actual"] is None for t in record["targets"].values()), record
+
+
+def test_a_run_whose_status_file_cannot_be_written_ends_by_itself_within_the_grace(
+    tmp_path: Path, cluster_env: dict[str, str]
+) -> None:
+    """The issue's case: the analysis prints 5 MiB into a run directory on a 2 MiB file system;
+    the job script cannot write its status file. With the follower's defaults (no knob set),
+    ``run`` ends by itself: exit 2, one line naming the full file system, no record, within the
+    grace (30 s) of the job's end marker."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting a tmpfs needs root (the host's suite runs as root)")
+    platform.require()
+    env = {k: v for k, v in cluster_env.items() if not k.startswith("DOTLAB_FOLLOW_")}
+    kit = Kit(tmp_path / "kit", env)
+    small = tmp_path / "small2m"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0777", "tmpfs", str(small)],
+                   check=True)  # fmt: skip
+    try:
+        args = kit.inputs(kit.manifest("spews", mode="spew 5"))
+        run_dir = small / "run"
+        args[args.index("--run-dir") + 1] = str(run_dir)
+        res = kit.cli("run", *args, timeout=240)
+        finished = time.time()
+        assert res.rc == 2, (res.stdout, res.stderr)
+        lines = error_lines(res.stderr)
+        (error,) = [line for line in lines if line.startswith(f"dotlab-hpc: {run_dir}: ")]
+        assert "the job ended without its status file" in error, lines
+        assert (
+            "the run directory's file system is full (df: " in error and "free of 2.0 MiB" in error
+        )
+        assert "Slurm: " in error and "slurm.out ends: " in error, error
+        assert not (run_dir / "status.json").exists() and not (run_dir / "record.json").exists()
+        (marker,) = (run_dir / "ends").iterdir()  # dropped although the status file was not
+        assert finished - marker.stat().st_mtime < 30 + 15, "not concluded within the grace"
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)

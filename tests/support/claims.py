@@ -176,6 +176,12 @@ elif mode == "fill":  # N MiB into /tmp, then the good numbers
         for _ in range(int(sys.argv[2])):
             f.write(b"\0" * (1 << 20))
     write(GOOD)
+elif mode == "spew":  # N MiB on stdout (container.out, in the run directory), then the numbers
+    line = "x" * 1023 + "\n"
+    for _ in range(int(sys.argv[2]) * 1024):
+        sys.stdout.write(line)
+    sys.stdout.flush()
+    write(GOOD)
 elif mode == "forkbomb":
     import signal, subprocess
     bomb = subprocess.Popen(["sh", "-c", "b() { b | b & }; b"], start_new_session=True)

@@ -14,6 +14,7 @@ from dotlab_hpc.collect.collect import collect_runs
 from dotlab_hpc.collect.facts import container_facts
 from dotlab_hpc.collect.output import parse_results, read_output
 from dotlab_hpc.errors import NotFinished, OperatorError, SlurmError
+from dotlab_hpc.follow.lost import lost_error
 from dotlab_hpc.fsio.read import read_window
 from dotlab_hpc.fsio.write import atomic_write_all
 from dotlab_hpc.proc import Completed
@@ -204,6 +205,8 @@ def test_collect_waits_for_slurm_to_agree_that_an_ended_job_has_ended(tmp_path: 
     states = iter(["PENDING", "RUNNING", "COMPLETED"])
 
     def sacct(argv: tuple[str, ...]) -> Completed:
+        if argv[0] == "squeue":  # the controller still holds it: accounting will catch up
+            return Completed(argv, 0, _held(), "")
         line = (
             f"1000|1000|{JOB_NAME}|{next(states)}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
         )
@@ -213,20 +216,47 @@ def test_collect_waits_for_slurm_to_agree_that_an_ended_job_has_ended(tmp_path: 
     naps: list[float] = []
     (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append)
     assert c.record is not None and c.record.slurm.state == "COMPLETED"
-    assert len(runner.calls) == 3 and naps == [1.0, 1.5]
+    assert [a[0] for a in runner.calls] == ["sacct", "squeue", "sacct", "sacct"]
+    assert naps == [1.0, 1.5]
+
+
+def _held() -> str:
+    """squeue's line of job 1000, still COMPLETING in the controller."""
+    return f"1000|COMPLETING|None|0:01|N/A|N/A|n1|{JOB_NAME}\n"
+
+
+def test_a_job_the_controller_purged_is_not_waited_for(tmp_path: Path) -> None:
+    # The job wrote its status file; then slurmctld restarted without it: accounting shows it
+    # PENDING for ever. The controller does not hold it: no waiting, Slurm's state unknown.
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+
+    def answer(argv: tuple[str, ...]) -> Completed:
+        if argv[0] == "squeue":
+            return Completed(argv, 0, "", "")
+        line = f"1000|1000|{JOB_NAME}|PENDING|0:0|00:00:00|Unknown|Unknown|None|None"
+        return Completed(argv, 0, line + "\n", "")
+
+    runner = ScriptedRunner[tuple[str, ...]](answer)
+    naps: list[float] = []
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append)
+    assert naps == [] and [a[0] for a in runner.calls] == ["sacct", "squeue"]
+    assert c.record is not None, c.error  # decided by its status file (this one has no output)
+    assert c.record.slurm.state is None  # never "PENDING" for a job that ran
 
 
 def test_collect_gives_up_waiting_after_its_bound(tmp_path: Path) -> None:
     rd = complete_run_dir(tmp_path / "run", with_record=False)
 
     def sacct(argv: tuple[str, ...]) -> Completed:
+        if argv[0] == "squeue":
+            return Completed(argv, 0, _held(), "")
         line = f"1000|1000|{JOB_NAME}|RUNNING|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
         return Completed(argv, 0, line + "\n", "")
 
     naps: list[float] = []
     runner = ScriptedRunner[tuple[str, ...]](sacct)
     (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append, settle_s=10)
-    assert sum(naps) >= 10 and len(runner.calls) == len(naps) + 1
+    assert sum(naps) >= 10 and len(runner.calls) == len(naps) + 2  # + the controller, once
     assert c.record is not None and c.record.slurm.state == "RUNNING"  # what Slurm said, honestly
 
 
@@ -296,7 +326,8 @@ def test_a_run_the_follower_found_lost_is_an_operator_error_without_a_slurm_call
 ) -> None:
     rd = complete_run_dir(tmp_path / "run", with_record=False)
     runner = _slurm({})
-    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, lost={rd.path: "gone"})
+    lost = {rd.path: lost_error("gone")}
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, lost=lost)
     assert isinstance(c.error, OperatorError) and c.error.message == "the job was lost: gone"
     assert runner.calls == [] and not rd.record_path.exists()
 

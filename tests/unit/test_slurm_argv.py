@@ -94,6 +94,7 @@ def test_sacct() -> None:
         "-n",
         "-S",
         "2026-11-29T07:05:09",
+        "-D",  # every record of a reused id: the run's is picked by its name
         "-j",
         "7,12,12_1",
         "-o",
