@@ -43,6 +43,11 @@ def _on_retry(attempt: int, error: Exception, delay: float) -> None:
     _print_error(f"sbatch attempt {attempt} failed ({error}); retrying in {delay:.0f} s")
 
 
+def _on_attempt(run_dir: Path, attempt: int) -> None:
+    _print_error(f"{run_dir}: Slurm preempted the job; submitted again, attempt {attempt}"
+                 f" (the earlier one kept in {run_dir}/attempts/{attempt - 1})")  # fmt: skip
+
+
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options ``api.submission`` and ``api.run_all`` share, from the command line, with
     the defaults of --out-dir and --data-dir filled in (``api.with_defaults``)."""
@@ -57,6 +62,11 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_submit(args: argparse.Namespace) -> int:
     """The runs submitted, then the commands to run next on stderr; ``--dry-run``: a summary
     (``--show-script``: and every command); ``--json``: one document instead, on stdout."""
+    if args.requeue_on_preemption is not None:
+        raise UsageError(
+            "--requeue-on-preemption: submit does not follow its jobs to their end; `dotlab-hpc"
+            " run` does, and submits a preempted claim again"
+        )
     if args.record is not None and len(args.manifest) > 1:
         raise UsageError("--record takes one claim; each run directory holds its own record")
     if args.show_script and not args.dry_run:
@@ -117,7 +127,7 @@ def _exit_code(results: Sequence[Collected]) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     _, collected = api.run_all(args.manifest, record=args.record, on_cycle=_live_table(),
                                on_submitted=out.submitted_to(args.json), local=args.local,
-                               **_run_options(args))  # fmt: skip
+                               on_attempt=_on_attempt, **_run_options(args))  # fmt: skip
     return _print_collected(collected, args.json)
 
 

@@ -38,7 +38,8 @@ def site_options(args: argparse.Namespace) -> SiteInputs:
     of ``api.SiteInputs``."""
     return {"site": args.site, "partition": args.partition, "account": args.account,
             "qos": args.qos, "constraint": args.constraint, "reservation": args.reservation,
-            "sbatch_args": args.sbatch_args, "apptainer": args.apptainer}  # fmt: skip
+            "sbatch_args": args.sbatch_args, "apptainer": args.apptainer,
+            "requeue_on_preemption": getattr(args, "requeue_on_preemption", None)}  # fmt: skip
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

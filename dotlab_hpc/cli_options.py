@@ -149,6 +149,14 @@ def add_run_options(
     )  # fmt: skip
     p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
     add_site_options(p)
+    p.add_argument(
+        "--requeue-on-preemption",
+        type=int,
+        metavar="N",
+        help="when Slurm preempts a claim's job, submit it again (a new attempt, a fresh output"
+        " folder), at most N times; run and --wait only (default: 3 when the site file says"
+        " preemptible = true, else 0)",
+    )
     add_json(p)
     if not bundle:
         p.add_argument(

@@ -66,6 +66,12 @@ class OperatorError(DotlabError):
     """The cluster or the container runtime failed; not a finding about the claim (exit 2)."""
 
 
+class Preempted(OperatorError):
+    """Slurm preempted the job (PREEMPTED): not a finding; ``run`` and ``submit --wait`` start a
+    new attempt when preemption is expected (``--requeue-on-preemption N``, the site file's
+    ``preemptible``)."""
+
+
 class ToolMissing(OperatorError):
     """A program dotlab-hpc needs (sbatch, git, apptainer…) is not installed or not on PATH."""
 

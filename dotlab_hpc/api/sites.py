@@ -46,6 +46,8 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
         rows.append(SiteRow("apptainer", "", "not found"))
     rows.append(SiteRow("scratch_root", settings.scratch_root.value or "",
                         settings.scratch_root.source))  # fmt: skip
+    rows.append(SiteRow("requeue_on_preemption", str(settings.requeues),
+                        settings.requeues_source))  # fmt: skip
     try:
         cluster = slurm_client().cluster_name()
     except DotlabError:

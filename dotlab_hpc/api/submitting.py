@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
 
-from ..errors import OperatorError, UsageError
+from ..errors import OperatorError, Preempted, UsageError
 from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
@@ -108,6 +108,7 @@ def submission(
     on_retry: OnRetry | None = None,
     rerun: tuple[int, ...] = (),
     rerun_of: str | None = None,
+    attempt: int = 1,
     **where: Unpack[RunInputs],
 ) -> SubmitResult:
     """What ``submit`` does (and, with ``dry_run``, would do): verify every claim, render, write
@@ -169,6 +170,7 @@ def submission(
         site=site,
         rerun=rerun,
         rerun_of=rerun_of,
+        attempt=attempt,
         **env_knobs(),
     )
     verify_run = submission_verifier(opts.code_dir, opts.data_dir, opts.image, inspected=inspected)
@@ -215,6 +217,7 @@ def run_all(
     on_submitted: Callable[[SubmitResult], None] | None = None,
     on_cycle: OnCycle | None = None,
     local: bool = False,
+    on_attempt: Callable[[Path, int], None] | None = None,
     **where: Unpack[RunInputs],
 ) -> tuple[SubmitResult, list[Collected]]:
     """``dotlab-hpc run``: submit, follow until every run is final, collect every run (a lost
@@ -246,7 +249,23 @@ def run_all(
 
         lost = lost_runs(follow(submitted, on_cycle=on_cycle, log_file=log_file))
     dirs = [r.run_dir for r in res.shown]  # a claim over many runs: its folder
-    return res, collect_all(dirs, record=record, log_file=log_file, lost=lost)
+    got = collect_all(dirs, record=record, log_file=log_file, lost=lost)
+    requeues = site_settings(where).requeues
+    if requeues == 0 or not any(isinstance(c.error, Preempted) for c in got):
+        return res, got
+    from ..follow.lost import lost_runs
+    from .attempts import requeue_preempted
+
+    def follow_and_collect(again: list[Path]) -> list[Collected]:
+        lost = lost_runs(follow(again, on_cycle=on_cycle, log_file=log_file))
+        return collect_all(again, record=record, log_file=log_file, lost=lost)
+
+    def submit(manifests: list[PathLike], **kw: Any) -> SubmitResult:
+        return submission(manifests, log_file=log_file, on_retry=on_retry, **kw)
+
+    return res, requeue_preempted(got, dict(where), requeues, submit=submit,
+                                  follow_and_collect=follow_and_collect,
+                                  on_attempt=on_attempt)  # fmt: skip
 
 
 def run(

@@ -27,6 +27,9 @@ class SiteInputs(TypedDict, total=False):
     reservation: str | None
     sbatch_args: Sequence[str]  # extra sbatch options, allow-listed (--sbatch-arg)
     apptainer: str | None  # the apptainer the job runs (default: found on the job's PATH)
+    # run/submit --wait: submit a preempted claim again, at most this many times
+    # (--requeue-on-preemption N; default: 3 when the site file says preemptible = true, else 0)
+    requeue_on_preemption: int | None
 
 
 def site_settings(where: SiteInputs) -> Site:
@@ -41,4 +44,5 @@ def site_settings(where: SiteInputs) -> Site:
         site_file=None if site is None else Path(site),
         where={k: str(v) for k in WHERE if (v := where.get(k)) is not None},
         sbatch_args=tuple(where.get("sbatch_args", ())), apptainer=where.get("apptainer"),
+        requeue_on_preemption=where.get("requeue_on_preemption"),
     ))  # fmt: skip

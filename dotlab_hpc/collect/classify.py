@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..container.isolation import FatalCause, promise, remedy
-from ..errors import NOT_FINISHED_HINT, NotFinished, OperatorError
+from ..errors import NOT_FINISHED_HINT, NotFinished, OperatorError, Preempted
 from ..manifest.models import ManifestSpec
 from ..rundir.records import Outcome, TargetResult, Verdict, empty_targets
 from ..slurm.states import JobState, is_terminal
@@ -92,8 +92,16 @@ def compare_targets(spec: ManifestSpec, results: dict[str, float]) -> tuple[Targ
     return tuple(out)
 
 
-def _operator(message: str, hint: str) -> OperatorError:
+def _operator(message: str, hint: str, state: JobState | None = None) -> OperatorError:
+    if state is JobState.PREEMPTED:
+        return Preempted(message, hint=PREEMPTED_HINT)
     return OperatorError(message, hint=hint)
+
+
+PREEMPTED_HINT = (
+    "submit the claim again, or let `run`/`submit --wait` do it: --requeue-on-preemption N, or"
+    " `preemptible = true` in the site file, starts a new attempt when the job is preempted"
+)
 
 
 def _exit_text(code: int) -> str:
@@ -163,6 +171,7 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
         raise _operator(
             f"{_OPERATOR_STATES[job.slurm_state]}; no finding about the claim",
             "submit the claim again; if it keeps happening, ask the cluster admins",
+            job.slurm_state,
         )
     if not job.container_started:
         return _never_started(spec, job, none)
@@ -211,6 +220,7 @@ def _without_status(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult,
             f"{_OPERATOR_STATES[state]} before the job wrote its status; no finding about the"
             " claim",
             "submit the claim again; if it keeps happening, ask the cluster admins",
+            state,
         )
     if job.container_started and (state is JobState.OUT_OF_MEMORY or job.oom_in_log):
         return Verdict(Outcome.SPEC_ISSUE, _oom_reason(spec), none)

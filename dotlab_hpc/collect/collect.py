@@ -36,6 +36,7 @@ from ..rundir.records import (
 )
 from ..slurm.client import SlurmClient
 from ..slurm.states import JobInfo
+from .attempts import attempts_record
 from .classify import classify
 from .facts import RunFiles, job_facts, read_facts
 from .isolation import isolation_record
@@ -84,6 +85,9 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
         where="local" if facts.submission is not None and facts.submission.local else "slurm",
         site=facts.run.site,  # where it was sent, as submit wrote it: never from the manifest
     )
+    if facts.run.attempt > 1:  # submitted again after a preemption: which attempt this is
+        attempts = attempts_record(facts.run_dir.path, facts.run.attempt)
+        record = record.model_copy(update={"attempts": attempts})
     if facts.run.run_of is None:
         return record
     outcome = RAN if values is not None else verdict.outcome.value

@@ -58,6 +58,8 @@ class RunRecord(_Frozen):
     site: SiteRecord | None = None
     # A run of a claim over many runs (docs/contract.md §11): which one; None: a claim's only run.
     run_of: RunOfClaim | None = None
+    # Its attempt: 2 and more after a preemption (``run --requeue-on-preemption N``)
+    attempt: int = Field(default=1, ge=1)
 
 
 class ClaimRun(_Frozen):

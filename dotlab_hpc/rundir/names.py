@@ -102,6 +102,8 @@ FACTS_END = "end"
 # The end-marker folder of a single run (``<run dir>/ends``); an array's is ENDS_ROOT/<batch>
 # under the runs root, hidden so that `status dotlab-runs/*` does not take it for a run.
 ENDS_SUBDIR = "ends"
+# After a preemption: the earlier attempts of a claim, each as it was (attempts/1, attempts/2…)
+ATTEMPTS_SUBDIR = "attempts"
 
 
 ENDS_ROOT = ".ends"

@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .. import TOOL_NAME, __version__
 from ..container.isolation import State
@@ -186,6 +186,25 @@ class OverRunsRecord(_Frozen):
     runs: list[RunValuesRecord]
 
 
+class EarlierAttempt(_Frozen):
+    """An attempt of the claim that Slurm preempted: its job, its node, and its folder inside
+    the run directory (``attempts/N``: its run.json, status, logs as they were)."""
+
+    attempt: int = Field(ge=1)
+    job_id: str | None
+    state: str
+    node: str | None
+    folder: str
+
+
+class AttemptsRecord(_Frozen):
+    """A claim submitted again after preemption: which attempt produced this record, and the
+    ones before it (``run --requeue-on-preemption N``)."""
+
+    attempt: int = Field(ge=2)
+    earlier: list[EarlierAttempt]
+
+
 class ClaimRecord(_Frozen):
     """The record of one run: an honest outcome and everything needed to check it."""
 
@@ -213,6 +232,8 @@ class ClaimRecord(_Frozen):
     values: dict[str, float] | None = None
     # the record of a claim over many runs: every run's values, each target's statistic
     over_runs: OverRunsRecord | None = None
+    # after a preemption: the attempt this record is of, and the earlier ones (None: the first)
+    attempts: AttemptsRecord | None = None
 
 
 class Outcome(StrEnum):

@@ -19,9 +19,11 @@ from ..errors import UsageError
 from ..slurm.directives import parse_extra_sbatch_arg
 from .sitefile import (
     MAX_SBATCH_ARGS,
+    PREEMPTIBLE_ATTEMPTS,
     WHERE,
     SiteSpec,
     check_program,
+    check_requeues,
     check_sbatch_arg,
     check_scratch_root,
     check_where_value,
@@ -54,6 +56,7 @@ class SiteOptions:
     where: Mapping[str, str] = field(default_factory=dict)
     sbatch_args: tuple[str, ...] = ()
     apptainer: str | None = None
+    requeue_on_preemption: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ class Site:
     apptainer: Setting  # value None: apptainer (or singularity) on the job's PATH
     scratch_root: Setting
     gpu_types: Mapping[str, str]
+    # how many times ``run``/``submit --wait`` submit a preempted claim again (0: never), and
+    # where that came from (--requeue-on-preemption, the site file's preemptible, default)
+    requeues: int = 0
+    requeues_source: str = "default"
 
     def where_for(self, resources: Any) -> tuple[tuple[str, str | None], ...]:
         """(option, value) for each of ``WHERE``: the site's setting, else the manifest's
@@ -125,6 +132,8 @@ def check_options(opts: SiteOptions) -> None:
         raise UsageError(f"--sbatch-arg: at most {MAX_SBATCH_ARGS} of them")
     if opts.apptainer is not None:
         check_program("--apptainer", opts.apptainer)
+    if opts.requeue_on_preemption is not None:
+        check_requeues("--requeue-on-preemption", opts.requeue_on_preemption)
 
 
 def merged_sbatch_args(first: Sequence[str], then: Sequence[str]) -> tuple[str, ...]:
@@ -170,6 +179,12 @@ def resolve_site(opts: SiteOptions, spec: SiteSpec, path: Path | None,
         scratch = Setting(spec.scratch_root, "site file")
     else:
         scratch = Setting(DEFAULT_SCRATCH_ROOT, "default")
+    if opts.requeue_on_preemption is not None:
+        requeues = (opts.requeue_on_preemption, "--requeue-on-preemption")
+    elif spec.preemptible:
+        requeues = (PREEMPTIBLE_ATTEMPTS, "site file (preemptible)")
+    else:
+        requeues = (0, "default")
     args_source = "+".join(
         s for s, given in (("site file", spec.sbatch_args), ("--sbatch-arg", opts.sbatch_args))
         if given
@@ -184,6 +199,8 @@ def resolve_site(opts: SiteOptions, spec: SiteSpec, path: Path | None,
         apptainer=apptainer,
         scratch_root=scratch,
         gpu_types=dict(spec.gpu_types),
+        requeues=requeues[0],
+        requeues_source=requeues[1],
     )
 
 

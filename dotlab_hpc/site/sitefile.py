@@ -38,7 +38,12 @@ KEYS = (
     "apptainer",
     "scratch_root",
     "gpu_types",
+    "preemptible",
 )
+# ``preemptible = true``: a preempted job is submitted again, at most this many times
+# (``--requeue-on-preemption N`` says how many).
+PREEMPTIBLE_ATTEMPTS = 3
+MAX_REQUEUES = 20
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class SiteSpec:
     apptainer: str | None = None
     scratch_root: str | None = None
     gpu_types: Mapping[str, str] = field(default_factory=dict)
+    preemptible: bool | None = None
 
 
 def _shown(value: object) -> str:
@@ -181,7 +187,18 @@ def parse_site_text(text: str, where: str) -> SiteSpec:
         got["scratch_root"] = check_scratch_root(where, value)
     if "gpu_types" in data:
         got["gpu_types"] = _gpu_types(where, data["gpu_types"])
+    if "preemptible" in data:
+        if not isinstance(data["preemptible"], bool):
+            raise _refuse(where, "preemptible", data["preemptible"], "must be true or false")
+        got["preemptible"] = data["preemptible"]
     return SiteSpec(**got)
+
+
+def check_requeues(where: str, value: object) -> int:
+    """How many times a preempted job is submitted again: a whole number, 0 to MAX_REQUEUES."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REQUEUES:
+        raise UsageError(f"{where} {_shown(value)}: a whole number from 0 to {MAX_REQUEUES}")
+    return value
 
 
 def default_site_file(env: Mapping[str, str]) -> Path | None:

@@ -71,6 +71,9 @@ class SubmitOptions:
     # ``rerun_of`` is), again, into the same claim (``api.submitting.rerun_lost``)
     rerun: tuple[int, ...] = ()
     rerun_of: str | None = None
+    # `run`/`submit --wait` after a preemption: this is the claim's attempt number (its job
+    # name says so: dotlab-<run id>.attempt-N); the earlier attempts' folders are in ``run_dir``
+    attempt: int = 1
 
 
 class EnvKnobs(TypedDict):
@@ -147,6 +150,7 @@ class Plan:
     rerun: bool = False  # `submit --rerun-lost`: the claim's folder and claim.json are there
     # paired measurements: ONE job (not an array) runs every sample in order (render.pairs)
     paired: bool = False
+    attempt: int = 1  # after a preemption: the claim's attempt (SubmitOptions.attempt)
 
     @property
     def is_array(self) -> bool:
@@ -212,6 +216,7 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
         hold=opts.hold,
         array_limit=opts.array_limit,
         site=opts.site,
+        attempt=opts.attempt,
     )
     over = [m for m in manifests if m.spec.runs is not None or m.spec.is_paired]
     if over and len(manifests) > 1:
@@ -242,9 +247,9 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
             run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
             run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
         )
-        return common(
-            runs=runs, job_name=f"dotlab-{run_id}", chdir=run_dir, ends_dir=run_dir / ENDS_SUBDIR
-        )
+        again = f".attempt-{opts.attempt}" if opts.attempt > 1 else ""
+        return common(runs=runs, job_name=f"dotlab-{run_id}{again}", chdir=run_dir,
+                      ends_dir=run_dir / ENDS_SUBDIR)  # fmt: skip
     if opts.run_dir is not None:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     batch = new_batch_id(now)

@@ -90,6 +90,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         manifest=m.spec.model_dump(mode="json", by_alias=True),
         site=site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer),
         run_of=_run_of(p, run),
+        attempt=p.attempt,
     )
 
 

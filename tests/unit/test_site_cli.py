@@ -98,6 +98,7 @@ def test_site_json(site_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "prepare": ("module load apptainer/1.4", "site file"),
         "apptainer": (FOUND, "the job's PATH after prepare"),
         "scratch_root": ("/local/scratch", "site file"),
+        "requeue_on_preemption": ("0", "default"),
     }
     sbatch = [r["value"] for r in doc["settings"] if r["setting"] == "sbatch_arg"]
     assert sbatch == ["--mail-type=END", "--nice=5"]

@@ -39,6 +39,7 @@ GOOD: dict[str, Any] = {
     "apptainer": "apptainer",
     "scratch_root": "/local/scratch",
     "gpu_types": {GPU: "nvidia_a100"},
+    "preemptible": True,
 }
 assert set(GOOD) == set(KEYS)
 
@@ -69,6 +70,7 @@ WHOLE: dict[str, list[str]] = {
     "apptainer": ["apptainer", "/opt/apptainer-1.4/bin/apptainer", "singularity+x"],
     "scratch_root": ["/scratch/local.d", "/", "/a/.b/c..d"],
     "gpu_types": ["a100", "nvidia_a100-sxm4-80gb", "h100.80"],
+    "preemptible": ["true", "yes", "1"],  # TOML strings: only the booleans true/false are taken
 }  # fmt: skip
 
 
@@ -93,7 +95,9 @@ def toml_str(value: str) -> str:
 def toml_text(data: dict[str, Any]) -> str:
     lines, tables = [], []
     for key, value in data.items():
-        if isinstance(value, dict):
+        if isinstance(value, bool):
+            lines.append(f"{key} = {'true' if value else 'false'}")
+        elif isinstance(value, dict):
             tables += [f"[{key}]", *(f"{toml_str(k)} = {toml_str(v)}" for k, v in value.items())]
         elif isinstance(value, list):
             lines.append(f"{key} = [{', '.join(map(toml_str, value))}]")
@@ -159,6 +163,7 @@ def check_accepted(site: Site, data: dict[str, Any]) -> None:
     assert (site.apptainer.value, site.scratch_root.value) == (data["apptainer"],
                                                                data["scratch_root"])  # fmt: skip
     assert site.gpu_types == data["gpu_types"]
+    assert site.requeues == (3 if data["preemptible"] is True else 0)
 
 
 def file_case(setting: str, chosen: list[str]) -> dict[str, Any]:
