@@ -330,6 +330,12 @@ def controller(nodes: Nodes) -> Iterator[Nodes]:
     """The cluster, with slurmctld running again (and every node idle) after the test."""
     wait_idle(nodes)
     yield nodes
+    restore(nodes)
+
+
+def restore(nodes: Nodes) -> None:
+    """After slurmctld was killed: it runs again, no node is drained, no lost id is handed out
+    again, every node is idle."""
     if subprocess.run(["scontrol", "ping"], env=nodes.env, capture_output=True).returncode:
         nodes.local_cluster("start", "slurmctld")
     # A restarted slurmctld that lost a job's start launches it again on a node where it still

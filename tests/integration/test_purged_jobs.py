@@ -21,7 +21,14 @@ import pytest
 from tests.support.claims import Kit
 
 from .conftest import Nodes
-from .test_multinode import controller, kit, run_in_background, running_jobs, wait_for
+from .test_multinode import (
+    controller,
+    kit,
+    restore,
+    run_in_background,
+    running_jobs,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.host_cluster]
 __all__ = ["controller", "kit"]  # fixtures, used by name
@@ -50,12 +57,14 @@ def _purge_one(kit: Kit, controller: Nodes) -> tuple[str, Path, float]:
     """Kill slurmctld at a job's start until one job is purged: its id, run directory and how
     long its ``run`` took from submission to its end (exit 2)."""
     for attempt in range(TRIES):
+        if attempt:  # the last try's kill may have drained a node, or left an id to reuse
+            restore(controller)
         with run_in_background(kit, kit.manifest(f"purge-{attempt}", mode="sleep 8")) as (
             proc,
             run_dir,
         ):
             t0 = time.monotonic()
-            wait_for(lambda: running_jobs(controller.env), 60, "the job RUNNING")
+            wait_for(lambda: running_jobs(controller.env), 120, "the job RUNNING")
             controller.local_cluster("kill", "slurmctld")
             time.sleep(3)
             controller.local_cluster("start", "slurmctld")
