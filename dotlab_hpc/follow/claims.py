@@ -14,6 +14,7 @@ from ..errors import DotlabError, RunDirError, one_line
 from ..rundir.directory import RunDir
 from .lost import LOST
 from .states import BadRun, Row, RunState
+from .unwritten import NO_STATUS
 
 # the state a claim's row shows: the first of these that any of its runs is in
 _SHOWN = ("RUNNING", "COMPLETING", "PENDING", "REQUEUED", "SUSPENDED", "UNKNOWN")
@@ -85,6 +86,8 @@ def one_row(g: Group, rows: Sequence[Row]) -> RunState:
         state = alive[0]
     elif counts.get(LOST):  # `status --watch` ends with the lost runs' error (follow.lost)
         state = LOST
+    elif counts.get(NO_STATUS):  # and with theirs, a run that ended without its status file
+        state = NO_STATUS
     else:
         state = next(iter(counts)) if len(counts) == 1 else "ENDED"
     nodes = sorted({s.node for s in states if s.node})

@@ -212,3 +212,13 @@ def test_a_lost_run_makes_the_ended_claim_lost_for_status_watch() -> None:
     assert lost_lines([row]) == ["/c: job 700 lost: 3 runs: 2 COMPLETED, 1 LOST"]
     alive = one_row(Group(Path("/c"), "c1", 0, 2), [state("a"), state("b", "LOST")])
     assert alive.state == "RUNNING"  # the others are followed to their end first
+
+
+def test_a_run_ended_without_its_status_file_makes_the_claim_end_with_exit_2_too() -> None:
+    from dotlab_hpc.follow.lost import jobs_lost
+
+    rows = [state("a", "COMPLETED"), state("b", "NO_STATUS", finished=True)]
+    row = one_row(Group(Path("/c"), "c1", 0, 2), rows)
+    assert (row.state, row.finished) == ("NO_STATUS", True)
+    err = jobs_lost([row])
+    assert err is not None and err.lines()[0] == "/c: job 700: 2 runs: 1 COMPLETED, 1 NO_STATUS"
