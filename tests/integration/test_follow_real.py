@@ -301,3 +301,19 @@ def test_a_job_killed_before_it_could_write_its_status_ends_run_within_the_bound
     assert "without its status file" in stderr and "killed before it could write it" in stderr
     assert "Slurm: " in stderr, stderr
     assert not (run_dir / "status.json").exists() and not (run_dir / "record.json").exists()
+
+
+def test_a_second_start_of_an_ended_job_changes_nothing(kit: Kit) -> None:
+    """A controller that lost its state may start a job again after it ended (measured in
+    test_multinode: killed at the job's start, the job ran, then was launched once more and its
+    second start overwrote the status file with out_not_empty). The job script's second start
+    finds the status file and leaves every file as it was."""
+    res = kit.run(kit.manifest("started-twice"))
+    assert res.rc == 0 and res.run_dir is not None, (res.stdout, res.stderr)
+    before = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file()}
+    again = subprocess.run(["bash", str(res.run_dir / "job.sbatch")], capture_output=True,
+                           text=True, env=kit.env, timeout=60)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "ran to its end already and Slurm started it again; nothing was changed" in again.stderr
+    after = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file()}
+    assert after == before
