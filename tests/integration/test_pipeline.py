@@ -564,7 +564,9 @@ def test_fork_bomb_stops_at_its_bound_and_other_jobs_still_run(kit: Kit) -> None
     assert done.rc == 0, (done.stdout, done.stderr)
     out = Path(json.loads((bomb.run_dir / "run.json").read_text())["paths"]["out_dir"])
     most = json.loads((out / "bomb.json").read_text())["most_processes"]
-    assert 1000 < most <= 4096 + 10, most  # it forked hard, and stopped at the bound
+    # it forked hard (hundreds of processes in its 20 s: fewer than a thousand where CI runs
+    # three suites on two cores, 940 measured), and never passed the bound
+    assert 500 < most <= 4096 + 10, most
 
 
 def test_scratch_is_the_containers_tmp_and_goes_away(kit: Kit) -> None:
