@@ -38,11 +38,11 @@ def _preempted(c: Collected) -> bool:
     return isinstance(c.error, Preempted)
 
 
-def next_attempt(run_dir: Path, where: dict[str, Any], submit: Callable[..., object]) -> object:
+def next_attempt(run_dir: Path, where: dict[str, Any], submit: Callable[..., object]) -> int:
     """Submit the preempted claim of ``run_dir`` again (``submit``: ``api.submission``): the
     old run directory and output folder set aside, the new ones made, then the old run
-    directory moved inside the new one (``attempts/K``). Nothing moved stays moved when the
-    submission fails."""
+    directory moved inside the new one (``attempts/K``); the new attempt's number. Nothing
+    moved stays moved when the submission fails."""
     from ..rundir.directory import RunDir
     from ..rundir.names import ATTEMPTS_SUBDIR
 
@@ -60,7 +60,7 @@ def next_attempt(run_dir: Path, where: dict[str, Any], submit: Callable[..., obj
         out.rename(out_aside)
     inputs = {k: v for k, v in where.items() if k not in FROM_RUN}
     try:
-        res = submit([run.manifest_path], attempt=k + 1, run_dir=run_dir, out_dir=out,
+        submit([run.manifest_path], attempt=k + 1, run_dir=run_dir, out_dir=out,
                      code_dir=run.paths.code_dir, data_dir=run.paths.data_dir,
                      image=run.paths.image, **inputs)  # fmt: skip
     except BaseException:
@@ -77,7 +77,7 @@ def next_attempt(run_dir: Path, where: dict[str, Any], submit: Callable[..., obj
             entry.rename(keep / entry.name)
         older.rmdir()
     aside.rename(keep / str(k))
-    return res
+    return k + 1
 
 
 def requeue_preempted(
@@ -91,16 +91,13 @@ def requeue_preempted(
 ) -> list[Collected]:
     """Each preempted claim of ``got`` submitted again, followed and collected, until it is
     not preempted or ``requeues`` new attempts were made; the results in the same order."""
-    from ..rundir.directory import RunDir
-
     out = list(got)
     for _ in range(requeues):
         todo = [i for i, c in enumerate(out) if _preempted(c)]
         if not todo:
             return out
         for i in todo:
-            attempt = RunDir(out[i].run_dir).run().attempt + 1
-            next_attempt(out[i].run_dir, where, submit)
+            attempt = next_attempt(out[i].run_dir, where, submit)
             if on_attempt is not None:
                 on_attempt(out[i].run_dir, attempt)
         again = follow_and_collect([out[i].run_dir for i in todo])

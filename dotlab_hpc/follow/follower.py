@@ -186,7 +186,7 @@ class Follower:
                            s.elapsed_s, f"{said}; waiting up to {self.knobs.grace_s:.0f} s for"
                            " its status file", "slurm")  # fmt: skip
         if r.end_info is None or not r.end_info.terminal:
-            self.next_slurm = min(self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s))
+            self._ask_soon(now)
         self._grace(r, now)
 
     def _grace(self, r: _Run, now: datetime) -> None:
@@ -201,6 +201,10 @@ class Follower:
                            no_status_reason(r.local.rd.path, info, waited), "slurm")  # fmt: skip
 
     # ------------------------------------------------------------------ Slurm
+    def _ask_soon(self, now: datetime) -> None:
+        """Ask Slurm again ``resolve_s`` from now at the latest."""
+        self.next_slurm = min(self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s))
+
     def _status_now(self, r: _Run, ops: dict[str, int]) -> bool:
         """Whether the run's status file appeared (a stat; read when it did)."""
         ops["stats"] += 1
@@ -219,7 +223,7 @@ class Follower:
                                            now=now)  # fmt: skip
             for i, lo in zip(orphans, adopted, strict=True):
                 self.runs[i] = self._new_run(lo, infos, now)
-            self.next_slurm = min(self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s))
+            self._ask_soon(now)
             return
         live = [i for i, r in enumerate(self.runs) if not r.state.finished and r.local.job_id]
         if not live:
@@ -252,9 +256,7 @@ class Follower:
             elif r.ended is None:
                 r.state = from_slurm(r.local, info, now)
             else:  # ended by its marker, Slurm not yet: ask again within its grace
-                self.next_slurm = min(
-                    self.next_slurm, now + timedelta(seconds=self.knobs.resolve_s)
-                )
+                self._ask_soon(now)
 
     def _ask_accounting(self, now: datetime, ops: dict[str, int]) -> None:
         todo = sorted(i for i in self.resolve if not self.runs[i].state.finished)
@@ -315,8 +317,7 @@ class Follower:
                 back = min(self.knobs.slurm_s, 5.0 * 2 ** (self.failures - 1))
                 self.next_slurm = now + timedelta(seconds=back)
             if self.resolve:
-                resolve_at = now + timedelta(seconds=self.knobs.resolve_s)
-                self.next_slurm = min(self.next_slurm, resolve_at)
+                self._ask_soon(now)
         ops["slurm_calls"] = sum(self.client.calls.values()) - calls
         st = self.stats
         st.cycles += 1
