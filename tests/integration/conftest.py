@@ -36,6 +36,8 @@ REPO = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = REPO / "slurm" / "local-cluster"
 DEFAULT_DIR = Path("/tmp/dotlab-slurm")
 NODES_DIR = Path("/tmp/dotlab-slurm-nodes")
+LOCAL_CLUSTER_KNOBS = ("DOTLAB_SLURM_ROOT", "DOTLAB_SLURM_NODES", "DOTLAB_SLURM_NODE",
+                       "DOTLAB_SLURM_PORT_BASE", "DOTLAB_SLURM_NET")  # fmt: skip
 
 
 class WaitFor(Protocol):
@@ -170,6 +172,12 @@ class Nodes:
     env: dict[str, str]  # this process's environment, SLURM_CONF pointing at this cluster
     addrs: dict[str, str]  # node name -> its address on the test network (NodeAddr)
 
+    @property
+    def names(self) -> list[str]:
+        """The nodes' names in order (node1, node2, ... on the host; the prefix is the
+        cluster's DOTLAB_SLURM_NODE, another one where two three-node clusters run side by side)."""
+        return sorted(self.addrs)
+
     def netns(self, node: str) -> str:
         """The name of ``node``'s network namespace (``ip netns``), as ``up`` recorded it."""
         for line in (self.dir / "run" / "net").read_text().splitlines():
@@ -180,8 +188,10 @@ class Nodes:
 
     def local_cluster(self, *args: str, timeout: float = 120) -> str:
         """Run ``slurm/local-cluster ARGS`` on this cluster (as root); its stdout (exit 0)."""
-        env = {**os.environ, "DOTLAB_SLURM_DIR": str(self.dir),
-               "DOTLAB_SLURM_NODES": str(len(self.addrs))}  # fmt: skip
+        # the script reads the nodes, their prefix and the network from DIR's slurm.conf; the
+        # other knobs of a cluster this process runs in (a rooted one's NODE) must not reach it
+        env = {k: v for k, v in os.environ.items() if k not in LOCAL_CLUSTER_KNOBS}
+        env["DOTLAB_SLURM_DIR"] = str(self.dir)
         done = SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), *args), timeout=timeout, env=env)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done.stdout
