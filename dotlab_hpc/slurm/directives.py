@@ -24,6 +24,7 @@ SBATCH_OPTIONS = frozenset(
         "constraint",
         "reservation",
         "no-requeue",
+        "open-mode",
         "signal",
         "export",
         "tmp",
@@ -74,7 +75,8 @@ REFUSED_SBATCH_OPTIONS = {
     "output": "Slurm's log goes into the run directory",
     "error": "Slurm's log goes into the run directory",
     "input": "the job reads nothing from its standard input",
-    "open-mode": "Slurm's log is written once, never appended to an old one",
+    "open-mode": "dotlab-hpc sets it already (append: a second start of the same job keeps"
+    " the first one's Slurm log)",
     "chdir": "the job runs in its run directory",
     "uid": "a run is the submitting user's",
     "gid": "a run is the submitting user's",
@@ -180,9 +182,9 @@ def directive_lines(
 ) -> tuple[str, ...]:
     """A job's #SBATCH lines: one node, one task; its time (whole minutes, rounded up), CPUs,
     memory, GRES and local disk (``--tmp``); ``where`` (partition, account, qos, constraint:
-    those set); never requeued; USR1 to the batch shell ``usr1_lead_s`` before the time limit
-    (``--signal=B:USR1@N``); the environment passed (``--export``); then the site's ``extra``
-    options (``parse_extra_sbatch_arg``)."""
+    those set); never requeued, Slurm's log appended to; USR1 to the batch shell
+    ``usr1_lead_s`` before the time limit (``--signal=B:USR1@N``); the environment passed
+    (``--export``); then the site's ``extra`` options (``parse_extra_sbatch_arg``)."""
     lines = [
         sbatch_directive("time", slurm_minutes(time_s)),
         sbatch_directive("nodes", "1"),
@@ -197,6 +199,9 @@ def directive_lines(
     lines += [sbatch_directive(option, value) for option, value in where if value is not None]
     lines += [
         sbatch_directive("no-requeue"),
+        # a controller that lost its state may start an ended job again: the run directory's
+        # slurm.out is new for each run, and that second start adds its line to the first's log
+        sbatch_directive("open-mode", "append"),
         sbatch_directive("signal", f"B:USR1@{usr1_lead_s}"),
         sbatch_directive("export", export),
     ]

@@ -21,6 +21,8 @@ import pytest
 from tests.support import platform
 from tests.support.claims import Kit, run_dirs, submission
 
+from .conftest import WaitFor
+
 QUERIES = ("squeue", "sacct", "scontrol")
 
 
@@ -317,3 +319,28 @@ def test_a_second_start_of_an_ended_job_changes_nothing(kit: Kit) -> None:
     assert "ran to its end already and Slurm started it again; nothing was changed" in again.stderr
     after = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file()}
     assert after == before
+
+
+def test_a_second_start_through_slurm_keeps_the_first_ones_log(
+    kit: Kit, wait_for_jobs: WaitFor
+) -> None:
+    """The same job script submitted again with its own sbatch command line (what a controller
+    that starts an ended job again does): the job script leaves, every file of the run stays as
+    it was, and slurm.out keeps the first start's log (``--open-mode=append``) with the second
+    start's line after it."""
+    res = kit.run(kit.manifest("logged-twice"))
+    assert res.rc == 0 and res.run_dir is not None, (res.stdout, res.stderr)
+    log = res.run_dir / "slurm.out"
+    first = log.read_bytes()
+    assert first, "the first start wrote no Slurm log"
+    before = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file() and p != log}
+    argv = submission(res.run_dir)["sbatch_argv"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=kit.env, timeout=60,
+                          cwd=res.run_dir, check=True)  # fmt: skip
+    (info,) = wait_for_jobs([done.stdout.strip().split(";")[0]]).values()
+    assert info.state == "COMPLETED", info
+    after = log.read_bytes()
+    assert after.startswith(first) and len(after) > len(first), after[-300:]
+    assert b"ran to its end already and Slurm started it again" in after[len(first) :]
+    rest = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file() and p != log}
+    assert rest == before

@@ -159,8 +159,9 @@ def test_hostile_values_never_run(
     assert all(ln.split("=")[0] in {
         "#SBATCH --time", "#SBATCH --nodes", "#SBATCH --ntasks", "#SBATCH --cpus-per-task",
         "#SBATCH --mem", "#SBATCH --partition", "#SBATCH --qos", "#SBATCH --no-requeue",
-        "#SBATCH --signal", "#SBATCH --export"} for ln in directives)  # fmt: skip
-    assert len(directives) == 10
+        "#SBATCH --open-mode", "#SBATCH --signal", "#SBATCH --export",
+    } for ln in directives)  # fmt: skip
+    assert len(directives) == 11
     assert "evil" not in head and "touch" not in head
 
     path = root / "job.sbatch"

@@ -104,6 +104,7 @@ def test_job_directives_single() -> None:
         "#SBATCH --mem=2048M",
         "#SBATCH --partition=p1",
         "#SBATCH --no-requeue",
+        "#SBATCH --open-mode=append",
         "#SBATCH --signal=B:USR1@90",
         "#SBATCH --export=NONE",
     )
@@ -201,7 +202,7 @@ def test_script_layout() -> None:
     text = render_script(job(task(manifest())))
     assert text.startswith("#!/bin/bash\n#SBATCH --time=00:15:00\n")
     directives = [ln for ln in text.splitlines() if ln.startswith("#SBATCH")]
-    assert len(directives) == 8
+    assert len(directives) == 9
     # sbatch stops reading directives at the first command: all of them come first
     first_command = next(
         i for i, ln in enumerate(text.splitlines()) if ln and not ln.startswith("#")
