@@ -78,7 +78,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         if not given:
             raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
     where = _run_options(args)
-    res = api.submission(args.manifest, hold=args.hold, dry_run=args.dry_run, **where)
+    res = api.submission(args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait,
+                         **where)  # fmt: skip
     if args.dry_run:
         inputs = {k: where[k] for k in ("code_dir", "data_dir", "out_dir", "image")}
         out.print_dry_run(res, inputs, as_json=args.json, show_script=args.show_script)

@@ -109,15 +109,22 @@ def submission(
     rerun: tuple[int, ...] = (),
     rerun_of: str | None = None,
     attempt: int = 1,
+    follows: bool = False,
     **where: Unpack[RunInputs],
 ) -> SubmitResult:
     """What ``submit`` does (and, with ``dry_run``, would do): verify every claim, render, write
     the run directories, then one sbatch per array, exactly once. The one definition of it.
 
     ``where``: see ``RunInputs``; ``hold`` submits held (``sbatch --hold``); ``log_file`` gets
-    one JSON object per step; ``on_retry`` hears of each sbatch attempt that failed.
+    one JSON object per step; ``on_retry`` hears of each sbatch attempt that failed;
+    ``follows``: the caller follows the jobs next (``run``, ``submit --wait``), so a bad
+    ``DOTLAB_FOLLOW_*`` is refused here, before anything is submitted.
     """
+    from ..follow.knobs import Knobs
     from .inputs import as_path_list
+
+    if follows:
+        Knobs.from_env()
 
     manifests = as_path_list(manifests)  # one path is one manifest, never its characters
     run_dir, array_limit = where.get("run_dir"), where.get("array_limit")
@@ -239,7 +246,7 @@ def run_all(
                            on_submitted=on_submitted, on_cycle=on_cycle, **where)  # fmt: skip
     from .runs import collect_all, follow
 
-    res = submission(manifests, log_file=log_file, on_retry=on_retry, **where)
+    res = submission(manifests, log_file=log_file, on_retry=on_retry, follows=True, **where)
     if on_submitted is not None:
         on_submitted(res)
     submitted = [r.run_dir for r in res.runs if r.job_id]
@@ -261,7 +268,7 @@ def run_all(
         return collect_all(again, record=record, log_file=log_file, lost=lost)
 
     def submit(manifests: list[PathLike], **kw: Any) -> SubmitResult:
-        return submission(manifests, log_file=log_file, on_retry=on_retry, **kw)
+        return submission(manifests, log_file=log_file, on_retry=on_retry, follows=True, **kw)
 
     return res, requeue_preempted(got, dict(where), requeues, submit=submit,
                                   follow_and_collect=follow_and_collect,

@@ -191,3 +191,23 @@ def test_a_bad_follow_knob_is_one_line_exit_2(
     err = capsys.readouterr().err
     assert err.startswith("dotlab-hpc: DOTLAB_FOLLOW_SLURM_S='soon': must be a number")
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("verb", [["run"], ["submit", "--wait"]])
+def test_a_bad_follow_knob_is_refused_before_anything_is_submitted(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    verb: list[str],
+) -> None:
+    # measured before: `run` submitted the job, then stopped on the knob, leaving it unfollowed
+    example = Path(__file__).resolve().parents[2] / "examples" / "claim"
+    monkeypatch.setenv("DOTLAB_FOLLOW_GRACE_S", "abc")
+    run_dir = tmp_path / "r"
+    argv = [*verb, str(example / "claim.yaml"), "--code-dir", str(example / "analysis"),
+            "--data-dir", str(example / "data"), "--image", str(example / "image.sif"),
+            "--out-dir", str(tmp_path / "o"), "--run-dir", str(run_dir)]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dotlab-hpc: DOTLAB_FOLLOW_GRACE_S='abc': must be a number"), err
+    assert not run_dir.exists() and not (tmp_path / "o").exists()
