@@ -268,7 +268,7 @@ def run_all(
         return collect_all(again, record=record, log_file=log_file, lost=lost)
 
     def submit(manifests: list[PathLike], **kw: Any) -> SubmitResult:
-        return submission(manifests, log_file=log_file, on_retry=on_retry, follows=True, **kw)
+        return submission(manifests, log_file=log_file, on_retry=on_retry, **kw)
 
     return res, requeue_preempted(got, dict(where), requeues, submit=submit,
                                   follow_and_collect=follow_and_collect,

@@ -40,6 +40,14 @@ LOCAL_CLUSTER_KNOBS = ("DOTLAB_SLURM_ROOT", "DOTLAB_SLURM_NODES", "DOTLAB_SLURM_
                        "DOTLAB_SLURM_PORT_BASE", "DOTLAB_SLURM_NET")  # fmt: skip
 
 
+def local_cluster_env(slurm_dir: Path, **knobs: str) -> dict[str, str]:
+    """The environment of ``slurm/local-cluster`` run on the cluster of ``slurm_dir``: the
+    script reads its nodes, their prefix and its network from that folder's slurm.conf, and the
+    knobs of a cluster this process runs in (a rooted one's NODE) must not reach it."""
+    env = {k: v for k, v in os.environ.items() if k not in LOCAL_CLUSTER_KNOBS}
+    return {**env, "DOTLAB_SLURM_DIR": str(slurm_dir), **knobs}
+
+
 class WaitFor(Protocol):
     """Poll until every job asked for (every task of an array) is terminal; return them all."""
 
@@ -188,11 +196,8 @@ class Nodes:
 
     def local_cluster(self, *args: str, timeout: float = 120) -> str:
         """Run ``slurm/local-cluster ARGS`` on this cluster (as root); its stdout (exit 0)."""
-        # the script reads the nodes, their prefix and the network from DIR's slurm.conf; the
-        # other knobs of a cluster this process runs in (a rooted one's NODE) must not reach it
-        env = {k: v for k, v in os.environ.items() if k not in LOCAL_CLUSTER_KNOBS}
-        env["DOTLAB_SLURM_DIR"] = str(self.dir)
-        done = SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), *args), timeout=timeout, env=env)
+        done = SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), *args), timeout=timeout,
+                                      env=local_cluster_env(self.dir))  # fmt: skip
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done.stdout
 

@@ -6,7 +6,6 @@ exercised by .ci/run's exit trap (and by hand: see the script's header).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -16,16 +15,16 @@ import pytest
 
 from dotlab_hpc.proc import Completed, SubprocessRunner
 
-from .conftest import LOCAL_CLUSTER
+from .conftest import LOCAL_CLUSTER, local_cluster_env
 
 pytestmark = pytest.mark.slurm
 
 USABLE = {"idle", "mixed", "allocated", "completing"}
 
 
-def _local_cluster(verb: str, slurm_dir: Path) -> Completed:
-    env = {**os.environ, "DOTLAB_SLURM_DIR": str(slurm_dir)}
-    return SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), verb), timeout=120, env=env)
+def _local_cluster(verb: str, slurm_dir: Path, **knobs: str) -> Completed:
+    return SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), verb), timeout=120,
+                                  env=local_cluster_env(slurm_dir, **knobs))  # fmt: skip
 
 
 def test_status_reports_up(slurm_dir: Path, slurm_env: dict[str, str]) -> None:
@@ -96,7 +95,9 @@ def test_down_stops_only_processes_with_its_token_in_its_mount_namespace(tmp_pat
     }
     try:
         time.sleep(0.5)
-        done = _local_cluster("down", base)
+        # a node name no cluster has: a folder without slurm.conf takes its cgroup dirs
+        # (slurm_<node>) from DOTLAB_SLURM_NODE, and `down` removes the empty ones
+        done = _local_cluster("down", base, DOTLAB_SLURM_NODE="dotlab-down-test")
         assert done.returncode == 0, done.stdout + done.stderr
         time.sleep(0.5)
         alive = {name: p.poll() is None for name, p in procs.items()}
