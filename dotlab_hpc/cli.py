@@ -44,18 +44,28 @@ def _on_retry(attempt: int, error: Exception, delay: float) -> None:
 
 
 def _on_attempt(run_dir: Path, attempt: int) -> None:
-    _print_error(f"{run_dir}: Slurm preempted the job; submitted again, attempt {attempt}"
-                 f" (the earlier one kept in {run_dir}/attempts/{attempt - 1})")  # fmt: skip
+    _print_error(
+        f"{run_dir}: Slurm preempted the job; submitted again, attempt {attempt}"
+        f" (the earlier one kept in {run_dir}/attempts/{attempt - 1})"
+    )
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options ``api.submission`` and ``api.run_all`` share, from the command line, with
     the defaults of --out-dir and --data-dir filled in (``api.with_defaults``)."""
-    where = api.with_defaults(args.manifest, {
-        "code_dir": args.code_dir, "data_dir": args.data_dir, "image": args.image,
-        "out_dir": args.out_dir, "runs_root": args.runs_root, "run_dir": args.run_dir,
-        "array_limit": args.array_limit, **site_options(args),
-    })  # fmt: skip
+    where = api.with_defaults(
+        args.manifest,
+        {
+            "code_dir": args.code_dir,
+            "data_dir": args.data_dir,
+            "image": args.image,
+            "out_dir": args.out_dir,
+            "runs_root": args.runs_root,
+            "run_dir": args.run_dir,
+            "array_limit": args.array_limit,
+            **site_options(args),
+        },
+    )
     return {**where, "log_file": args.log_file, "on_retry": _on_retry}
 
 
@@ -73,13 +83,17 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError("--show-script goes with --dry-run (a submission writes the script)")
     if args.rerun_lost is not None:
         return _rerun_lost(args)
-    for given, flag in ((args.manifest, "MANIFEST"), (args.code_dir, "--code-dir"),
-                        (args.image, "--image")):  # fmt: skip
+    for given, flag in (
+        (args.manifest, "MANIFEST"),
+        (args.code_dir, "--code-dir"),
+        (args.image, "--image"),
+    ):
         if not given:
             raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
     where = _run_options(args)
-    res = api.submission(args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait,
-                         **where)  # fmt: skip
+    res = api.submission(
+        args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait, **where
+    )
     if args.dry_run:
         inputs = {k: where[k] for k in ("code_dir", "data_dir", "out_dir", "image")}
         out.print_dry_run(res, inputs, as_json=args.json, show_script=args.show_script)
@@ -126,9 +140,15 @@ def _exit_code(results: Sequence[Collected]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    _, collected = api.run_all(args.manifest, record=args.record, on_cycle=_live_table(),
-                               on_submitted=out.submitted_to(args.json), local=args.local,
-                               on_attempt=_on_attempt, **_run_options(args))  # fmt: skip
+    _, collected = api.run_all(
+        args.manifest,
+        record=args.record,
+        on_cycle=_live_table(),
+        on_submitted=out.submitted_to(args.json),
+        local=args.local,
+        on_attempt=_on_attempt,
+        **_run_options(args),
+    )
     return _print_collected(collected, args.json)
 
 
@@ -141,13 +161,22 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             _print_error(line)
 
     done = api.reproduce(
-        args.bundle, code_dir=args.code_dir, data_dir=args.data_dir, out_dir=args.out_dir,
-        image=args.image, key=args.key, plain_http=args.plain_http,
-        runs_root=args.runs_root, run_dir=args.run_dir,
-        record=args.record, log_file=args.log_file, on_submitted=out.submitted_to(args.json),
-        on_cycle=_live_table(), on_checked=lambda report: note(signature_note(report)),
+        args.bundle,
+        code_dir=args.code_dir,
+        data_dir=args.data_dir,
+        out_dir=args.out_dir,
+        image=args.image,
+        key=args.key,
+        plain_http=args.plain_http,
+        runs_root=args.runs_root,
+        run_dir=args.run_dir,
+        record=args.record,
+        log_file=args.log_file,
+        on_submitted=out.submitted_to(args.json),
+        on_cycle=_live_table(),
+        on_checked=lambda report: note(signature_note(report)),
         **site_options(args),
-    )  # fmt: skip
+    )
     if args.json:
         out.print_document("reproduction", done.original, done.collected)
         return _exit_code(done.collected)
@@ -193,16 +222,27 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _rerun_lost(args: argparse.Namespace) -> int:
     """``submit --rerun-lost CLAIM_DIR``: only the claim's folder, and how to submit."""
-    others = [flag for flag, v in (("MANIFEST", args.manifest), ("--code-dir", args.code_dir),
-              ("--data-dir", args.data_dir), ("--image", args.image), ("--out-dir", args.out_dir),
-              ("--run-dir", args.run_dir), ("--dry-run", args.dry_run)) if v]  # fmt: skip
+    others = [
+        flag
+        for flag, v in (
+            ("MANIFEST", args.manifest),
+            ("--code-dir", args.code_dir),
+            ("--data-dir", args.data_dir),
+            ("--image", args.image),
+            ("--out-dir", args.out_dir),
+            ("--run-dir", args.run_dir),
+            ("--dry-run", args.dry_run),
+        )
+        if v
+    ]
     if others:
         raise UsageError(
             f"--rerun-lost takes the claim's folder alone, not {others[0]}: its runs' code, data"
             " and image are used again, checked against the manifest's pins"
         )
-    res = api.rerun_lost(args.rerun_lost, hold=args.hold, log_file=args.log_file,
-                         on_retry=_on_retry)  # fmt: skip
+    res = api.rerun_lost(
+        args.rerun_lost, hold=args.hold, log_file=args.log_file, on_retry=_on_retry
+    )
     if not args.json:
         out.print_submitted(res)
     out.print_next(res, waited=False, as_json=args.json, out_dir=None)
@@ -230,10 +270,18 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 def _cmd_pack(args: argparse.Namespace) -> int:
     if args.no_image and args.image is not None:
         raise UsageError("--image and --no-image exclude each other")
-    res = api.pack(args.run_dir, args.output, include_image=not args.no_image, image=args.image,
-                   image_url=args.image_url, sign_key=args.sign,
-                   allow_local=args.allow_local, plain_http=args.plain_http,
-                   license=args.license, anonymize=args.anonymize)  # fmt: skip
+    res = api.pack(
+        args.run_dir,
+        args.output,
+        include_image=not args.no_image,
+        image=args.image,
+        image_url=args.image_url,
+        sign_key=args.sign,
+        allow_local=args.allow_local,
+        plain_http=args.plain_http,
+        license=args.license,
+        anonymize=args.anonymize,
+    )
     if args.json:
         out.print_result(res)
         return 0
@@ -315,9 +363,15 @@ def _cmd_site(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    report = api.doctor(image=args.image, gpus=args.gpus, apptainer_conf=args.apptainer_conf,
-                        work_dir=args.work_dir, keep=args.keep, timeout_s=args.timeout,
-                        **site_options(args))  # fmt: skip
+    report = api.doctor(
+        image=args.image,
+        gpus=args.gpus,
+        apptainer_conf=args.apptainer_conf,
+        work_dir=args.work_dir,
+        keep=args.keep,
+        timeout_s=args.timeout,
+        **site_options(args),
+    )
     if args.json:
         _print_json(report.to_json())
     else:

@@ -36,10 +36,17 @@ def joined_sbatch_args(argv: Sequence[str]) -> list[str]:
 def site_options(args: argparse.Namespace) -> SiteInputs:
     """Where to run, as the command line gave it (``cli_args.add_site_options``): the keywords
     of ``api.SiteInputs``."""
-    return {"site": args.site, "partition": args.partition, "account": args.account,
-            "qos": args.qos, "constraint": args.constraint, "reservation": args.reservation,
-            "sbatch_args": args.sbatch_args, "apptainer": args.apptainer,
-            "requeue_on_preemption": getattr(args, "requeue_on_preemption", None)}  # fmt: skip
+    return {
+        "site": args.site,
+        "partition": args.partition,
+        "account": args.account,
+        "qos": args.qos,
+        "constraint": args.constraint,
+        "reservation": args.reservation,
+        "sbatch_args": args.sbatch_args,
+        "apptainer": args.apptainer,
+        "requeue_on_preemption": getattr(args, "requeue_on_preemption", None),
+    }
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -79,8 +86,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     if args.from_dockerfile is not None:
-        path, conversion = api.convert_dockerfile(args.from_dockerfile, args.output,
-                                                  target=args.target)  # fmt: skip
+        path, conversion = api.convert_dockerfile(
+            args.from_dockerfile, args.output, target=args.target
+        )
         for warning in conversion.warnings:
             _print_error(f"warning: {warning}")
         out.print_paths([path], args.json, conversion.warnings)
@@ -89,18 +97,33 @@ def cmd_render(args: argparse.Namespace) -> int:
         raise UsageError("--target names a stage of a Dockerfile: give --from-dockerfile too")
     if args.manifest is None:
         raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
-    written = api.render(args.manifest, args.output, run_dir=args.run_dir, code_dir=args.code_dir,
-                         data_dir=args.data_dir, out_dir=args.out_dir, image=args.image,
-                         **site_options(args))  # fmt: skip
+    written = api.render(
+        args.manifest,
+        args.output,
+        run_dir=args.run_dir,
+        code_dir=args.code_dir,
+        data_dir=args.data_dir,
+        out_dir=args.out_dir,
+        image=args.image,
+        **site_options(args),
+    )
     out.print_paths(written, args.json)
     return 0
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    done = api.init(code_dir=args.code_dir, output=args.output, data_dir=args.data_dir,
-                    image=args.image, base=args.base, results=args.results,
-                    entrypoint=args.entrypoint, claim=args.claim, working_dir=args.working_dir,
-                    force=args.force)  # fmt: skip
+    done = api.init(
+        code_dir=args.code_dir,
+        output=args.output,
+        data_dir=args.data_dir,
+        image=args.image,
+        base=args.base,
+        results=args.results,
+        entrypoint=args.entrypoint,
+        claim=args.claim,
+        working_dir=args.working_dir,
+        force=args.force,
+    )
     print(f"wrote {done.manifest}")
     for note in done.notes:
         print(f"next: {note}")
@@ -110,19 +133,33 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    return api.shell(api.plan_shell(args.manifest, code_dir=args.code_dir,
-                                    data_dir=args.data_dir, image=args.image,
-                                    out_dir=args.out_dir, local=args.local,
-                                    **site_options(args)))  # fmt: skip
+    return api.shell(
+        api.plan_shell(
+            args.manifest,
+            code_dir=args.code_dir,
+            data_dir=args.data_dir,
+            image=args.image,
+            out_dir=args.out_dir,
+            local=args.local,
+            **site_options(args),
+        )
+    )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     from .printers.reports import pin_lines
 
     with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
-        res = api.build(args.manifest, args.output, apptainer=args.apptainer, force=args.force,
-                        lock=args.lock, sign_image=args.sign_image, pin=args.pin,
-                        plain_http=args.plain_http)  # fmt: skip
+        res = api.build(
+            args.manifest,
+            args.output,
+            apptainer=args.apptainer,
+            force=args.force,
+            lock=args.lock,
+            sign_image=args.sign_image,
+            pin=args.pin,
+            plain_http=args.plain_http,
+        )
     sys.stdout.flush()
     if not res.embedded_def_matches:
         _print_error(

@@ -71,8 +71,9 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
         ("constraint", "the node features asked for"),
         ("reservation", "the reservation to run in"),
     ):
-        g.add_argument(f"--{name}", metavar=name.upper(),
-                       help=f"{what} ('' for the cluster's default)")  # fmt: skip
+        g.add_argument(
+            f"--{name}", metavar=name.upper(), help=f"{what} ('' for the cluster's default)"
+        )
     g.add_argument(
         "--sbatch-arg",
         dest="sbatch_args",
@@ -82,8 +83,11 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
         help="an extra sbatch option from the allow-list (docs/site.md), as --sbatch-arg"
         " --mail-type=END or mail-type=END; repeat it for more",
     )
-    g.add_argument("--apptainer", help="the apptainer program the job runs (default: the one"
-                   " the job finds on its PATH after the site's prepare lines)")  # fmt: skip
+    g.add_argument(
+        "--apptainer",
+        help="the apptainer program the job runs (default: the one"
+        " the job finds on its PATH after the site's prepare lines)",
+    )
     p.epilog = f"{p.epilog} {SITE_EPILOG}" if p.epilog else SITE_EPILOG
 
 
@@ -144,9 +148,10 @@ def add_run_options(
         help="where run directories are created (default: ./dotlab-runs)",
     )
     p.add_argument(
-        "--record", type=Path, help="also write the new record here" if bundle else
-        "also write the record here",
-    )  # fmt: skip
+        "--record",
+        type=Path,
+        help="also write the new record here" if bundle else "also write the record here",
+    )
     p.add_argument("--log-file", type=Path, help="append one JSON object per step here")
     add_site_options(p)
     p.add_argument(

@@ -25,15 +25,23 @@ class Completed:
 class Runner(Protocol):
     """Runs one program to completion and returns what it printed (``SubprocessRunner.run``)."""
 
-    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
-            cwd: Path | None = None, stdin: str | None = None) -> Completed: ...  # fmt: skip
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> Completed: ...
 
 
 class StreamingRunner(Runner, Protocol):
     """A Runner that can also run a program on the terminal (long builds a person watches)."""
 
-    def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-               cwd: Path | None = None) -> int: ...  # fmt: skip
+    def stream(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> int: ...
 
 
 @dataclass
@@ -124,9 +132,15 @@ def run_batch(
     started = time.time()
     with output.open("ab") as out:
         try:
-            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=subprocess.STDOUT, env=dict(env), cwd=cwd,
-                                 start_new_session=True)  # fmt: skip
+            p = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
         except FileNotFoundError as e:
             raise ToolMissing(f"{args[0]}: program not found") from e
 

@@ -93,12 +93,36 @@ if TYPE_CHECKING:
 _HOME = {
     "first_manifest": ("Initialised", "init"),
     "shells": ("ShellPlan", "plan_shell", "shell"),
-    "inputs": ("build", "convert_dockerfile", "embedded_def", "hash_paths", "inspect",
-               "load_manifest", "render", "schema", "validate", "verify"),
+    "inputs": (
+        "build",
+        "convert_dockerfile",
+        "embedded_def",
+        "hash_paths",
+        "inspect",
+        "load_manifest",
+        "render",
+        "schema",
+        "validate",
+        "verify",
+    ),
     "..follow.states": ("BadRun",),  # a status row whose run directory could not be read
-    "runs": ("Cancelled", "Run", "analysis_stderr", "cancel", "cancel_all", "collect",
-             "collect_all", "follow", "lost_error", "open_run", "records", "status",
-             "status_rows", "wait", "watch_rows"),
+    "runs": (
+        "Cancelled",
+        "Run",
+        "analysis_stderr",
+        "cancel",
+        "cancel_all",
+        "collect",
+        "collect_all",
+        "follow",
+        "lost_error",
+        "open_run",
+        "records",
+        "status",
+        "status_rows",
+        "wait",
+        "watch_rows",
+    ),
     "submitting": ("run", "run_all", "submission", "submit", "submitted_runs", "with_defaults"),
     "defaults": ("default_out_dir", "default_run_dirs"),
     "bundles": ("Reproduction", "keygen", "pack", "reproduce", "verify_bundle"),
@@ -107,7 +131,7 @@ _HOME = {
     "reruns": ("rerun_lost",),
     "..site.report": ("SiteReport",),
     "where": ("SiteInputs",),
-}  # fmt: skip
+}
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 
 __all__ = [

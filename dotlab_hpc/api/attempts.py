@@ -60,9 +60,16 @@ def next_attempt(run_dir: Path, where: dict[str, Any], submit: Callable[..., obj
         out.rename(out_aside)
     inputs = {k: v for k, v in where.items() if k not in FROM_RUN}
     try:
-        submit([run.manifest_path], attempt=k + 1, run_dir=run_dir, out_dir=out,
-                     code_dir=run.paths.code_dir, data_dir=run.paths.data_dir,
-                     image=run.paths.image, **inputs)  # fmt: skip
+        submit(
+            [run.manifest_path],
+            attempt=k + 1,
+            run_dir=run_dir,
+            out_dir=out,
+            code_dir=run.paths.code_dir,
+            data_dir=run.paths.data_dir,
+            image=run.paths.image,
+            **inputs,
+        )
     except BaseException:
         if not os.path.lexists(run_dir):
             aside.rename(run_dir)

@@ -54,12 +54,20 @@ def pack(
     from ..bundle.pack import PackOptions
     from ..bundle.pack import pack as pack_run
 
-    return pack_run(PackOptions(Path(run_dir), Path(output), include_image=include_image,
-                                image=None if image is None else Path(image),
-                                image_url=image_url,
-                                sign_key=None if sign_key is None else Path(sign_key),
-                                allow_local=allow_local, plain_http=plain_http,
-                                license=license, anonymize=anonymize))  # fmt: skip
+    return pack_run(
+        PackOptions(
+            Path(run_dir),
+            Path(output),
+            include_image=include_image,
+            image=None if image is None else Path(image),
+            image_url=image_url,
+            sign_key=None if sign_key is None else Path(sign_key),
+            allow_local=allow_local,
+            plain_http=plain_http,
+            license=license,
+            anonymize=anonymize,
+        )
+    )
 
 
 def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:
@@ -127,15 +135,29 @@ def reproduce(
         on_checked(report)
     pulled = plan.image
     if pulled is None:
-        pulled = pulled_image(plan.pull or "", plan.digest, Path(runs_root), plain_http=plain_http,
-                              apptainer=site_inputs.get("apptainer"))  # fmt: skip
+        pulled = pulled_image(
+            plan.pull or "",
+            plan.digest,
+            Path(runs_root),
+            plain_http=plain_http,
+            apptainer=site_inputs.get("apptainer"),
+        )
     elif plain_http:
         raise UsageError("--plain-http: only for a bundle that names its image by oras://")
     submitted, collected = run_all(
-        [plan.manifest], code_dir=code_dir, data_dir=data_dir, image=pulled, out_dir=out_dir,
-        runs_root=runs_root, run_dir=run_dir, record=record, log_file=log_file,
-        on_submitted=on_submitted, on_cycle=on_cycle, **site_inputs,
-    )  # fmt: skip
+        [plan.manifest],
+        code_dir=code_dir,
+        data_dir=data_dir,
+        image=pulled,
+        out_dir=out_dir,
+        runs_root=runs_root,
+        run_dir=run_dir,
+        record=record,
+        log_file=log_file,
+        on_submitted=on_submitted,
+        on_cycle=on_cycle,
+        **site_inputs,
+    )
     return Reproduction(plan.original, submitted, collected)
 
 
@@ -152,6 +174,12 @@ def pulled_image(
     target = runs_root / "images" / (digest.removeprefix("sha256:") + ".sif")
     if target.is_file() and not target.is_symlink():
         return target
-    pull_image(SubprocessRunner(), find_builder(apptainer), uri, target, digest=digest,
-               plain_http=plain_http)  # fmt: skip
+    pull_image(
+        SubprocessRunner(),
+        find_builder(apptainer),
+        uri,
+        target,
+        digest=digest,
+        plain_http=plain_http,
+    )
     return target

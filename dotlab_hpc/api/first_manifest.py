@@ -148,8 +148,10 @@ def init(
     if out.suffix.lower() not in (".yaml", ".yml"):
         raise UsageError(f"-o {out}: init writes YAML; name it claim.yaml")
     if (out.exists() or out.is_symlink()) and not force:
-        raise UsageError(f"-o {out}: exists; init does not overwrite a manifest",
-                         hint="choose another -o, or add --force")  # fmt: skip
+        raise UsageError(
+            f"-o {out}: exists; init does not overwrite a manifest",
+            hint="choose another -o, or add --force",
+        )
     if image is not None and base is not None:
         raise UsageError(
             "give --image (an image you have) or --from (a base to build on), not both"

@@ -112,13 +112,19 @@ def verify(
     if data_dir is None:
         data_dir_needed([m])
     with (
-        tempfile.TemporaryDirectory(prefix="dotlab-no-data-") if data_dir is None else
-        nullcontext(os.fspath(data_dir)) as data,
+        tempfile.TemporaryDirectory(prefix="dotlab-no-data-")
+        if data_dir is None
+        else nullcontext(os.fspath(data_dir)) as data,
         Progress(f"verifying {m.spec.claim}") as progress,
-    ):  # fmt: skip
-        return verify_inputs(m.spec, code_dir=Path(code_dir), data_dir=Path(data),
-                             image=Path(image), runner=SubprocessRunner(),
-                             progress=progress)  # fmt: skip
+    ):
+        return verify_inputs(
+            m.spec,
+            code_dir=Path(code_dir),
+            data_dir=Path(data),
+            image=Path(image),
+            runner=SubprocessRunner(),
+            progress=progress,
+        )
 
 
 def render(
@@ -166,9 +172,13 @@ def render(
         image=where(image, "image.sif"),
     )
     site = site_settings(site_inputs)
-    job = JobSpec((task,), job_name=f"dotlab-{m.spec.claim}",
-                  apptainer=find_apptainer(site.apptainer.value), site=site,
-                  scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT)  # fmt: skip
+    job = JobSpec(
+        (task,),
+        job_name=f"dotlab-{m.spec.claim}",
+        apptainer=find_apptainer(site.apptainer.value),
+        site=site,
+        scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT,
+    )
     files = [
         (out / SCRIPT_NAME, render_script(job).encode(), 0o755),
         (out / FACTS_FILE, task_facts(task, job), 0o644),
@@ -217,10 +227,17 @@ def build(
     from ..render.build import build_image
 
     m, unpinned = load_for_build(Path(manifest))
-    res = build_image(m, Path(output), runner=SubprocessRunner(), now=SystemClock().now(),
-                      apptainer=apptainer, force=force, lock=lock,
-                      sign_key=None if sign_image is None else Path(sign_image),
-                      plain_http=plain_http)  # fmt: skip
+    res = build_image(
+        m,
+        Path(output),
+        runner=SubprocessRunner(),
+        now=SystemClock().now(),
+        apptainer=apptainer,
+        force=force,
+        lock=lock,
+        sign_key=None if sign_image is None else Path(sign_image),
+        plain_http=plain_http,
+    )
     res = dataclasses.replace(res, unpinned=unpinned)
     if pin and not res.manifest_pins_it:
         pin_image_digest(m.path, res.digest, expect_raw=m.raw)

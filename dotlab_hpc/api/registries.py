@@ -20,8 +20,9 @@ def push(
     from ..proc import SubprocessRunner
     from ..render.build import find_builder
 
-    return push_image(SubprocessRunner(), find_builder(apptainer), Path(image), uri,
-                      plain_http=plain_http)  # fmt: skip
+    return push_image(
+        SubprocessRunner(), find_builder(apptainer), Path(image), uri, plain_http=plain_http
+    )
 
 
 def pull(
@@ -39,5 +40,12 @@ def pull(
     from ..proc import SubprocessRunner
     from ..render.build import find_builder
 
-    return pull_image(SubprocessRunner(), find_builder(apptainer), uri, Path(output),
-                      digest=digest, plain_http=plain_http, force=force)  # fmt: skip
+    return pull_image(
+        SubprocessRunner(),
+        find_builder(apptainer),
+        uri,
+        Path(output),
+        digest=digest,
+        plain_http=plain_http,
+        force=force,
+    )

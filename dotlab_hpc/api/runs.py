@@ -119,8 +119,13 @@ def _trace_to(path: str) -> Callable[[datetime, FollowStats, int], None]:
     import json
 
     def trace(now: datetime, stats: FollowStats, left: int) -> None:
-        line = {"t": now.isoformat(), "left": left, "cycles": stats.cycles,
-                "slurm_calls": stats.slurm_calls, "cycle": stats.last}  # fmt: skip
+        line = {
+            "t": now.isoformat(),
+            "left": left,
+            "cycles": stats.cycles,
+            "slurm_calls": stats.slurm_calls,
+            "cycle": stats.last,
+        }
         with Path(path).open("a", encoding="utf-8") as f:
             f.write(json.dumps(line, sort_keys=True) + "\n")
 
@@ -145,10 +150,14 @@ def follow(
     dirs = [x if not isinstance(x, Path) else RunDir(x.absolute()) for x in runs]
     trace_path = os.environ.get(TRACE_ENV)
     return follow_runs(
-        dirs, slurm_client(), SystemClock(), knobs=Knobs.from_env(), on_cycle=on_cycle,
+        dirs,
+        slurm_client(),
+        SystemClock(),
+        knobs=Knobs.from_env(),
+        on_cycle=on_cycle,
         log=step_logger(None if log_file is None else Path(log_file)),
         trace=_trace_to(trace_path) if trace_path else None,
-    )  # fmt: skip
+    )
 
 
 def lost_error(states: Sequence[RunState]) -> JobsLost | None:
@@ -202,8 +211,15 @@ def watch_rows(run_dirs: Sequence[PathLike], *, on_cycle: OnCycle | None = None)
     def folded(states: list[RunState]) -> None:
         if on_cycle is not None:
             done = iter(states)
-            on_cycle([r for r in fold([r if isinstance(r, BadRun) else next(done) for r in rows],
-                                      groups) if not isinstance(r, BadRun)])  # fmt: skip
+            on_cycle(
+                [
+                    r
+                    for r in fold(
+                        [r if isinstance(r, BadRun) else next(done) for r in rows], groups
+                    )
+                    if not isinstance(r, BadRun)
+                ]
+            )
 
     followed = iter(follow(good, on_cycle=folded) if good else [])
     return fold([r if isinstance(r, BadRun) else next(followed) for r in rows], groups)
@@ -246,8 +262,15 @@ def collect_all(
     log = step_logger(None if log_file is None else Path(log_file))
 
     def runs(dirs: Sequence[RunDir], extra: Path | None = None) -> list[Collected]:
-        return collect_runs(dirs, client, now=now, extra_record=extra, log=log, lost=lost,
-                            lost_s=Knobs.from_env().lost_s)  # fmt: skip
+        return collect_runs(
+            dirs,
+            client,
+            now=now,
+            extra_record=extra,
+            log=log,
+            lost=lost,
+            lost_s=Knobs.from_env().lost_s,
+        )
 
     claims = {i: RunDir(Path(p).absolute()) for i, p in enumerate(run_dirs)}
     claims = {i: rd for i, rd in claims.items() if rd.is_claim()}  # a claim over many runs
@@ -256,8 +279,10 @@ def collect_all(
     if not claims:
         return single
     done = iter(single)
-    out = [collect_claim(claims[i], runs, now=now, log=log) if i in claims else next(done)
-           for i in range(len(run_dirs))]  # fmt: skip
+    out = [
+        collect_claim(claims[i], runs, now=now, log=log) if i in claims else next(done)
+        for i in range(len(run_dirs))
+    ]
     if record is not None and out[0].record is not None:
         from ..rundir.records import write_record
 

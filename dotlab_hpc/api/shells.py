@@ -38,9 +38,12 @@ def shell_env(environ: dict[str, str]) -> dict[str, str]:
     """The login environment as the job script leaves it: no APPTAINER*/SINGULARITY* variable
     (they would steer Apptainer), nothing that makes bash read a file or define a function
     first (the site's preparation lines run as in the job), the job's PATH and LC_ALL."""
-    env = {k: v for k, v in environ.items()
-           if not k.startswith(("APPTAINER", "SINGULARITY", "BASH_FUNC_"))
-           and k not in ("BASH_ENV", "ENV")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in environ.items()
+        if not k.startswith(("APPTAINER", "SINGULARITY", "BASH_FUNC_"))
+        and k not in ("BASH_ENV", "ENV")
+    }
     env.update(PATH=JOB_PATH, LC_ALL="C")
     return env
 
@@ -78,12 +81,16 @@ def plan_shell(
         data = empty_data_dir()
     else:
         data = Path(data_dir)
-    report = verify_inputs(m.spec, code_dir=Path(code_dir), data_dir=data, image=Path(image),
-                           runner=SubprocessRunner())  # fmt: skip
+    report = verify_inputs(
+        m.spec, code_dir=Path(code_dir), data_dir=data, image=Path(image), runner=SubprocessRunner()
+    )
     if not report.ok:
         raise InputMismatch([*report.mismatches(), *(f"fix: {f}" for f in report.fixes())])
-    out = Path(out_dir) if out_dir is not None else default_out_dir(
-        [f"shell-{m.spec.claim}"], now=SystemClock().now())  # fmt: skip
+    out = (
+        Path(out_dir)
+        if out_dir is not None
+        else default_out_dir([f"shell-{m.spec.claim}"], now=SystemClock().now())
+    )
     try:
         out.mkdir(parents=True, exist_ok=True)
         if any(out.iterdir()):
@@ -92,9 +99,14 @@ def plan_shell(
         raise UsageError(f"--out-dir {out}: cannot make it ({e.strerror})") from e
     site = resolve_apptainer(site, SubprocessRunner())
     program = site.apptainer.value or "apptainer"  # resolved: an absolute path
-    task = TaskSpec(manifest=m, run_dir=out.absolute(), code_dir=Path(code_dir).absolute(),
-                    data_dir=data.absolute(), out_dir=out.absolute(),
-                    image=Path(image).absolute())  # fmt: skip
+    task = TaskSpec(
+        manifest=m,
+        run_dir=out.absolute(),
+        code_dir=Path(code_dir).absolute(),
+        data_dir=data.absolute(),
+        out_dir=out.absolute(),
+        image=Path(image).absolute(),
+    )
     spec = shell_exec_spec(task, program, site.scratch_root.value or DEFAULT_SCRATCH_ROOT)
     if spec.scratch_dir is not None:  # the job makes it on the node; a shell has no job
         import dataclasses
@@ -104,11 +116,15 @@ def plan_shell(
     if not local:
         r = m.spec.resources
         argv = srun_shell_argv(
-            argv, time_s=r.time_s, cpus=r.cpus, mem_mib=r.memory_mib,
+            argv,
+            time_s=r.time_s,
+            cpus=r.cpus,
+            mem_mib=r.memory_mib,
             gres=gres_value([m.spec], r.gpus, site) if r.gpus else None,
-            where=site.where_for(r), extra=site.sbatch_args,
+            where=site.where_for(r),
+            extra=site.sbatch_args,
             pty=sys.stdin.isatty() if pty is None else pty,
-        )  # fmt: skip
+        )
     return ShellPlan(argv, shell_env(dict(os.environ)), out)
 
 

@@ -29,8 +29,11 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
     settings = site_settings(where)
     spec = load_manifest(manifest).spec if manifest is not None else None
     resources = spec.resources if spec is not None else None
-    rows = [SiteRow(f, s.value or "", s.source)
-            for f in WHERE for s in [settings.setting_for(f, resources)]]  # fmt: skip
+    rows = [
+        SiteRow(f, s.value or "", s.source)
+        for f in WHERE
+        for s in [settings.setting_for(f, resources)]
+    ]
     if spec is not None and spec.is_gpu and spec.resources.gpu_type:
         gres = settings.gres_setting(spec.resources.gpu_type)
         rows.append(SiteRow("gres", f"gpu:{gres.value}:{spec.resources.gpus}", gres.source))
@@ -44,10 +47,10 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
     except DotlabError as e:
         problem, fix = e.message, e.hint
         rows.append(SiteRow("apptainer", "", "not found"))
-    rows.append(SiteRow("scratch_root", settings.scratch_root.value or "",
-                        settings.scratch_root.source))  # fmt: skip
-    rows.append(SiteRow("requeue_on_preemption", str(settings.requeues),
-                        settings.requeues_source))  # fmt: skip
+    rows.append(
+        SiteRow("scratch_root", settings.scratch_root.value or "", settings.scratch_root.source)
+    )
+    rows.append(SiteRow("requeue_on_preemption", str(settings.requeues), settings.requeues_source))
     try:
         cluster = slurm_client().cluster_name()
     except DotlabError:
@@ -82,10 +85,18 @@ def doctor(
     site_argv: tuple[str, ...] = ()
     if settings.file is not None:
         site_argv = ("--site", str(settings.file.absolute()))
-    site_argv += tuple(f"--{k}={s.value or ''}" for k, s in settings.where.items()
-                       if s.source == f"--{k}")  # fmt: skip
+    site_argv += tuple(
+        f"--{k}={s.value or ''}" for k, s in settings.where.items() if s.source == f"--{k}"
+    )
     site_argv += tuple(f"--sbatch-arg={a}" for a in site_inputs.get("sbatch_args", ()))
-    opts = DoctorOptions(image=path(image), gpus=gpus, apptainer_conf=path(apptainer_conf),
-                         work_dir=path(work_dir), keep=keep, timeout_s=timeout_s, site=settings,
-                         site_argv=site_argv)  # fmt: skip
+    opts = DoctorOptions(
+        image=path(image),
+        gpus=gpus,
+        apptainer_conf=path(apptainer_conf),
+        work_dir=path(work_dir),
+        keep=keep,
+        timeout_s=timeout_s,
+        site=settings,
+        site_argv=site_argv,
+    )
     return DoctorReport(tuple(check_site(SubprocessRunner(), opts)))

@@ -94,8 +94,9 @@ def with_defaults(manifests: Sequence[PathLike], where: RunInputs) -> RunInputs:
         claims = (
             [m.spec.claim for m in loaded] if len(manifests) == 1 else list(map(str, manifests))
         )
-        out_dir = default_out_dir(claims, now=SystemClock().now(), runs_root=runs_root,
-                                  run_dir=run_dir)  # fmt: skip
+        out_dir = default_out_dir(
+            claims, now=SystemClock().now(), runs_root=runs_root, run_dir=run_dir
+        )
     return {**where, "out_dir": out_dir, "data_dir": data_dir}
 
 
@@ -143,8 +144,16 @@ def submission(
 
         groups = by_job(manifests)
         if len(groups) > 1:  # claims over many runs: each is a job (array) of its own
-            return submit_groups(groups, submission, Path(out_dir), hold=hold, dry_run=dry_run,
-                                 log_file=log_file, on_retry=on_retry, **where)  # fmt: skip
+            return submit_groups(
+                groups,
+                submission,
+                Path(out_dir),
+                hold=hold,
+                dry_run=dry_run,
+                log_file=log_file,
+                on_retry=on_retry,
+                **where,
+            )
     from .runs import slurm_client
 
     site = site_settings(where)
@@ -242,8 +251,15 @@ def run_all(
         from .runs import local_jobs
 
         with local_jobs():
-            return run_all(manifests, record=record, log_file=log_file, on_retry=on_retry,
-                           on_submitted=on_submitted, on_cycle=on_cycle, **where)  # fmt: skip
+            return run_all(
+                manifests,
+                record=record,
+                log_file=log_file,
+                on_retry=on_retry,
+                on_submitted=on_submitted,
+                on_cycle=on_cycle,
+                **where,
+            )
     from .runs import collect_all, follow
 
     res = submission(manifests, log_file=log_file, on_retry=on_retry, follows=True, **where)
@@ -270,9 +286,14 @@ def run_all(
     def submit(manifests: list[PathLike], **kw: Any) -> SubmitResult:
         return submission(manifests, log_file=log_file, on_retry=on_retry, **kw)
 
-    return res, requeue_preempted(got, dict(where), requeues, submit=submit,
-                                  follow_and_collect=follow_and_collect,
-                                  on_attempt=on_attempt)  # fmt: skip
+    return res, requeue_preempted(
+        got,
+        dict(where),
+        requeues,
+        submit=submit,
+        follow_and_collect=follow_and_collect,
+        on_attempt=on_attempt,
+    )
 
 
 def run(

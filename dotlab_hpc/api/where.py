@@ -40,9 +40,12 @@ def site_settings(where: SiteInputs) -> Site:
     from ..site.sitefile import WHERE
 
     site = where.get("site")
-    return settings(SiteOptions(
-        site_file=None if site is None else Path(site),
-        where={k: str(v) for k in WHERE if (v := where.get(k)) is not None},
-        sbatch_args=tuple(where.get("sbatch_args", ())), apptainer=where.get("apptainer"),
-        requeue_on_preemption=where.get("requeue_on_preemption"),
-    ))  # fmt: skip
+    return settings(
+        SiteOptions(
+            site_file=None if site is None else Path(site),
+            where={k: str(v) for k in WHERE if (v := where.get(k)) is not None},
+            sbatch_args=tuple(where.get("sbatch_args", ())),
+            apptainer=where.get("apptainer"),
+            requeue_on_preemption=where.get("requeue_on_preemption"),
+        )
+    )

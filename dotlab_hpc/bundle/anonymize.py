@@ -34,9 +34,23 @@ ANON_ROOT = "/anon"
 # Folders that are the system's, not the user's: never a prefix to rewrite (the container's own
 # /work/* paths appear in the isolation facts, /tmp in the site settings)
 _NOT_HOST_PATHS = frozenset(
-    {"/", "/tmp", "/var/tmp", "/home", "/usr", "/opt", "/scratch", "/dev/shm", "/run", "/var",  # noqa: S108 - names, never opened
-     "/work", "/work/code", "/work/data", "/work/out"}
-)  # fmt: skip
+    {
+        "/",
+        "/tmp",  # noqa: S108 - a name, never opened
+        "/var/tmp",  # noqa: S108 - a name, never opened
+        "/home",
+        "/usr",
+        "/opt",
+        "/scratch",
+        "/dev/shm",  # noqa: S108 - a name, never opened
+        "/run",
+        "/var",
+        "/work",
+        "/work/code",
+        "/work/data",
+        "/work/out",
+    }
+)
 _NAME_CHAR = r"[A-Za-z0-9_]"
 TOOL_PREFIX = "dotlab"  # the word the tool's own names start with
 _PATH_CHAR = r"[\w.\-+@~%]"

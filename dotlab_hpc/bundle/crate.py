@@ -390,7 +390,8 @@ def check_crate(
     if stated != dict(datasets):
         problems.append(f"{CRATE} names datasets {stated}, the record {dict(datasets)}")
     if action.get("location") != location:
-        problems.append(f"{CRATE} says the run went to {action.get('location')!r}, the record"
-                        f" {location!r}")  # fmt: skip
+        problems.append(
+            f"{CRATE} says the run went to {action.get('location')!r}, the record {location!r}"
+        )
     problems += check_run_actions(crate, runs, action=action.id, crate_name=CRATE)
     return problems

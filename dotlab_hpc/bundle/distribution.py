@@ -106,8 +106,15 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
         )
         xs = [g + _jitter(k) for k in range(len(values))]
         what = "a run" if variant is None else f"a sample of {variant}"
-        ax.scatter(xs, values, s=22, color=_COLORS[g % len(_COLORS)] if variant else "#333333",
-                   alpha=0.8, zorder=3, label=what)  # fmt: skip
+        ax.scatter(
+            xs,
+            values,
+            s=22,
+            color=_COLORS[g % len(_COLORS)] if variant else "#333333",
+            alpha=0.8,
+            zorder=3,
+            label=what,
+        )
     targets = [
         (name, record.targets[name], stat)
         for name, stat in sorted(over.statistics.items())

@@ -56,12 +56,15 @@ def oras_ref(uri: str, *, plain_http: bool, what: str) -> ImageRef:
 
 
 def _check_manifest_pin(ref: ImageRef, got: Manifest) -> None:
-    if ref.digest is not None and (got.digest != ref.digest or
-                                   got.served_digest not in (None, ref.digest)):  # fmt: skip
-        raise InputMismatch([
-            f"{ref.text()}: the registry serves a manifest with sha256 {got.digest} for this"
-            " pinned digest; refused, nothing pulled",
-        ])  # fmt: skip
+    if ref.digest is not None and (
+        got.digest != ref.digest or got.served_digest not in (None, ref.digest)
+    ):
+        raise InputMismatch(
+            [
+                f"{ref.text()}: the registry serves a manifest with sha256 {got.digest} for this"
+                " pinned digest; refused, nothing pulled",
+            ]
+        )
 
 
 def check_registry_holds(
@@ -74,10 +77,12 @@ def check_registry_holds(
     _check_manifest_pin(ref, got)
     layer = parse_sif_layer(got)
     if layer.digest != digest:
-        raise InputMismatch([
-            f"{ref.text()}: the registry's artifact carries the .sif {layer.digest}, not"
-            f" {digest}",
-        ])  # fmt: skip
+        raise InputMismatch(
+            [
+                f"{ref.text()}: the registry's artifact carries the .sif {layer.digest}, not"
+                f" {digest}",
+            ]
+        )
     return ref.pinned(got.digest)
 
 
@@ -106,15 +111,18 @@ def push_image(
         raise OperatorError(f"{image}: no digest computed")
     code = runner.stream(push_argv(program, image, uri, no_https=plain_http))
     if code != 0:
-        raise OperatorError(f"`{Path(program).name} push` failed with exit status {code}; its"
-                            " output is above")  # fmt: skip
+        raise OperatorError(
+            f"`{Path(program).name} push` failed with exit status {code}; its output is above"
+        )
     got = fetch(ref, ref.tag, plain_http)
     layer = parse_sif_layer(got)
     if layer.digest != sif.digest:
-        raise InputMismatch([
-            f"{uri}: after the push the registry holds the .sif {layer.digest} under this tag,"
-            f" not {sif.digest}: another push may have raced this one",
-        ])  # fmt: skip
+        raise InputMismatch(
+            [
+                f"{uri}: after the push the registry holds the .sif {layer.digest} under this tag,"
+                f" not {sif.digest}: another push may have raced this one",
+            ]
+        )
     return Transfer(image, sif.digest, sif.file_size, ref.pinned(got.digest))
 
 
@@ -155,10 +163,12 @@ def pull_image(
     _check_manifest_pin(ref, got)
     layer = parse_sif_layer(got)
     if digest is not None and layer.digest != digest:
-        raise InputMismatch([
-            f"{ref.text()}: the registry's artifact carries the .sif {layer.digest}, not the"
-            f" pinned {digest}; refused, nothing pulled",
-        ])  # fmt: skip
+        raise InputMismatch(
+            [
+                f"{ref.text()}: the registry's artifact carries the .sif {layer.digest}, not the"
+                f" pinned {digest}; refused, nothing pulled",
+            ]
+        )
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -178,10 +188,12 @@ def pull_image(
             raise OperatorError(f"`{Path(program).name} pull` wrote no file at {part}")
         actual = "sha256:" + sha256_file(part)
         if actual != layer.digest:
-            raise InputMismatch([
-                f"{ref.text()}: the file the registry sent has {actual}, its manifest says"
-                f" {layer.digest}: a changed or broken blob; refused, {output} not written",
-            ])  # fmt: skip
+            raise InputMismatch(
+                [
+                    f"{ref.text()}: the file the registry sent has {actual}, its manifest says"
+                    f" {layer.digest}: a changed or broken blob; refused, {output} not written",
+                ]
+            )
         part.replace(output)
     finally:
         part.unlink(missing_ok=True)

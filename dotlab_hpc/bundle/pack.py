@@ -156,10 +156,17 @@ def _anonymize(
 
     found = identities(Path(run.paths.run_dir))
     p = run.paths
-    scrub = scrubber(found, run_dir=p.run_dir, code_dir=p.code_dir, data_dir=p.data_dir,
-                     out_dir=p.out_dir, image=p.image, manifest_path=run.manifest_path,
-                     apptainer=run.apptainer,
-                     site_file=record.site.file if record.site else None)  # fmt: skip
+    scrub = scrubber(
+        found,
+        run_dir=p.run_dir,
+        code_dir=p.code_dir,
+        data_dir=p.data_dir,
+        out_dir=p.out_dir,
+        image=p.image,
+        manifest_path=run.manifest_path,
+        apptainer=run.apptainer,
+        site_file=record.site.file if record.site else None,
+    )
     if image is not None:
         sif = read_sif(image, digest=False)
         owners = tuple(n for o in sif.objects for n in (o.uid, o.gid))

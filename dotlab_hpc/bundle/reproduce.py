@@ -59,5 +59,10 @@ def plan_reproduce(root: Path, report: BundleReport, *, image: Path | None) -> R
                 f"{one_line(report.bundle)}: holds no image (packed with --no-image)",
                 hint=f"get it{where} and give --image F.sif ({index.image.digest})",
             )
-    return ReproducePlan(manifest=root / index.manifest, image=image, original=original,
-                         digest=index.image.digest, pull=pull)  # fmt: skip
+    return ReproducePlan(
+        manifest=root / index.manifest,
+        image=image,
+        original=original,
+        digest=index.image.digest,
+        pull=pull,
+    )

@@ -25,8 +25,13 @@ def attempts_record(run_dir: Path, attempt: int) -> AttemptsRecord | None:
             status = rd.status()
         except DotlabError:  # kept as it was, whatever it holds: its job is still named
             sub, status = None, None
-        earlier.append(EarlierAttempt(
-            attempt=k, job_id=sub.job_id if sub is not None else None, state="PREEMPTED",
-            node=(status.node or None) if status is not None else None, folder=folder,
-        ))  # fmt: skip
+        earlier.append(
+            EarlierAttempt(
+                attempt=k,
+                job_id=sub.job_id if sub is not None else None,
+                state="PREEMPTED",
+                node=(status.node or None) if status is not None else None,
+                folder=folder,
+            )
+        )
     return AttemptsRecord(attempt=attempt, earlier=earlier)

@@ -203,8 +203,10 @@ def collect_claim(
             return Collected(rd.path, claim.claim, again, None, True)
         write_record(rec, rd.record_path)
     if log is not None:
-        log(rd, event("collected", now, run_dir=str(rd.path), outcome=rec.outcome,
-                      reason=rec.reason))  # fmt: skip
+        log(
+            rd,
+            event("collected", now, run_dir=str(rd.path), outcome=rec.outcome, reason=rec.reason),
+        )
     return Collected(rd.path, claim.claim, rec, None, False)
 
 

@@ -91,8 +91,9 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
     if facts.run.run_of is None:
         return record
     outcome = RAN if values is not None else verdict.outcome.value
-    return record.model_copy(update={"outcome": outcome, "run_of": facts.run.run_of,
-                                     "values": values, "targets": {}})  # fmt: skip
+    return record.model_copy(
+        update={"outcome": outcome, "run_of": facts.run.run_of, "values": values, "targets": {}}
+    )
 
 
 def _settle(
@@ -164,8 +165,9 @@ def _orphan_jobs(todo: Sequence[RunFiles], client: SlurmClient, now: datetime) -
     orphans = [f for f in todo if f.submission is None]
     if not orphans:
         return {}
-    found = jobs_by_name([f.run.job_name for f in orphans], [_since(f) for f in orphans], client,
-                         now=now)  # fmt: skip
+    found = jobs_by_name(
+        [f.run.job_name for f in orphans], [_since(f) for f in orphans], client, now=now
+    )
     out: dict[Path, str] = {}
     for f in orphans:
         jobs = found.get(f.run.job_name)
@@ -201,8 +203,14 @@ def _lost_runs(
     held = client.controller_jobs([job_id for _, job_id, _, _ in suspects])
     out: dict[Path, str] = {}
     for f, job_id, info, age in suspects:
-        why = lost_reason(job_id, f.run.job_name, controller=held.get(job_id), accounting=info,
-                          age_s=age, lost_s=lost_s)  # fmt: skip
+        why = lost_reason(
+            job_id,
+            f.run.job_name,
+            controller=held.get(job_id),
+            accounting=info,
+            age_s=age,
+            lost_s=lost_s,
+        )
         if why is not None:
             out[f.run_dir.path] = why
     return out
@@ -268,8 +276,9 @@ def collect_runs(
         if job_of:
             since = lookup_since((_since(f) for f in todo), now)
             infos = client.query(list(job_of.values()), since=since)
-            infos = _settle(todo, job_of, infos, client, since=since, sleep=sleep,
-                            settle_s=settle_s)  # fmt: skip
+            infos = _settle(
+                todo, job_of, infos, client, since=since, sleep=sleep, settle_s=settle_s
+            )
             stuck = _lost_runs(todo, job_of, infos, client, now=now, lost_s=lost_s)
     except (SlurmError, ProcTimeout) as e:
         # a run whose job wrote its status file is decided by it (the record says the state is

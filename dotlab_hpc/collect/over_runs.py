@@ -113,8 +113,9 @@ def _one(t: StatTarget, runs: Sequence[RunValues], pairs: tuple[str, str] | None
         actual = statistic(t.statistic, values)
         interval = mean_interval(values) if t.statistic == "mean" else None
         return StatResult(t, actual, len(values), within_tolerance(actual, t), interval)
-    a, b = ([r.values[t.of] for r in runs if r.values is not None and r.variant == v]
-            for v in pairs)  # fmt: skip
+    a, b = (
+        [r.values[t.of] for r in runs if r.values is not None and r.variant == v] for v in pairs
+    )
     base, other = statistic(t.statistic, a), statistic(t.statistic, b)
     actual = compared(t.compare, base, other)
     interval = bootstrap_interval(t.statistic, a, b, t.compare)

@@ -91,8 +91,12 @@ class Interval:
 
     def as_dict(self) -> dict[str, float | str]:
         """The record's form."""
-        return {"low": self.low, "high": self.high, "confidence": self.confidence,
-                "method": self.method}  # fmt: skip
+        return {
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "method": self.method,
+        }
 
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval | None:

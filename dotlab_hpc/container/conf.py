@@ -132,8 +132,9 @@ def conf_findings(conf: Mapping[str, list[str]]) -> list[ConfFinding]:
     return found
 
 
-def apptainer_mode(buildcfg: Mapping[str, str], conf: Mapping[str, list[str]],
-                   starter_suid_setuid: bool) -> str:  # fmt: skip
+def apptainer_mode(
+    buildcfg: Mapping[str, str], conf: Mapping[str, list[str]], starter_suid_setuid: bool
+) -> str:
     """``setuid`` or ``user namespace``: how this install starts containers."""
     suid_install = buildcfg.get("APPTAINER_SUID_INSTALL") == "1"
     allowed = _last(conf, "allow setuid") != "no"

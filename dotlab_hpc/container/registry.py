@@ -245,10 +245,12 @@ def check_pinned_manifest(ref: ImageRef, plain_http: bool, fetch: Fetch = fetch_
     served = got.served_digest
     if got.digest != ref.digest or (served is not None and served != ref.digest):
         other = got.digest if got.digest != ref.digest else served
-        raise InputMismatch([
-            f"{ref.text()}: the registry at {ref.host} serves {other} for this pinned digest;"
-            " it is not the pinned image, refused before anything is pulled or built",
-        ])  # fmt: skip
+        raise InputMismatch(
+            [
+                f"{ref.text()}: the registry at {ref.host} serves {other} for this pinned digest;"
+                " it is not the pinned image, refused before anything is pulled or built",
+            ]
+        )
     return got.digest
 
 
@@ -264,9 +266,10 @@ def parse_sif_layer(manifest: Manifest) -> SifLayer:
     """The one SIF layer of an ORAS manifest Apptainer pushed; OperatorError otherwise."""
     layers = manifest.json().get("layers")
     found = [
-        layer for layer in layers or ()
+        layer
+        for layer in layers or ()
         if isinstance(layer, dict) and layer.get("mediaType") == SIF_LAYER
-    ]  # fmt: skip
+    ]
     if len(found) != 1:
         raise OperatorError(
             f"the artifact {manifest.digest} holds {len(found)} SIF layers ({SIF_LAYER}), not 1:"

@@ -70,14 +70,16 @@ def _age(run: _Run, now: datetime) -> float:
 
 def _lost(run: _Run, why: str) -> RunState:
     s = run.state
-    return RunState(s.run_dir, s.claim, run.local.job_id, LOST, True, s.node, s.elapsed_s,
-                    why, "slurm")  # fmt: skip
+    return RunState(
+        s.run_dir, s.claim, run.local.job_id, LOST, True, s.node, s.elapsed_s, why, "slurm"
+    )
 
 
 def _broken(run: _Run, error: DotlabError) -> RunState:
     s = run.state
-    return RunState(s.run_dir, s.claim, run.local.job_id, ERROR, True, None, None, error.message,
-                    "run-dir")  # fmt: skip
+    return RunState(
+        s.run_dir, s.claim, run.local.job_id, ERROR, True, None, None, error.message, "run-dir"
+    )
 
 
 def _first_state(lo: Local, infos: dict[str, JobInfo], now: datetime) -> RunState:
@@ -88,8 +90,9 @@ def _first_state(lo: Local, infos: dict[str, JobInfo], now: datetime) -> RunStat
         return from_slurm(lo, infos[lo.job_id], now)
     else:
         note = "not asked Slurm yet"
-    return RunState(lo.rd.path, lo.claim, lo.job_id, "SUBMITTED", False, None, None, note,
-                    "run-dir")  # fmt: skip
+    return RunState(
+        lo.rd.path, lo.claim, lo.job_id, "SUBMITTED", False, None, None, note, "run-dir"
+    )
 
 
 class Follower:
@@ -182,9 +185,17 @@ class Follower:
         r.end_info = info if info is not None else r.end_info
         s = r.state
         said = f"ended {info.raw_state}" if info is not None else "its end marker is there"
-        r.state = RunState(s.run_dir, s.claim, r.local.job_id, s.state, False, s.node,
-                           s.elapsed_s, f"{said}; waiting up to {self.knobs.grace_s:.0f} s for"
-                           " its status file", "slurm")  # fmt: skip
+        r.state = RunState(
+            s.run_dir,
+            s.claim,
+            r.local.job_id,
+            s.state,
+            False,
+            s.node,
+            s.elapsed_s,
+            f"{said}; waiting up to {self.knobs.grace_s:.0f} s for its status file",
+            "slurm",
+        )
         if r.end_info is None or not r.end_info.terminal:
             self._ask_soon(now)
         self._grace(r, now)
@@ -195,10 +206,17 @@ class Follower:
         if waited < self.knobs.grace_s:
             return
         s, info = r.state, r.end_info
-        r.state = RunState(s.run_dir, s.claim, r.local.job_id, NO_STATUS, True,
-                           (info.node if info else None) or s.node,
-                           info.elapsed_s if info else s.elapsed_s,
-                           no_status_reason(r.local.rd.path, info, waited), "slurm")  # fmt: skip
+        r.state = RunState(
+            s.run_dir,
+            s.claim,
+            r.local.job_id,
+            NO_STATUS,
+            True,
+            (info.node if info else None) or s.node,
+            info.elapsed_s if info else s.elapsed_s,
+            no_status_reason(r.local.rd.path, info, waited),
+            "slurm",
+        )
 
     # ------------------------------------------------------------------ Slurm
     def _ask_soon(self, now: datetime) -> None:
@@ -216,11 +234,13 @@ class Follower:
 
     def ask_slurm(self, now: datetime, ops: dict[str, int]) -> None:
         """ONE Slurm call: squeue for every unfinished job, or sacct for those squeue lost."""
-        orphans = [i for i, r in enumerate(self.runs) if not r.state.finished
-                   and r.local.job_id is None]  # fmt: skip
+        orphans = [
+            i for i, r in enumerate(self.runs) if not r.state.finished and r.local.job_id is None
+        ]
         if orphans:  # still being submitted when last looked up by name
-            adopted, infos = adopt_orphans([self.runs[i].local for i in orphans], self.client,
-                                           now=now)  # fmt: skip
+            adopted, infos = adopt_orphans(
+                [self.runs[i].local for i in orphans], self.client, now=now
+            )
             for i, lo in zip(orphans, adopted, strict=True):
                 self.runs[i] = self._new_run(lo, infos, now)
             self._ask_soon(now)
@@ -250,9 +270,17 @@ class Follower:
                         self.resolve.add(i)
                         if r.ended is None:
                             s = r.state
-                            r.state = RunState(s.run_dir, s.claim, s.job_id, s.state, False,
-                                               s.node, s.elapsed_s, "the controller does not list"
-                                               " it; asking accounting", "slurm")  # fmt: skip
+                            r.state = RunState(
+                                s.run_dir,
+                                s.claim,
+                                s.job_id,
+                                s.state,
+                                False,
+                                s.node,
+                                s.elapsed_s,
+                                "the controller does not list it; asking accounting",
+                                "slurm",
+                            )
             elif r.ended is None:
                 r.state = from_slurm(r.local, info, now)
             else:  # ended by its marker, Slurm not yet: ask again within its grace
@@ -291,9 +319,14 @@ class Follower:
         controller: JobInfo | None = None,
         accounting: JobInfo | None = None,
     ) -> str | None:
-        return lost_reason(r.local.job_id or "", r.local.job_name, controller=controller,
-                           accounting=accounting, age_s=_age(r, now),
-                           lost_s=self.knobs.lost_s)  # fmt: skip
+        return lost_reason(
+            r.local.job_id or "",
+            r.local.job_name,
+            controller=controller,
+            accounting=accounting,
+            age_s=_age(r, now),
+            lost_s=self.knobs.lost_s,
+        )
 
     def cycle(self, now: datetime) -> bool:
         """One cycle: the files, then Slurm when due. True when something changed."""
@@ -363,8 +396,14 @@ def follow(
         states = f.states
         for st in states:
             if log is not None and seen.get(st.run_dir) != st.state:
-                ev = event("state", now, run_dir=str(st.run_dir), job_id=st.job_id,
-                           state=st.state, node=st.node)  # fmt: skip
+                ev = event(
+                    "state",
+                    now,
+                    run_dir=str(st.run_dir),
+                    job_id=st.job_id,
+                    state=st.state,
+                    node=st.node,
+                )
                 log(by_path.get(st.run_dir), ev)
             seen[st.run_dir] = st.state
         left = sum(not s.finished for s in states)

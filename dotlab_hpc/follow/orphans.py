@@ -16,9 +16,12 @@ if TYPE_CHECKING:
 
 
 def jobs_by_name(
-    names: Iterable[str], whens: Iterable[datetime | None], client: SlurmClient, *,
+    names: Iterable[str],
+    whens: Iterable[datetime | None],
+    client: SlurmClient,
+    *,
     now: datetime,
-) -> dict[str, list[JobInfo]]:  # fmt: skip
+) -> dict[str, list[JobInfo]]:
     """Every job named one of ``names``, by name: one lookup for all of them, from
     ``lookup_since`` the runs' submissions (or creation) ``whens``."""
     return client.find_by_names(sorted(set(names)), since=lookup_since(whens, now))
@@ -44,8 +47,9 @@ def adopt_orphans(
     orphans = [lo for lo in locals_ if lo.orphan]
     if not orphans:
         return list(locals_), {}
-    found = jobs_by_name([lo.job_name for lo in orphans], [lo.since for lo in orphans], client,
-                         now=now)  # fmt: skip
+    found = jobs_by_name(
+        [lo.job_name for lo in orphans], [lo.since for lo in orphans], client, now=now
+    )
     infos: dict[str, JobInfo] = {}
     out: list[Local] = []
     for lo in locals_:
@@ -62,7 +66,8 @@ def adopt_orphans(
             out.append(lo)  # perhaps still being submitted: still an orphan
         else:
             note = f"never submitted (Slurm knows no job named {lo.job_name})"
-            done = RunState(lo.rd.path, lo.claim, None, "NOT_SUBMITTED", True, None, None, note,
-                            "run-dir")  # fmt: skip
+            done = RunState(
+                lo.rd.path, lo.claim, None, "NOT_SUBMITTED", True, None, None, note, "run-dir"
+            )
             out.append(lo._replace(done=done))
     return out, infos

@@ -82,9 +82,18 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
         done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "run-dir")
     created = parse_ts(run.created_at) if sub is None else None
     return Local(
-        rd, claim, run.run_id, job_id, run.job_name, run.task_index, submitted, created,
-        ends, done, status_read,
-    )  # fmt: skip
+        rd,
+        claim,
+        run.run_id,
+        job_id,
+        run.job_name,
+        run.task_index,
+        submitted,
+        created,
+        ends,
+        done,
+        status_read,
+    )
 
 
 def _from_status(
@@ -139,9 +148,16 @@ def _without_slurm(local: Local, reason: str, *, pending: bool = False) -> RunSt
     """A run whose job Slurm says nothing true about: PENDING while just submitted, or UNKNOWN."""
     state = JobState.PENDING if pending else JobState.UNKNOWN
     return RunState(
-        local.rd.path, local.claim, local.job_id, state.value, not pending, None, None, reason,
+        local.rd.path,
+        local.claim,
+        local.job_id,
+        state.value,
+        not pending,
+        None,
+        None,
+        reason,
         "slurm",
-    )  # fmt: skip
+    )
 
 
 def from_slurm(local: Local, info: JobInfo | None, now: datetime) -> RunState:
@@ -229,8 +245,9 @@ def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datet
         if lo.done is not None:
             out.append(lo.done)
         elif lo.job_id is None:
-            out.append(_without_slurm(lo, "being submitted: no job under its name yet",
-                                      pending=True))  # fmt: skip
+            out.append(
+                _without_slurm(lo, "being submitted: no job under its name yet", pending=True)
+            )
         else:
             info = infos.get(lo.job_id)
             info = info.of(lo.job_name, lo.since) if info is not None else None

@@ -59,8 +59,9 @@ def space_of(folder: Path | str) -> Space | None:
         st = os.statvfs(folder)
     except OSError:
         return None
-    return Space(st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize,
-                 st.f_files > 0 and st.f_favail == 0)  # fmt: skip
+    return Space(
+        st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, st.f_files > 0 and st.f_favail == 0
+    )
 
 
 def _size(n: int) -> str:

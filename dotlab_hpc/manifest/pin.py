@@ -150,8 +150,10 @@ def pin_image_digest(path: Path, digest: str, *, expect_raw: bytes) -> None:
     try:
         after = parse_document(new.encode("utf-8"), real.suffix.lower(), label)
     except ManifestError as e:
-        raise UsageError(f"{path}: pinning would break the file ({e.problems[0]}); not pinned",
-                         hint=f"set image.digest to {digest} yourself") from e  # fmt: skip
+        raise UsageError(
+            f"{path}: pinning would break the file ({e.problems[0]}); not pinned",
+            hint=f"set image.digest to {digest} yourself",
+        ) from e
     if after != want:
         raise UsageError(
             f"{path}: could not pin image.digest without changing other fields; not pinned",

@@ -37,10 +37,14 @@ def signature_note(report: BundleReport) -> str | None:
     if sig is None or sig.state in ("verified", "invalid"):
         return None
     if sig.state == "not_signed":
-        return ("note: this bundle is not signed; nothing proves who packed it (give --key"
-                " KEY.pub to require a signature)")  # fmt: skip
-    return (f"note: this bundle is {signed_by(sig.key_ids)}, but the signature was not checked"
-            " (give --key KEY.pub, the authors' public key, to check it)")  # fmt: skip
+        return (
+            "note: this bundle is not signed; nothing proves who packed it (give --key"
+            " KEY.pub to require a signature)"
+        )
+    return (
+        f"note: this bundle is {signed_by(sig.key_ids)}, but the signature was not checked"
+        " (give --key KEY.pub, the authors' public key, to check it)"
+    )
 
 
 def verify_table(report: VerifyReport) -> str:
@@ -123,10 +127,14 @@ def _spread(r: ClaimRecord, of: str) -> list[str]:
 def distributions(original: ClaimRecord, new: ClaimRecord) -> list[str]:
     """A claim over many runs: each value's distribution in the authors' runs and in these,
     side by side (nothing for a claim of one run)."""
-    names = sorted({s.of for r in (original, new) if r.over_runs
-                    for s in r.over_runs.statistics.values()})  # fmt: skip
-    rows = [[of, who, *_spread(r, of)] for of in names
-            for who, r in (("authors'", original), ("here", new))]  # fmt: skip
+    names = sorted(
+        {s.of for r in (original, new) if r.over_runs for s in r.over_runs.statistics.values()}
+    )
+    rows = [
+        [of, who, *_spread(r, of)]
+        for of in names
+        for who, r in (("authors'", original), ("here", new))
+    ]
     return table(rows, ("VALUE", "RUNS", "N", "MEAN", "STD", "MIN", "MAX")) if rows else []
 
 
@@ -154,15 +162,21 @@ def doctor_table(rows: Sequence[Row]) -> str:
     """The rows as one aligned table (remedies on the rows not held); then, when the probe job
     never ran, one line: why, what to fix first, and how many properties were not measured."""
     head = ("", "PROPERTY", "STATE", "MEASURED", "REMEDY")
-    body = [(r.section, r.name, r.state, r.detail, r.remedy) for r in rows
-            if not isinstance(r, NotMeasured)]  # fmt: skip
+    body = [
+        (r.section, r.name, r.state, r.detail, r.remedy)
+        for r in rows
+        if not isinstance(r, NotMeasured)
+    ]
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(4)]
     lines = []
     for cols in [head, *body]:
         left = "  ".join(c.ljust(w) for c, w in zip(cols[:4], widths, strict=True))
         lines.append(f"{left}  {cols[4]}".rstrip())
-    lines += [f"{r.detail} \N{EM DASH} {r.remedy}; {len(r.properties)} properties not measured"
-              for r in rows if isinstance(r, NotMeasured)]  # fmt: skip
+    lines += [
+        f"{r.detail} \N{EM DASH} {r.remedy}; {len(r.properties)} properties not measured"
+        for r in rows
+        if isinstance(r, NotMeasured)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -193,8 +207,10 @@ def pin_lines(res: BuildResult, manifest: Path) -> str:
 def site_table(report: SiteReport) -> str:
     """``dotlab-hpc site``: the site file and the cluster, then each setting, its value and
     where it came from; when the jobs would find no Apptainer, why, and the fix."""
-    head = [f"site file: {report.file or 'none'}" + (f" ({report.name})" if report.name else ""),
-            f"cluster:   {report.cluster or 'unknown (Slurm did not answer)'}"]  # fmt: skip
+    head = [
+        f"site file: {report.file or 'none'}" + (f" ({report.name})" if report.name else ""),
+        f"cluster:   {report.cluster or 'unknown (Slurm did not answer)'}",
+    ]
     rows = [(r.setting, r.value or "-", r.source) for r in report.rows]
     lines = [*head, "", *table(rows, ("SETTING", "VALUE", "FROM"))]
     if report.problem:

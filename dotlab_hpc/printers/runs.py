@@ -84,8 +84,17 @@ def collected_lines(results: Sequence[Collected]) -> list[str]:
 
 # The #SBATCH options that say what the job asks for (not how Slurm treats it); read back from
 # the rendered script, so the summary shows exactly what Slurm will be given.
-_RESOURCE_OPTIONS = ("--time", "--cpus-per-task", "--mem", "--gres", "--tmp", "--partition",
-                     "--account", "--qos", "--constraint")  # fmt: skip
+_RESOURCE_OPTIONS = (
+    "--time",
+    "--cpus-per-task",
+    "--mem",
+    "--gres",
+    "--tmp",
+    "--partition",
+    "--account",
+    "--qos",
+    "--constraint",
+)
 
 
 def resources(script: str | None) -> list[str]:
@@ -122,8 +131,11 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
         first, last = runs[0].run_dir, runs[-1].run_dir
         where = f"{len(dirs)} in {first.parent} ({first.name} … {last.name})"
     bad = [r for r in runs if r.mismatch is not None]
-    verdict = (f"all {len(runs)} claim(s): code, data and image match" if not bad
-               else f"{len(runs) - len(bad)} of {len(runs)} claim(s) match")  # fmt: skip
+    verdict = (
+        f"all {len(runs)} claim(s): code, data and image match"
+        if not bad
+        else f"{len(runs) - len(bad)} of {len(runs)} claim(s) match"
+    )
     rows = [
         ["claims", _some([r.claim for r in runs])],
         ["resources", " ".join(resources(res.pairs_script or res.script)) or "-"],
@@ -131,11 +143,14 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
         *([["runs", _runs_row(res)]] if res.claim_dir is not None else []),
         *([name, str(path)] for name, path in inputs.items() if path is not None),
         ["inputs", verdict],
-        *(["", f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}"]
-          for r in bad if r.mismatch is not None),
+        *(
+            ["", f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}"]
+            for r in bad
+            if r.mismatch is not None
+        ),
         ["apptainer", res.apptainer_argvs[0][0] if res.apptainer_argvs else "-"],
         ["sbatch", f"{len(res.sbatch_argvs)} command(s)"],
-    ]  # fmt: skip
+    ]
     tail = "nothing submitted (dry run); --show-script prints the job script and every command"
     return [*table(rows), tail]
 

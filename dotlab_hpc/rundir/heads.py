@@ -167,8 +167,14 @@ def indexed_run_head(sub: SubmissionHead, name: str, run_json: str) -> RunHead |
         return None
     if (st.st_ino, st.st_size, st.st_mtime_ns) != entry[4:]:
         return None
-    return RunHead(entry[2], entry[3], index["created_at"], entry[0],
-                   index["job_names"][entry[1]], index["ends_dir"])  # fmt: skip
+    return RunHead(
+        entry[2],
+        entry[3],
+        index["created_at"],
+        entry[0],
+        index["job_names"][entry[1]],
+        index["ends_dir"],
+    )
 
 
 def shared_submission_head(source: str, read: Callable[[], bytes | None]) -> SubmissionHead | None:

@@ -94,8 +94,11 @@ def slurm_conf_problem(environ: Mapping[str, str]) -> str | None:
 
 def run_error(stderr: str, rc: int) -> str:
     """What ``dotlab-hpc run`` said last (its error, not its progress lines), on one line."""
-    said = [ln.removeprefix("dotlab-hpc: ").strip() for ln in stderr.splitlines()
-            if ln.startswith("dotlab-hpc: ")]  # fmt: skip
+    said = [
+        ln.removeprefix("dotlab-hpc: ").strip()
+        for ln in stderr.splitlines()
+        if ln.startswith("dotlab-hpc: ")
+    ]
     return (
         next((e for e in reversed(said) if e), _first_line(stderr))
         or f"`dotlab-hpc run` exited {rc}"
@@ -139,8 +142,15 @@ def apptainer_rows(runner: Runner, apptainer: str, conf_path: Path | None) -> li
     rc, out, err = _run(runner, version_argv(apptainer))
     version = parse_apptainer_version(out) if rc == 0 else None
     if version is None:
-        rows.append(Row(sec, "apptainer", NOT_HELD, f"{apptainer}: {_first_line(err) or out}",
-                        "install Apptainer, or name it with --apptainer"))  # fmt: skip
+        rows.append(
+            Row(
+                sec,
+                "apptainer",
+                NOT_HELD,
+                f"{apptainer}: {_first_line(err) or out}",
+                "install Apptainer, or name it with --apptainer",
+            )
+        )
         return rows
     rows.append(Row(sec, "apptainer", HELD, f"{apptainer}, version {version}"))
     rc, out, _ = _run(runner, buildcfg_argv(apptainer))
@@ -218,8 +228,15 @@ def slurm_rows(
     part = parts.get(name) if name else None
     if part is None:
         state = NOT_HELD if partition and parts else UNKNOWN
-        rows.append(Row(sec, f"partition {name or '?'}", state, "not found",
-                        f"one of: {', '.join(sorted(parts)) or '?'}"))  # fmt: skip
+        rows.append(
+            Row(
+                sec,
+                f"partition {name or '?'}",
+                state,
+                "not found",
+                f"one of: {', '.join(sorted(parts)) or '?'}",
+            )
+        )
         return rows
     has = gpu_count(part.gres)
     detail = (
@@ -227,8 +244,15 @@ def slurm_rows(
         f" GPUs {','.join(part.gres) or 'none'}"
     )
     if gpus and has < gpus:
-        rows.append(Row(sec, f"partition {part.name}", NOT_HELD, detail,
-                        f"--gpus {gpus}: no node of {part.name} has that many GPUs"))  # fmt: skip
+        rows.append(
+            Row(
+                sec,
+                f"partition {part.name}",
+                NOT_HELD,
+                detail,
+                f"--gpus {gpus}: no node of {part.name} has that many GPUs",
+            )
+        )
     else:
         rows.append(Row(sec, f"partition {part.name}", INFO if not gpus else HELD, detail))
     return rows
@@ -329,10 +353,25 @@ def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str | None, work: 
     data = _probe_manifest(image, commit, opts.gpus)
     manifest.write_text(json.dumps(data, indent=1) + "\n")
     run_dir = work / "run"
-    argv = (sys.executable, "-m", "dotlab_hpc", "run", str(manifest),
-            "--code-dir", str(work / "code"), "--data-dir", str(work / "data"),
-            "--image", str(image), "--out-dir", str(work / "out"), "--run-dir", str(run_dir),
-            *opts.site_argv, *(("--apptainer", program) if program else ()))  # fmt: skip
+    argv = (
+        sys.executable,
+        "-m",
+        "dotlab_hpc",
+        "run",
+        str(manifest),
+        "--code-dir",
+        str(work / "code"),
+        "--data-dir",
+        str(work / "data"),
+        "--image",
+        str(image),
+        "--out-dir",
+        str(work / "out"),
+        "--run-dir",
+        str(run_dir),
+        *opts.site_argv,
+        *(("--apptainer", program) if program else ()),
+    )
     # In the probe folder: the current one may be read-only (docs/contract.md §2, doctor).
     rc, _, err = _run(runner, argv, timeout=opts.timeout_s, cwd=work)
     if not (run_dir / SUBMISSION_FILE).is_file():  # `run` removes a run dir it did not submit

@@ -58,12 +58,24 @@ NOT_FOUND_HINT = (
 )
 
 
-def resolve_argv(names: tuple[str, ...], prepare: tuple[str, ...],
-                 timeout_s: float = RESOLVE_TIMEOUT_S) -> tuple[str, ...]:  # fmt: skip
+def resolve_argv(
+    names: tuple[str, ...], prepare: tuple[str, ...], timeout_s: float = RESOLVE_TIMEOUT_S
+) -> tuple[str, ...]:
     """bash running the preparation lines, then ``command -v`` for each of ``names``; under
     coreutils' ``timeout``, which ends the whole process group (what a line started, too)."""
-    return ("timeout", "--kill-after=5", f"{timeout_s:g}", "bash", "--noprofile", "--norc",
-            "-c", _SCRIPT, "dotlab-hpc-prepare", " ".join(names), *prepare)  # fmt: skip
+    return (
+        "timeout",
+        "--kill-after=5",
+        f"{timeout_s:g}",
+        "bash",
+        "--noprofile",
+        "--norc",
+        "-c",
+        _SCRIPT,
+        "dotlab-hpc-prepare",
+        " ".join(names),
+        *prepare,
+    )
 
 
 # $1: how many preparation lines follow; then the lines; then the argv to run after them. Each
@@ -99,15 +111,27 @@ def prepared_argv(prepare: Sequence[str], argv: Sequence[str]) -> tuple[str, ...
     ``argv``; ``argv`` itself when there are no lines."""
     if not prepare:
         return tuple(argv)
-    return ("bash", "--noprofile", "--norc", "-c", _PREPARED, "dotlab-hpc-prepare",
-            str(len(prepare)), *prepare, *argv)  # fmt: skip
+    return (
+        "bash",
+        "--noprofile",
+        "--norc",
+        "-c",
+        _PREPARED,
+        "dotlab-hpc-prepare",
+        str(len(prepare)),
+        *prepare,
+        *argv,
+    )
 
 
 def job_like_env(env: Mapping[str, str]) -> dict[str, str]:
     """The environment of the check: the login one (the job's under ``--export=NONE``), with
     the job's PATH, and nothing that makes bash read a file first."""
-    out = {k: v for k, v in env.items() if k not in ("BASH_ENV", "ENV") and
-           not k.startswith("BASH_FUNC_")}  # fmt: skip
+    out = {
+        k: v
+        for k, v in env.items()
+        if k not in ("BASH_ENV", "ENV") and not k.startswith("BASH_FUNC_")
+    }
     out.update(PATH=JOB_PATH, LC_ALL="C")
     return out
 
@@ -122,13 +146,18 @@ def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None 
     names = (wanted,) if wanted else ("apptainer", "singularity")
     if wanted and "/" in wanted and not site.prepare:
         if not (Path(wanted).is_file() and os.access(wanted, os.X_OK)):
-            raise UsageError(f"apptainer {one_line(wanted)} ({site.apptainer.source}): no such"
-                             " program here", hint=NOT_FOUND_HINT)  # fmt: skip
+            raise UsageError(
+                f"apptainer {one_line(wanted)} ({site.apptainer.source}): no such program here",
+                hint=NOT_FOUND_HINT,
+            )
         found = str(Path(wanted).absolute())
         return replace(site, apptainer=Setting(found, site.apptainer.source))
     try:
-        done = runner.run(resolve_argv(names, site.prepare, RESOLVE_TIMEOUT_S),
-                          timeout=RESOLVE_TIMEOUT_S + 10, env=job_like_env(env))  # fmt: skip
+        done = runner.run(
+            resolve_argv(names, site.prepare, RESOLVE_TIMEOUT_S),
+            timeout=RESOLVE_TIMEOUT_S + 10,
+            env=job_like_env(env),
+        )
     except ProcTimeout as e:
         raise _too_long() from e
     if done.returncode in (_TIMED_OUT, 128 + 9):  # timeout's own status; its KILL
@@ -157,8 +186,10 @@ def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None 
                 return replace(site, apptainer=Setting(found, how + "this login node's PATH"))
     if done.returncode not in (0, _NOT_FOUND):
         said = one_line(done.stderr.strip())[:200]
-        raise UsageError(f"could not look for Apptainer (bash said {done.returncode}: {said})",
-                         hint=NOT_FOUND_HINT)  # fmt: skip
+        raise UsageError(
+            f"could not look for Apptainer (bash said {done.returncode}: {said})",
+            hint=NOT_FOUND_HINT,
+        )
     looked = " or ".join(names)
     after = " after the site's preparation lines" if site.prepare else ""
     raise UsageError(

@@ -146,8 +146,9 @@ def merged_sbatch_args(first: Sequence[str], then: Sequence[str]) -> tuple[str, 
     return tuple(by_name.values())
 
 
-def resolve_site(opts: SiteOptions, spec: SiteSpec, path: Path | None,
-                 env: Mapping[str, str]) -> Site:  # fmt: skip
+def resolve_site(
+    opts: SiteOptions, spec: SiteSpec, path: Path | None, env: Mapping[str, str]
+) -> Site:
     """Merge: an option wins over the environment (``$SBATCH_PARTITION`` …), which wins over
     the site file; the manifest's resources come last (``Site.where_for``)."""
     check_options(opts)
@@ -158,8 +159,9 @@ def resolve_site(opts: SiteOptions, spec: SiteSpec, path: Path | None,
         if option is not None:
             where[key] = Setting(option, f"--{key}")
         elif from_env:  # set but empty is unset, as for sbatch
-            where[key] = Setting(check_where_value(f"${ENV_OF[key]}", "value", from_env),
-                                 f"${ENV_OF[key]}")  # fmt: skip
+            where[key] = Setting(
+                check_where_value(f"${ENV_OF[key]}", "value", from_env), f"${ENV_OF[key]}"
+            )
         elif in_file is not None:
             where[key] = Setting(in_file, "site file")
     env_program = env.get("DOTLAB_APPTAINER")
@@ -173,8 +175,9 @@ def resolve_site(opts: SiteOptions, spec: SiteSpec, path: Path | None,
         apptainer = Setting(None, "default")
     env_scratch = env.get("DOTLAB_SCRATCH_ROOT")
     if env_scratch:
-        scratch = Setting(check_scratch_root("$DOTLAB_SCRATCH_ROOT", env_scratch),
-                          "$DOTLAB_SCRATCH_ROOT")  # fmt: skip
+        scratch = Setting(
+            check_scratch_root("$DOTLAB_SCRATCH_ROOT", env_scratch), "$DOTLAB_SCRATCH_ROOT"
+        )
     elif spec.scratch_root:
         scratch = Setting(spec.scratch_root, "site file")
     else:
@@ -185,10 +188,14 @@ def resolve_site(opts: SiteOptions, spec: SiteSpec, path: Path | None,
         requeues = (PREEMPTIBLE_ATTEMPTS, "site file (preemptible)")
     else:
         requeues = (0, "default")
-    args_source = "+".join(
-        s for s, given in (("site file", spec.sbatch_args), ("--sbatch-arg", opts.sbatch_args))
-        if given
-    ) or "unset"  # fmt: skip
+    args_source = (
+        "+".join(
+            s
+            for s, given in (("site file", spec.sbatch_args), ("--sbatch-arg", opts.sbatch_args))
+            if given
+        )
+        or "unset"
+    )
     return Site(
         file=path,
         name=spec.name,
@@ -213,8 +220,13 @@ def site_settings(opts: SiteOptions | None = None, env: Mapping[str, str] | None
     return resolve_site(opts, spec, path, env)
 
 
-def site_record(site: Site, resources: Any, gpu_type: str | None, cluster: str | None,
-                apptainer: str | None = None) -> SiteRecord:  # fmt: skip
+def site_record(
+    site: Site,
+    resources: Any,
+    gpu_type: str | None,
+    cluster: str | None,
+    apptainer: str | None = None,
+) -> SiteRecord:
     """What a run's record says of where it was sent: each setting used and its source."""
     from ..rundir.records import SiteRecord, SiteSettingRecord
 

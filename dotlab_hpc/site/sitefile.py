@@ -75,8 +75,13 @@ def _refuse(where: str, key: str, value: object, why: str) -> UsageError:
 def check_where_value(where: str, key: str, value: str) -> str:
     """A partition, account, qos, constraint or reservation: a plain Slurm value or ''."""
     if value and not plain_directive_value(value):
-        raise _refuse(where, key, value, "not a plain Slurm name (letters, digits, _ . , : - and"
-                      " the operators & | [ ] * ( ) ! of a constraint; at most 256)")  # fmt: skip
+        raise _refuse(
+            where,
+            key,
+            value,
+            "not a plain Slurm name (letters, digits, _ . , : - and"
+            " the operators & | [ ] * ( ) ! of a constraint; at most 256)",
+        )
     return value
 
 
@@ -87,24 +92,37 @@ def check_prepare_line(where: str, value: str) -> str:
     if len(value) > MAX_LINE:
         raise _refuse(where, "prepare", value, f"longer than {MAX_LINE} characters")
     if _CONTROL.search(value):
-        raise _refuse(where, "prepare", value, "a line may not hold a newline, NUL or other"
-                      " control character; give each command as its own line")  # fmt: skip
+        raise _refuse(
+            where,
+            "prepare",
+            value,
+            "a line may not hold a newline, NUL or other"
+            " control character; give each command as its own line",
+        )
     return value
 
 
 def check_program(where: str, value: str) -> str:
     """The Apptainer to run: a name looked up on the job's PATH, or a path."""
     if not _PROGRAM.fullmatch(value):
-        raise _refuse(where, "apptainer", value, "a program name or path: letters, digits and"
-                      " _ . / + - (not starting with -)")  # fmt: skip
+        raise _refuse(
+            where,
+            "apptainer",
+            value,
+            "a program name or path: letters, digits and _ . / + - (not starting with -)",
+        )
     return value
 
 
 def check_scratch_root(where: str, value: str) -> str:
     """The node-local folder each job's scratch folder is made in: an absolute plain path."""
     if not _ABS_DIR.fullmatch(value) or "/../" in f"{value}/":
-        raise _refuse(where, "scratch_root", value, "an absolute path of letters, digits and"
-                      " _ . / + - (no ..)")  # fmt: skip
+        raise _refuse(
+            where,
+            "scratch_root",
+            value,
+            "an absolute path of letters, digits and _ . / + - (no ..)",
+        )
     return value
 
 
@@ -145,8 +163,12 @@ def _gpu_types(where: str, value: object) -> dict[str, str]:
             raise _refuse(where, "gpu_types", k, "a GPU model as the manifest's gpu_type names it")
         name = _string(where, f"gpu_types.{k}", v)
         if not GPU_TYPE_RE.fullmatch(name):
-            raise _refuse(where, f"gpu_types.{k}", name, "the site's GRES type for it: letters,"
-                          " digits and _ . - (no ':'), at most 64")  # fmt: skip
+            raise _refuse(
+                where,
+                f"gpu_types.{k}",
+                name,
+                "the site's GRES type for it: letters, digits and _ . - (no ':'), at most 64",
+            )
         out[k] = name
     return out
 
@@ -159,16 +181,23 @@ def parse_site_text(text: str, where: str) -> SiteSpec:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{where}: not valid TOML: {one_line(e)}",
-                         hint="see docs/site.md for a site file's layout") from None  # fmt: skip
+        raise UsageError(
+            f"{where}: not valid TOML: {one_line(e)}",
+            hint="see docs/site.md for a site file's layout",
+        ) from None
     unknown = [k for k in data if k not in KEYS]
     if unknown:
-        raise UsageError(f"{where}: unknown setting {_shown(unknown[0])}",
-                         hint="the settings are: " + ", ".join(KEYS))  # fmt: skip
-    got: dict[str, Any] = {"where": {
-        key: check_where_value(where, key, _string(where, key, data[key]))
-        for key in WHERE if key in data
-    }}  # fmt: skip
+        raise UsageError(
+            f"{where}: unknown setting {_shown(unknown[0])}",
+            hint="the settings are: " + ", ".join(KEYS),
+        )
+    got: dict[str, Any] = {
+        "where": {
+            key: check_where_value(where, key, _string(where, key, data[key]))
+            for key in WHERE
+            if key in data
+        }
+    }
     if "name" in data:
         name = _string(where, "name", data["name"])
         if not _NAME.fullmatch(name):

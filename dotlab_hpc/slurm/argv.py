@@ -128,8 +128,17 @@ def sacct_argv(job_ids: Sequence[str], *, since: datetime) -> tuple[str, ...]:
 
 def _sacct(since: datetime, *select: str) -> tuple[str, ...]:
     """sacct of allocations only, ``|``-separated, no header, since ``since``, for ``select``."""
-    return ("sacct", "-X", "-P", "-n", "-S", slurm_time(since), *select,
-            "-o", ",".join(SACCT_FIELDS))  # fmt: skip
+    return (
+        "sacct",
+        "-X",
+        "-P",
+        "-n",
+        "-S",
+        slurm_time(since),
+        *select,
+        "-o",
+        ",".join(SACCT_FIELDS),
+    )
 
 
 def sacct_by_name_argv(name: str, *, since: datetime) -> tuple[str, ...]:

@@ -135,8 +135,10 @@ def parse_extra_sbatch_arg(arg: str) -> tuple[str, str | None]:
         )
     name, value = m.group(1), m.group(2)
     if name in _OWN_SETTING:
-        raise UsageError(f"sbatch option --{name}: give it as --{name} or `{name} =` in the"
-                         " site file, so that the record says where the job ran")  # fmt: skip
+        raise UsageError(
+            f"sbatch option --{name}: give it as --{name} or `{name} =` in the"
+            " site file, so that the record says where the job ran"
+        )
     if name in REFUSED_SBATCH_OPTIONS:
         raise UsageError(f"sbatch option --{name} is refused: {REFUSED_SBATCH_OPTIONS[name]}")
     if name not in EXTRA_SBATCH_OPTIONS:
@@ -145,8 +147,10 @@ def parse_extra_sbatch_arg(arg: str) -> tuple[str, str | None]:
             hint="those it does: " + ", ".join(sorted(EXTRA_SBATCH_OPTIONS)),
         )
     if value is not None and not plain_directive_value(value):
-        raise UsageError(f"sbatch option --{name}: value {value[:80]!r} has characters an"
-                         " sbatch directive cannot hold")  # fmt: skip
+        raise UsageError(
+            f"sbatch option --{name}: value {value[:80]!r} has characters an"
+            " sbatch directive cannot hold"
+        )
     return name, value
 
 

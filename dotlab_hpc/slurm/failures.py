@@ -248,11 +248,13 @@ def _classify(tool: str, rc: int, stderr: str, *, refused: str, argv: Sequence[s
     said = _said(tool, stderr, detail, argv)
     args = tuple(argv)
     if (hint := _find(_BEFORE_CONTROLLER, stderr)) is not None:
-        return SlurmError(f"{tool} could not run: {detail}{said}", hint=hint, argv=args,
-                          before_controller=True)  # fmt: skip
+        return SlurmError(
+            f"{tool} could not run: {detail}{said}", hint=hint, argv=args, before_controller=True
+        )
     if (hint := _find(_TRANSIENT, stderr)) is not None:
-        return SlurmError(f"{tool} failed (transient): {detail}{said}", hint=hint,
-                          retryable=True, argv=args)  # fmt: skip
+        return SlurmError(
+            f"{tool} failed (transient): {detail}{said}", hint=hint, retryable=True, argv=args
+        )
     if (hint := _find(_PERMANENT, stderr)) is not None:
         return SlurmError(f"{refused}: {detail}{said}", hint=hint, argv=args)
     return SlurmError(

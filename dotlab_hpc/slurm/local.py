@@ -85,13 +85,24 @@ def expand_output(pattern: str, *, job_id: str, array_job_id: str, task: int | N
 
 
 def job_env(
-    environ: Mapping[str, str], *, job_id: str, job_name: str, node: str,
-    array_job_id: str | None, task: int | None, submit_dir: Path,
-) -> dict[str, str]:  # fmt: skip
+    environ: Mapping[str, str],
+    *,
+    job_id: str,
+    job_name: str,
+    node: str,
+    array_job_id: str | None,
+    task: int | None,
+    submit_dir: Path,
+) -> dict[str, str]:
     """The environment of a ``--export=NONE`` batch script: a few login variables, SLURM_*."""
     env = {k: environ[k] for k in _KEPT if k in environ}
-    env.update(SLURM_JOB_ID=job_id, SLURM_JOB_NAME=job_name, SLURMD_NODENAME=node,
-               SLURM_SUBMIT_DIR=str(submit_dir), SLURM_JOB_NODELIST=node)  # fmt: skip
+    env.update(
+        SLURM_JOB_ID=job_id,
+        SLURM_JOB_NAME=job_name,
+        SLURMD_NODENAME=node,
+        SLURM_SUBMIT_DIR=str(submit_dir),
+        SLURM_JOB_NODELIST=node,
+    )
     if array_job_id is not None and task is not None:
         env.update(SLURM_ARRAY_JOB_ID=array_job_id, SLURM_ARRAY_TASK_ID=str(task))
     return env
@@ -108,10 +119,18 @@ def job_info(job_id: str, name: str, node: str, done: BatchDone) -> JobInfo:
         state = JobState.TIMEOUT
     else:
         state = JobState.COMPLETED if rc == 0 else JobState.FAILED
-    return JobInfo(job_id=job_id, state=state, raw_state=state.value,
-                   exit_code=max(rc, 0), signal=-rc if rc < 0 else 0, node=node,
-                   elapsed_s=round(done.ended - done.started), start=_utc(done.started),
-                   end=_utc(done.ended), name=name)  # fmt: skip
+    return JobInfo(
+        job_id=job_id,
+        state=state,
+        raw_state=state.value,
+        exit_code=max(rc, 0),
+        signal=-rc if rc < 0 else 0,
+        node=node,
+        elapsed_s=round(done.ended - done.started),
+        start=_utc(done.started),
+        end=_utc(done.ended),
+        name=name,
+    )
 
 
 class _NoSlurm:
@@ -166,12 +185,23 @@ class LocalCluster(SlurmClient):
         for task in req.tasks if req.tasks is not None else (None,):
             own = job_id if task is None else f"{job_id}_{task}"
             out = expand_output(req.output, job_id=own, array_job_id=job_id, task=task)
-            env = job_env(self._environ, job_id=own, job_name=req.job_name, node=self.node,
-                          array_job_id=job_id if task is not None else None, task=task,
-                          submit_dir=cwd)  # fmt: skip
-            done = run_batch(("/bin/bash", str(req.script), *req.script_args), env=env, cwd=cwd,
-                             output=cwd / out, limit_s=limit_s,
-                             usr1_lead_s=float(usr1.group(1)) if usr1 else None)  # fmt: skip
+            env = job_env(
+                self._environ,
+                job_id=own,
+                job_name=req.job_name,
+                node=self.node,
+                array_job_id=job_id if task is not None else None,
+                task=task,
+                submit_dir=cwd,
+            )
+            done = run_batch(
+                ("/bin/bash", str(req.script), *req.script_args),
+                env=env,
+                cwd=cwd,
+                output=cwd / out,
+                limit_s=limit_s,
+                usr1_lead_s=float(usr1.group(1)) if usr1 else None,
+            )
             self.jobs[own] = job_info(own, req.job_name, self.node, done)
             self._names.setdefault(req.job_name, []).append(own)
         return job_id

@@ -137,8 +137,16 @@ def _first_events(
     out: dict[int, list[dict[str, Any]]] = {}
     for r in p.runs:
         bad = mismatches[r.index]
-        evs = [event("verified", clock.now(), run_dir=str(r.run_dir), claim=r.manifest.spec.claim,
-                     ok=not bad, mismatches=bad)]  # fmt: skip
+        evs = [
+            event(
+                "verified",
+                clock.now(),
+                run_dir=str(r.run_dir),
+                claim=r.manifest.spec.claim,
+                ok=not bad,
+                mismatches=bad,
+            )
+        ]
         if not bad:
             evs.append(event("rendered", clock.now(), run_dir=str(r.run_dir), script=SCRIPT_NAME))
         out[r.index] = evs
@@ -269,40 +277,67 @@ def execute(
     for k, (runs, argv) in enumerate(sbatches):
         try:
             job_id, adopted = submit_once(
-                client, argv, job_name=p.part_name(runs[0].part), since=now, clock=clock,
+                client,
+                argv,
+                job_name=p.part_name(runs[0].part),
+                since=now,
+                clock=clock,
                 on_retry=on_retry,
-            )  # fmt: skip
+            )
         except NotSubmitted as e:
             # the arrays never tried go; this array's run directories go only where no job can
             # exist (no attempt reached the controller, or none is found under its name), and
             # are kept marked never submitted otherwise
             writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
             left = writing.not_submitted(runs, e, now, write_all)
-            which = "" if k == 0 else (
-                f" (array {k} of {len(sbatches)}: the claims from {runs[0].run_dir.name} on"
-                " were not submitted; the arrays before it were)"
-            )  # fmt: skip
+            which = (
+                ""
+                if k == 0
+                else (
+                    f" (array {k} of {len(sbatches)}: the claims from {runs[0].run_dir.name} on"
+                    " were not submitted; the arrays before it were)"
+                )
+            )
             raise SlurmError(f"{e.message}{which}; {left}", hint=e.hint, argv=e.argv) from e
         except DotlabError:
             # not sbatch's answer (a bug's error, say): leave the run directories, whose job
             # names find any job, and take back the arrays never tried
             writing.remove(unsubmitted=[r for later, _ in sbatches[k + 1 :] for r in later])
             raise
-        sub = submission_record(p, runs[0], job_id=job_id, argv=argv, now=now, adopted=adopted,
-                                index=index, local=client.is_local)  # fmt: skip
+        sub = submission_record(
+            p,
+            runs[0],
+            job_id=job_id,
+            argv=argv,
+            now=now,
+            adopted=adopted,
+            index=index,
+            local=client.is_local,
+        )
         try:
             # one file for the whole array, hard-linked into each of its run directories
-            share_file([dirs[r.index] for r in runs], submission_file(dirs[runs[0].index], sub),
-                       write_all)  # fmt: skip
+            share_file(
+                [dirs[r.index] for r in runs], submission_file(dirs[runs[0].index], sub), write_all
+            )
             for r in runs:
                 rd = dirs[r.index]
                 arrayed = r.task is not None and not p.paired  # paired samples: one plain job
                 own = task_job_id(job_id, r.task) if arrayed and r.task is not None else job_id
                 if log is not None:
-                    log(rd, event("submitted", clock.now(), run_dir=str(rd.path), job_id=own,
-                                  job_name=p.part_name(r.part), adopted=adopted))  # fmt: skip
-                results[r.index] = SubmittedRun(r.manifest.spec.claim, rd.path, own, None,
-                                                p.claim_dir)  # fmt: skip
+                    log(
+                        rd,
+                        event(
+                            "submitted",
+                            clock.now(),
+                            run_dir=str(rd.path),
+                            job_id=own,
+                            job_name=p.part_name(r.part),
+                            adopted=adopted,
+                        ),
+                    )
+                results[r.index] = SubmittedRun(
+                    r.manifest.spec.claim, rd.path, own, None, p.claim_dir
+                )
         except (OSError, DotlabError) as e:
             later = [r for rest, _ in sbatches[k + 1 :] for r in rest]
             writing.remove(unsubmitted=later)

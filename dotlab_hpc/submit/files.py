@@ -132,8 +132,9 @@ class NewRuns:
             files: list[FileBytes] = []
             if p.claim_dir is not None and not p.rerun:
                 self._make_claim_dir(p.claim_dir)
-                files += claim_files(RunDir(p.claim_dir), claim_runs_record(p, now),
-                                     p.runs[0].manifest)  # fmt: skip
+                files += claim_files(
+                    RunDir(p.claim_dir), claim_runs_record(p, now), p.runs[0].manifest
+                )
                 if pairs is not None:  # paired measurements: the one job's script
                     files.append((p.claim_dir / PAIRS_SCRIPT, pairs.encode("utf-8"), 0o644))
             if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
@@ -230,9 +231,12 @@ class NewRuns:
                 _rmdir(folder)
 
     def not_submitted(
-        self, runs: Sequence[PlannedRun], failure: NotSubmitted, now: datetime,
+        self,
+        runs: Sequence[PlannedRun],
+        failure: NotSubmitted,
+        now: datetime,
         write_all: Writer,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """The run directories of ``runs``, whose sbatch failed for good: removed where no job
         can exist (``failure.no_job``), else kept and marked never submitted
         (``not_submitted.json``), as is one that cannot be removed. Returns the words saying
@@ -266,20 +270,29 @@ class NewRuns:
         )
 
     def _mark(
-        self, kept: Sequence[tuple[PlannedRun, str]], failure: NotSubmitted, now: datetime,
+        self,
+        kept: Sequence[tuple[PlannedRun, str]],
+        failure: NotSubmitted,
+        now: datetime,
         write_all: Writer,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """``not_submitted.json`` into each kept run directory; False when it could not be."""
         from ..clock import utc_text
         from ..rundir.models import NotSubmittedRecord
 
         files = [
-            not_submitted_file(RunDir(r.run_dir), NotSubmittedRecord(
-                failed_at=utc_text(now), reason=one_line(failure.message),
-                sbatch_argv=failure.argv, kept_because=because, jobs_found=failure.jobs,
-            ))
+            not_submitted_file(
+                RunDir(r.run_dir),
+                NotSubmittedRecord(
+                    failed_at=utc_text(now),
+                    reason=one_line(failure.message),
+                    sbatch_argv=failure.argv,
+                    kept_because=because,
+                    jobs_found=failure.jobs,
+                ),
+            )
             for r, because in kept
-        ]  # fmt: skip
+        ]
         try:
             write_all(files)
         except (OSError, DotlabError):

@@ -34,11 +34,17 @@ class NotSubmitted(SlurmError):
     lookup found under the name, or ``unsure`` says why it could not look."""
 
     def __init__(
-        self, cause: SlurmError, *, message: str, no_job: bool, jobs: Sequence[str] = (),
+        self,
+        cause: SlurmError,
+        *,
+        message: str,
+        no_job: bool,
+        jobs: Sequence[str] = (),
         unsure: str | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(message, hint=cause.hint, argv=cause.argv,
-                         before_controller=cause.before_controller)  # fmt: skip
+    ) -> None:
+        super().__init__(
+            message, hint=cause.hint, argv=cause.argv, before_controller=cause.before_controller
+        )
         self.cause = cause
         self.no_job = no_job
         self.jobs = tuple(jobs)
@@ -88,8 +94,9 @@ def submit_once(
             err = _as_slurm_error(e, argv)
             reached = reached or not err.before_controller
             if not err.retryable:
-                raise _failed(client, err, err.message, job_name, since_lookup,
-                              reached=reached) from e  # fmt: skip
+                raise _failed(
+                    client, err, err.message, job_name, since_lookup, reached=reached
+                ) from e
             if attempt + 1 == attempts:
                 message = f"sbatch failed {attempts} times: {err.message}"
                 hint = "the controller may be down or overloaded; try again later (`sinfo` tells)"
@@ -109,14 +116,20 @@ def submit_once(
 
 
 def _unsure(cause: SlurmError, message: str, looked: SlurmError | ProcTimeout) -> NotSubmitted:
-    return NotSubmitted(cause, message=message, no_job=False,
-                        unsure=f"the lookup by name failed: {looked.message}")  # fmt: skip
+    return NotSubmitted(
+        cause, message=message, no_job=False, unsure=f"the lookup by name failed: {looked.message}"
+    )
 
 
 def _failed(
-    client: SlurmClient, err: SlurmError, message: str, job_name: str, since: datetime, *,
+    client: SlurmClient,
+    err: SlurmError,
+    message: str,
+    job_name: str,
+    since: datetime,
+    *,
     reached: bool,
-) -> NotSubmitted:  # fmt: skip
+) -> NotSubmitted:
     """The permanent failure ``err``, with whether a job can exist: none when no attempt got
     past the client's own checks, else what the lookup by name finds (a refused job may
     still leave a FAILED record under its name: ``SlurmClient.find_by_name``)."""

@@ -248,8 +248,12 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
             run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
         )
         again = f".attempt-{opts.attempt}" if opts.attempt > 1 else ""
-        return common(runs=runs, job_name=f"dotlab-{run_id}{again}", chdir=run_dir,
-                      ends_dir=run_dir / ENDS_SUBDIR)  # fmt: skip
+        return common(
+            runs=runs,
+            job_name=f"dotlab-{run_id}{again}",
+            chdir=run_dir,
+            ends_dir=run_dir / ENDS_SUBDIR,
+        )
     if opts.run_dir is not None:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     batch = new_batch_id(now)
@@ -297,9 +301,10 @@ def _plan_over_runs(
     claim_run_id = opts.rerun_of or new_run_id(m.spec.claim, now)
     given = opts.run_dir is not None
     claim_dir = (
-        _safe_path(opts.run_dir.absolute(), "--run-dir") if opts.run_dir is not None
+        _safe_path(opts.run_dir.absolute(), "--run-dir")
+        if opts.run_dir is not None
         else runs_root / claim_run_id
-    )  # fmt: skip
+    )
     # paired measurements: sample K of the one job, in the order they run (ABAB…); else runs
     order: tuple[tuple[int, str | None, int | None], ...] = m.spec.paired_order or tuple(
         (k, None, None) for k, _ in m.spec.run_seeds

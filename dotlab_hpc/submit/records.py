@@ -149,9 +149,14 @@ def run_index(
             continue
         if r.task is not None:  # every run of an array has its task
             entries[rd.path.name] = (
-                r.task, parts.index(r.part), r.run_id, r.manifest.spec.claim,
-                st.st_ino, st.st_size, st.st_mtime_ns,
-            )  # fmt: skip
+                r.task,
+                parts.index(r.part),
+                r.run_id,
+                r.manifest.spec.claim,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime_ns,
+            )
     return RunIndex(
         job_names=tuple(p.part_name(k) for k in parts),
         created_at=utc_text(now),
@@ -161,9 +166,12 @@ def run_index(
 
 
 def write_index(
-    p: Plan, runs: Sequence[PlannedRun], dirs: Mapping[int, RunDir], now: datetime,
+    p: Plan,
+    runs: Sequence[PlannedRun],
+    dirs: Mapping[int, RunDir],
+    now: datetime,
     write_all: Writer,
-) -> Path | None:  # fmt: skip
+) -> Path | None:
     """The submission's index file (``rundir.index_path``), or None where it could not be
     written: it only saves ``status`` work, and a full disk is reported by what follows."""
     path = index_path(p.ends_dir)

@@ -151,10 +151,14 @@ def _image_check(expected: str, path: Path, result: str | Refused) -> Check:
     actual = f"sha256:{result}"
     ok = actual == expected
     reason = "" if ok else f"expected {expected}, got {actual}"
-    fix = "" if ok else (
-        f"use the image the manifest pins; if this one is meant, pin it: image.digest: {actual}"
-        " (or rebuild and pin: dotlab-hpc build MANIFEST -o F.sif --pin)"
-    )  # fmt: skip
+    fix = (
+        ""
+        if ok
+        else (
+            f"use the image the manifest pins; if this one is meant, pin it: image.digest: {actual}"
+            " (or rebuild and pin: dotlab-hpc build MANIFEST -o F.sif --pin)"
+        )
+    )
     return Check("image", path.name, expected, actual, ok, reason, str(path), fix)
 
 
@@ -202,18 +206,30 @@ def check_checkout(
         )
     ok = head == commit
     commit_check = Check(
-        "code", "commit", commit, head, ok, "" if ok else f"expected {commit}, got {head}", shown,
+        "code",
+        "commit",
+        commit,
+        head,
+        ok,
+        "" if ok else f"expected {commit}, got {head}",
+        shown,
         "" if ok else f"git -C {quote(shown)} checkout {commit}",
-    )  # fmt: skip
+    )
     if not changes:
         return commit_check, Check("code", "worktree", "clean", "clean", True, "", shown)
     n = len(changes)
     listed = ", ".join(changes[:MAX_LISTED_CHANGES]) + (", …" if n > MAX_LISTED_CHANGES else "")
     actual = f"{n} change" + ("s" if n != 1 else "")
     return commit_check, Check(
-        "code", "worktree", "clean", actual, False, f"expected clean, got {actual}: {listed}",
-        shown, worktree_fix(shown, changes),
-    )  # fmt: skip
+        "code",
+        "worktree",
+        "clean",
+        actual,
+        False,
+        f"expected clean, got {actual}: {listed}",
+        shown,
+        worktree_fix(shown, changes),
+    )
 
 
 def worktree_fix(shown: str, changes: list[str]) -> str:
@@ -347,9 +363,16 @@ def submission_verifier(
         if key not in answers:
             shown = Progress(f"verifying {m.spec.claim}", enabled=None if progress else False)
             with shown:
-                report = verify_inputs(m.spec, code_dir=code_dir, data_dir=data_dir, image=image,
-                                       runner=run, progress=shown, cache=cache,
-                                       checkouts=checkouts)  # fmt: skip
+                report = verify_inputs(
+                    m.spec,
+                    code_dir=code_dir,
+                    data_dir=data_dir,
+                    image=image,
+                    runner=run,
+                    progress=shown,
+                    cache=cache,
+                    checkouts=checkouts,
+                )
             answers[key] = report.mismatches()
         return list(answers[key])
 
