@@ -238,8 +238,10 @@ def main(argv: list[str] | None = None) -> int:
 
         empty = work / "empty"
         empty.touch()
-        startup = min(run_once([*dotlab, "hash", str(empty)], work / "stdout").seconds
-                      for _ in range(args.repeat))  # fmt: skip
+        startup = min(
+            run_once([*dotlab, "hash", str(empty)], work / "stdout").seconds
+            for _ in range(args.repeat)
+        )
         t1 = report("one file", args.file_mib * MIB, single)
         t2 = report(
             f"directory of {args.dir_files} files", args.dir_files * args.dir_file_mib * MIB, many

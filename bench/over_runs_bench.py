@@ -108,8 +108,9 @@ def _p95(values: Sequence[float]) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _best(argv: Sequence[str], env: dict[str, str], repeat: int, counted: Counted | None = None
-          ) -> tuple[float, int, str]:  # fmt: skip
+def _best(
+    argv: Sequence[str], env: dict[str, str], repeat: int, counted: Counted | None = None
+) -> tuple[float, int, str]:
     """Best wall seconds of ``repeat`` runs, the most Slurm calls one made, the last stdout."""
     best, calls, out = float("inf"), 0, ""
     for _ in range(repeat):
@@ -126,18 +127,30 @@ def _best(argv: Sequence[str], env: dict[str, str], repeat: int, counted: Counte
     return best, calls, out
 
 
-def _wait(array: str, env: dict[str, str], limit_s: float, n: int,
-          midway: Callable[[], None] | None) -> bool:  # fmt: skip
+def _wait(
+    array: str, env: dict[str, str], limit_s: float, n: int, midway: Callable[[], None] | None
+) -> bool:
     """Poll squeue every 5 s until no task of ``array`` is pending or running; ``midway`` runs
     once, at the first poll that finds tasks both running and pending."""
     deadline = time.monotonic() + limit_s
     started = time.monotonic()
     while time.monotonic() < deadline:
         done = subprocess.run(
-            ["squeue", "-h", "-r", "-j", array, "-t", "PENDING,RUNNING,CONFIGURING,COMPLETING",
-             "-o", "%T"],
-            env=env, capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                "squeue",
+                "-h",
+                "-r",
+                "-j",
+                array,
+                "-t",
+                "PENDING,RUNNING,CONFIGURING,COMPLETING",
+                "-o",
+                "%T",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode == 0:
             states = done.stdout.split()
             if not states:
@@ -146,9 +159,12 @@ def _wait(array: str, env: dict[str, str], limit_s: float, n: int,
             if pending and len(states) > pending and midway is not None:
                 midway()
                 midway = None
-            print(f"bench/over_runs: {time.monotonic() - started:5.0f} s: "
-                  f"{n - len(states)} of {n} ended, {len(states) - pending} running, "
-                  f"{pending} pending", file=sys.stderr)  # fmt: skip
+            print(
+                f"bench/over_runs: {time.monotonic() - started:5.0f} s: "
+                f"{n - len(states)} of {n} ended, {len(states) - pending} running, "
+                f"{pending} pending",
+                file=sys.stderr,
+            )
         time.sleep(5)
     return False
 
@@ -192,23 +208,51 @@ def run(
     counted.reset()
     t = time.perf_counter()
     done = subprocess.run(
-        [*_dotlab(), "submit", str(manifest), "--code-dir", str(kit.code), "--data-dir",
-         str(kit.data), "--image", str(kit.image), "--run-dir", str(claim_dir), "--out-dir",
-         str(out_dir), "--apptainer", str(platform.apptainer())],
-        env=counted.env(env), capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            *_dotlab(),
+            "submit",
+            str(manifest),
+            "--code-dir",
+            str(kit.code),
+            "--data-dir",
+            str(kit.data),
+            "--image",
+            str(kit.image),
+            "--run-dir",
+            str(claim_dir),
+            "--out-dir",
+            str(out_dir),
+            "--apptainer",
+            str(platform.apptainer()),
+        ],
+        env=counted.env(env),
+        capture_output=True,
+        text=True,
+    )
     submit_s = time.perf_counter() - t
     if done.returncode != 0:
         raise SystemExit(f"bench/over_runs: submit failed: {done.stderr.strip()[:600]}")
     sbatch = counted.submissions()
     array = _array_id(claim_dir)
     slurm_calls = [a[0] for a in counted.argvs()]
-    figures["submit"] = {"s": submit_s, "sbatch_calls": sbatch, "slurm_calls": slurm_calls,
-                         "array_job_id": array}  # fmt: skip
-    targets.append(Target(f"submit {n} runs", f"{submit_s:.2f} s, {sbatch} sbatch call(s)",
-                          f"array {array}", "1 sbatch", sbatch == 1))  # fmt: skip
-    print(f"bench/over_runs: submitted array {array} ({n} tasks) in {submit_s:.2f} s",
-          file=sys.stderr)  # fmt: skip
+    figures["submit"] = {
+        "s": submit_s,
+        "sbatch_calls": sbatch,
+        "slurm_calls": slurm_calls,
+        "array_job_id": array,
+    }
+    targets.append(
+        Target(
+            f"submit {n} runs",
+            f"{submit_s:.2f} s, {sbatch} sbatch call(s)",
+            f"array {array}",
+            "1 sbatch",
+            sbatch == 1,
+        )
+    )
+    print(
+        f"bench/over_runs: submitted array {array} ({n} tasks) in {submit_s:.2f} s", file=sys.stderr
+    )
 
     status_argv = [*_dotlab(), "status", "--json", str(claim_dir)]
     sacct = ["sacct", "-X", "-P", "-n", "-S", since, "-j", array, "-o", SACCT_COLUMNS]
@@ -219,13 +263,22 @@ def run(
         ref, _, _ = _best(sacct, env, args.repeat)
         rows = json.loads(out)
         reason = str(rows[0].get("reason", "")) if isinstance(rows, list) and rows else ""
-        figures[key] = {"s": wall, "slurm_calls": calls, "reason": reason,
-                        "reference_sacct_s": ref, "ratio": wall / ref}  # fmt: skip
-        targets.append(Target(
-            f"status over {n} runs, {label}", f"{wall:.2f} s, {calls} Slurm call(s)",
-            f"bare sacct {ref:.2f} s", f"{wall / ref:.1f}x (<= {STATUS_LIMIT_S:g} s, <= 1 call)",
-            wall <= STATUS_LIMIT_S and calls <= 1,
-        ))  # fmt: skip
+        figures[key] = {
+            "s": wall,
+            "slurm_calls": calls,
+            "reason": reason,
+            "reference_sacct_s": ref,
+            "ratio": wall / ref,
+        }
+        targets.append(
+            Target(
+                f"status over {n} runs, {label}",
+                f"{wall:.2f} s, {calls} Slurm call(s)",
+                f"bare sacct {ref:.2f} s",
+                f"{wall / ref:.1f}x (<= {STATUS_LIMIT_S:g} s, <= 1 call)",
+                wall <= STATUS_LIMIT_S and calls <= 1,
+            )
+        )
         targets.append(Target("  (its row)", reason, "", "", None))
 
     t = time.perf_counter()
@@ -277,23 +330,37 @@ def run(
         "expected_p95": p95,
     }
     if first.returncode != 0:
-        print(f"bench/over_runs: collect exited {first.returncode}: {first.stderr.strip()[:600]}",
-              file=sys.stderr)  # fmt: skip
-    targets.append(Target(
-        f"collect {n} runs (first)", f"{collect_s:.2f} s, {len(collect_calls)} Slurm call(s)",
-        f"sacct + read + fmean {ref_s:.2f} s",
-        f"{collect_s / ref_s:.1f}x (< {COLLECT_LIMIT_S:g} s)",
-        collect_s < COLLECT_LIMIT_S and first.returncode == 0 and records == n,
-    ))  # fmt: skip
-    targets.append(Target(
-        "collect again (reads record)", f"{again_s:.2f} s, {len(again_calls)} Slurm call(s)",
-        f"sacct + read + fmean {ref_s:.2f} s", f"{again_s / ref_s:.1f}x", None,
-    ))  # fmt: skip
-    targets.append(Target(
-        "claim record", f"{outcome}, mean {actual!r}", f"fmean {ref_mean!r}",
-        f"|diff| {abs(actual - ref_mean) if isinstance(actual, float) else 'n/a'}",
-        outcome == "reproduced" and mean_ok,
-    ))  # fmt: skip
+        print(
+            f"bench/over_runs: collect exited {first.returncode}: {first.stderr.strip()[:600]}",
+            file=sys.stderr,
+        )
+    targets.append(
+        Target(
+            f"collect {n} runs (first)",
+            f"{collect_s:.2f} s, {len(collect_calls)} Slurm call(s)",
+            f"sacct + read + fmean {ref_s:.2f} s",
+            f"{collect_s / ref_s:.1f}x (< {COLLECT_LIMIT_S:g} s)",
+            collect_s < COLLECT_LIMIT_S and first.returncode == 0 and records == n,
+        )
+    )
+    targets.append(
+        Target(
+            "collect again (reads record)",
+            f"{again_s:.2f} s, {len(again_calls)} Slurm call(s)",
+            f"sacct + read + fmean {ref_s:.2f} s",
+            f"{again_s / ref_s:.1f}x",
+            None,
+        )
+    )
+    targets.append(
+        Target(
+            "claim record",
+            f"{outcome}, mean {actual!r}",
+            f"fmean {ref_mean!r}",
+            f"|diff| {abs(actual - ref_mean) if isinstance(actual, float) else 'n/a'}",
+            outcome == "reproduced" and mean_ok,
+        )
+    )
     return targets, figures
 
 
@@ -339,8 +406,10 @@ def main(argv: list[str] | None = None) -> int:
             figures["workdir"] = str(work)
         print(json.dumps(figures, indent=1))
         return 1 if missed else 0
-    print(f"bench/over_runs: {figures['cpus']} CPUs, Python {figures['python']}, "
-          f"{figures['runs']} runs ended in {figures['ran_s']:.0f} s")  # fmt: skip
+    print(
+        f"bench/over_runs: {figures['cpus']} CPUs, Python {figures['python']}, "
+        f"{figures['runs']} runs ended in {figures['ran_s']:.0f} s"
+    )
     width = max(len(row.name) for row in targets)
     for row in targets:
         mark = "info" if row.met is None else ("met" if row.met else "MISSED")

@@ -368,12 +368,20 @@ def _sbatch_refs(script: Path, n: int, tag: str, env: dict[str, str]) -> float:
     t = time.perf_counter()
     for i in range(n):
         subprocess.run(
-            ["sbatch", "--parsable", "--hold", "-J", f"{REF_PREFIX}{tag}-{i}", "-o", "/dev/null",
-             str(script)],
+            [
+                "sbatch",
+                "--parsable",
+                "--hold",
+                "-J",
+                f"{REF_PREFIX}{tag}-{i}",
+                "-o",
+                "/dev/null",
+                str(script),
+            ],
             env=env,
             capture_output=True,
             check=True,
-        )  # fmt: skip
+        )
     return time.perf_counter() - t
 
 
@@ -405,8 +413,11 @@ def bench_submit(
         _settle_creations()
         _warm_up(["sbatch", "--version"], env)
         ref.append(_sbatch_refs(script, n, str(r), env))
-        print(f"bench/scale: submit {n}: {ours[-1]:.2f} s, {n} x sbatch {ref[-1]:.2f} s:"
-              f" {ref[-1] / ours[-1]:.1f}x", file=sys.stderr)  # fmt: skip
+        print(
+            f"bench/scale: submit {n}: {ours[-1]:.2f} s, {n} x sbatch {ref[-1]:.2f} s:"
+            f" {ref[-1] / ours[-1]:.1f}x",
+            file=sys.stderr,
+        )
     _cancel(lambda name: name.startswith(REF_PREFIX), env)
     _deleted()
     # the ratio of each pair, measured within seconds of each other, then their median: a slow

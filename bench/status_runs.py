@@ -40,10 +40,19 @@ def held_arrays(n: int, arrays: int, tag: str) -> list[tuple[str, str, int]]:
         tasks = min(per, n - k * per)
         name = f"dotlab-bench-{tag}-{k}"
         done = subprocess.run(
-            ["sbatch", "--parsable", "--hold", f"--array=0-{tasks - 1}", f"--job-name={name}",
-             "--output=/dev/null", "--wrap=true"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            [
+                "sbatch",
+                "--parsable",
+                "--hold",
+                f"--array=0-{tasks - 1}",
+                f"--job-name={name}",
+                "--output=/dev/null",
+                "--wrap=true",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         out.append((done.stdout.strip().split(";")[0], name, tasks))
     return out
 
@@ -58,22 +67,37 @@ def make_runs(root: Path, arrays: list[tuple[str, str, int]]) -> list[Path]:
             rd.path.mkdir(parents=True)
             run_id = f"{name.removeprefix('dotlab-')}-{i}"
             run = RunRecord(
-                run_id=run_id, claim=f"c{i}", created_at="2026-12-01T00:00:00Z",
-                tool=ToolRecord(name="dotlab-hpc", version="0.1.0"), task_index=i, job_name=name,
-                manifest_file="manifest.orig.yaml", manifest_sha256="0" * 64,
-                manifest_path="/m.yaml", apptainer="apptainer",
-                paths=RunPaths(run_dir=str(rd.path), code_dir="/c", data_dir="/d",
-                               out_dir=f"/o/{i}", image="/i.sif"),
-                inputs=InputsRecord(commit="c" * 40, image_digest="sha256:" + "d" * 64,
-                                    datasets={}),
+                run_id=run_id,
+                claim=f"c{i}",
+                created_at="2026-12-01T00:00:00Z",
+                tool=ToolRecord(name="dotlab-hpc", version="0.1.0"),
+                task_index=i,
+                job_name=name,
+                manifest_file="manifest.orig.yaml",
+                manifest_sha256="0" * 64,
+                manifest_path="/m.yaml",
+                apptainer="apptainer",
+                paths=RunPaths(
+                    run_dir=str(rd.path),
+                    code_dir="/c",
+                    data_dir="/d",
+                    out_dir=f"/o/{i}",
+                    image="/i.sif",
+                ),
+                inputs=InputsRecord(
+                    commit="c" * 40, image_digest="sha256:" + "d" * 64, datasets={}
+                ),
                 ends_dir=str(ends),
-            )  # fmt: skip
+            )
             sub = SubmissionRecord(
-                job_id=f"{job}_{i}", array_job_id=job, task_index=i,
+                job_id=f"{job}_{i}",
+                array_job_id=job,
+                task_index=i,
                 submitted_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                sbatch_argv=("sbatch",), adopted_after_retry=False,
+                sbatch_argv=("sbatch",),
+                adopted_after_retry=False,
                 slurm_log=str(rd.path / "slurm.out"),
-            )  # fmt: skip
+            )
             atomic_write_all([run_file(rd, run), submission_file(rd, sub)])
             paths.append(rd.path)
     return paths
@@ -91,14 +115,19 @@ def counting_path(bindir: Path, log: Path) -> str:
     return f"{bindir}:{os.environ['PATH']}"
 
 
-def watch(argv: list[str], paths: list[Path], env: dict[str, str], log: Path, trace: Path,
-          seconds: float) -> bool:  # fmt: skip
+def watch(
+    argv: list[str], paths: list[Path], env: dict[str, str], log: Path, trace: Path, seconds: float
+) -> bool:
     """``status --watch`` (default knobs) for ``seconds``: Slurm calls, fs operations a cycle."""
     log.write_text("")
     env = {k: v for k, v in env.items() if not k.startswith("DOTLAB_FOLLOW_")}
     env["DOTLAB_FOLLOW_TRACE"] = str(trace)
-    proc = subprocess.Popen([*argv, "--watch", *map(str, paths)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [*argv, "--watch", *map(str, paths)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(seconds)
     proc.terminate()
     proc.wait()
@@ -109,10 +138,12 @@ def watch(argv: list[str], paths: list[Path], env: dict[str, str], log: Path, tr
     steady = [c["cycle"] for c in cycles[1:]]
     ops = max((c["listings"] + c["stats"] + c["rereads"] for c in steady), default=0)
     met = calls <= 1 + int(seconds // 60) and ops <= 4
-    print(f"status --watch over {len(paths)} runs for {seconds:.0f} s: {len(cycles)} cycles, "
-          f"{calls} Slurm call(s), at most {ops} fs operations a cycle after the first "
-          f"({steady[-1] if steady else {}}): {'met' if met else 'MISSED'} "
-          "(<= 1 call per 60 s, O(1) fs operations)")  # fmt: skip
+    print(
+        f"status --watch over {len(paths)} runs for {seconds:.0f} s: {len(cycles)} cycles, "
+        f"{calls} Slurm call(s), at most {ops} fs operations a cycle after the first "
+        f"({steady[-1] if steady else {}}): {'met' if met else 'MISSED'} "
+        "(<= 1 call per 60 s, O(1) fs operations)"
+    )
     return met
 
 
@@ -135,8 +166,10 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         paths = make_runs(work / "runs", arrays)
-        print(f"made {len(paths)} run directories in {time.perf_counter() - t0:.1f} s "
-              f"(tasks of held arrays {', '.join(a for a, _, _ in arrays)})")  # fmt: skip
+        print(
+            f"made {len(paths)} run directories in {time.perf_counter() - t0:.1f} s "
+            f"(tasks of held arrays {', '.join(a for a, _, _ in arrays)})"
+        )
         log = work / "calls.log"
         env = {**os.environ, "PATH": counting_path(work / "bin", log)}
         argv = [sys.executable, "-m", "dotlab_hpc", "status"]
@@ -145,8 +178,9 @@ def main() -> int:
             for _ in range(args.repeat):
                 log.write_text("")
                 t = time.perf_counter()
-                done = subprocess.run([*argv, *extra, *map(str, paths)], env=env,
-                                      capture_output=True, text=True)  # fmt: skip
+                done = subprocess.run(
+                    [*argv, *extra, *map(str, paths)], env=env, capture_output=True, text=True
+                )
                 times.append(time.perf_counter() - t)
                 if done.returncode != 0:
                     print(done.stderr[-2000:])
@@ -156,9 +190,11 @@ def main() -> int:
             med = statistics.median(times)
             met = med <= 1.0 and max(calls) == 1 and pending == len(paths)
             ok &= met
-            print(f"status {' '.join(extra) or '(table)'} over {len(paths)} runs: median "
-                  f"{med:.3f} s (min {min(times):.3f}), Slurm calls {max(calls)}, "
-                  f"{pending} PENDING: {'met' if met else 'MISSED'} (<= 1 s, 1 call)")  # fmt: skip
+            print(
+                f"status {' '.join(extra) or '(table)'} over {len(paths)} runs: median "
+                f"{med:.3f} s (min {min(times):.3f}), Slurm calls {max(calls)}, "
+                f"{pending} PENDING: {'met' if met else 'MISSED'} (<= 1 s, 1 call)"
+            )
         if args.watch_s > 0:
             ok &= watch(argv, paths, env, log, work / "trace.jsonl", args.watch_s)
     finally:

@@ -36,8 +36,13 @@ REPO = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = REPO / "slurm" / "local-cluster"
 DEFAULT_DIR = Path("/tmp/dotlab-slurm")
 NODES_DIR = Path("/tmp/dotlab-slurm-nodes")
-LOCAL_CLUSTER_KNOBS = ("DOTLAB_SLURM_ROOT", "DOTLAB_SLURM_NODES", "DOTLAB_SLURM_NODE",
-                       "DOTLAB_SLURM_PORT_BASE", "DOTLAB_SLURM_NET")  # fmt: skip
+LOCAL_CLUSTER_KNOBS = (
+    "DOTLAB_SLURM_ROOT",
+    "DOTLAB_SLURM_NODES",
+    "DOTLAB_SLURM_NODE",
+    "DOTLAB_SLURM_PORT_BASE",
+    "DOTLAB_SLURM_NET",
+)
 
 
 def local_cluster_env(slurm_dir: Path, **knobs: str) -> dict[str, str]:
@@ -196,15 +201,17 @@ class Nodes:
 
     def local_cluster(self, *args: str, timeout: float = 120) -> str:
         """Run ``slurm/local-cluster ARGS`` on this cluster (as root); its stdout (exit 0)."""
-        done = SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), *args), timeout=timeout,
-                                      env=local_cluster_env(self.dir))  # fmt: skip
+        done = SubprocessRunner().run(
+            ("bash", str(LOCAL_CLUSTER), *args), timeout=timeout, env=local_cluster_env(self.dir)
+        )
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done.stdout
 
     def states(self) -> dict[str, str]:
         """Node name -> its state as sinfo says (``idle``, ``down*``, ...)."""
-        done = SubprocessRunner().run(("sinfo", "-h", "-N", "-o", "%N %T"), timeout=30,
-                                      env=self.env)  # fmt: skip
+        done = SubprocessRunner().run(
+            ("sinfo", "-h", "-N", "-o", "%N %T"), timeout=30, env=self.env
+        )
         assert done.returncode == 0, done.stderr
         return dict(line.split() for line in done.stdout.splitlines())
 

@@ -27,8 +27,11 @@ EXAMPLE = REPO / "examples" / "api.py"
 @pytest.fixture
 def kit(tmp_path: Path, slurm_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Kit:
     platform.require()
-    env = {**slurm_env, "DOTLAB_APPTAINER": str(platform.apptainer()),
-           "DOTLAB_FOLLOW_SLURM_S": "10"}  # fmt: skip
+    env = {
+        **slurm_env,
+        "DOTLAB_APPTAINER": str(platform.apptainer()),
+        "DOTLAB_FOLLOW_SLURM_S": "10",
+    }
     for key in ("SLURM_CONF", "DOTLAB_APPTAINER", "DOTLAB_FOLLOW_SLURM_S"):
         monkeypatch.setenv(key, env[key])
     return Kit(tmp_path, env)
@@ -37,10 +40,16 @@ def kit(tmp_path: Path, slurm_env: dict[str, str], monkeypatch: pytest.MonkeyPat
 def submit(kit: Kit, manifests: list[Path], out_dir: Path, **kw: Path | bool) -> list[api.Run]:
     runs_root = kit.root / "runs"
     run_dir = kw.get("run_dir")
-    return api.submit(manifests, code_dir=kit.code, data_dir=kit.data, image=kit.image,
-                      out_dir=out_dir, runs_root=runs_root,
-                      run_dir=run_dir if isinstance(run_dir, Path) else None,
-                      hold=kw.get("hold") is True)  # fmt: skip
+    return api.submit(
+        manifests,
+        code_dir=kit.code,
+        data_dir=kit.data,
+        image=kit.image,
+        out_dir=out_dir,
+        runs_root=runs_root,
+        run_dir=run_dir if isinstance(run_dir, Path) else None,
+        hold=kw.get("hold") is True,
+    )
 
 
 def test_the_readme_shows_the_example_as_it_is() -> None:
@@ -52,8 +61,14 @@ def test_the_readme_shows_the_example_as_it_is() -> None:
 
 def test_the_readme_example_reproduces_the_claim(kit: Kit) -> None:
     shutil.copyfile(kit.manifest("api-example"), kit.root / "claim.yaml")  # JSON is YAML too
-    done = subprocess.run([sys.executable, str(EXAMPLE)], cwd=kit.root, env=kit.env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        cwd=kit.root,
+        env=kit.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert done.stdout.startswith("api-example reproduced - all 2 targets within tolerance\n")
     assert "  acc: expected 0.9, got 0.9, within: True\n" in done.stdout
@@ -64,7 +79,7 @@ def test_an_array_submitted_followed_and_collected(kit: Kit) -> None:
     bad_data = kit.manifest(
         "api-mismatch", data=[{"name": "points", "path": "points.csv", "sha256": "0" * 64}]
     )
-    runs = submit(kit, [good, wrong, bad_data], kit.root / "outs")  # fmt: skip
+    runs = submit(kit, [good, wrong, bad_data], kit.root / "outs")
     assert [r.claim for r in runs] == ["api-good", "api-wrong", "api-mismatch"]
     assert (
         runs[0].job_id
@@ -140,15 +155,43 @@ def test_a_path_or_a_list_of_paths_and_only_typed_errors(kit: Kit) -> None:
     assert api.status(d)[0].finished and [s.finished for s in api.status([d, run])] == [True] * 2
     assert [r.outcome for r in api.collect([d, run.run_dir])] == ["reproduced"] * 2
     assert api.collect(d) == api.collect(run)
-    (rec,) = api.run(str(kit.manifest("paths-local")), local=True, code_dir=kit.code,
-                     data_dir=kit.data, image=kit.image, out_dir=kit.root / "out-local",
-                     runs_root=kit.root / "runs")  # fmt: skip
+    (rec,) = api.run(
+        str(kit.manifest("paths-local")),
+        local=True,
+        code_dir=kit.code,
+        data_dir=kit.data,
+        image=kit.image,
+        out_dir=kit.root / "out-local",
+        runs_root=kit.root / "runs",
+    )
     assert (rec.outcome, rec.where) == ("reproduced", "local")  # a str: one manifest
-    for call in (lambda: api.status("nope"), lambda: api.collect([kit.code]),
-                 lambda: api.validate("nope.yaml"), lambda: api.cancel(str(kit.root))):  # fmt: skip
+    for call in (
+        lambda: api.status("nope"),
+        lambda: api.collect([kit.code]),
+        lambda: api.validate("nope.yaml"),
+        lambda: api.cancel(str(kit.root)),
+    ):
         with pytest.raises(api.DotlabError):
             call()
-    assert set(api.__all__) >= {"init", "build", "validate", "hash_paths", "verify", "render",
-                                "submit", "run", "status", "collect", "cancel", "pack",
-                                "verify_bundle", "reproduce", "keygen", "doctor", "shell",
-                                "plan_shell", "schema", "inspect"}  # fmt: skip
+    assert set(api.__all__) >= {
+        "init",
+        "build",
+        "validate",
+        "hash_paths",
+        "verify",
+        "render",
+        "submit",
+        "run",
+        "status",
+        "collect",
+        "cancel",
+        "pack",
+        "verify_bundle",
+        "reproduce",
+        "keygen",
+        "doctor",
+        "shell",
+        "plan_shell",
+        "schema",
+        "inspect",
+    }

@@ -36,8 +36,9 @@ def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
 def test_build_from_a_local_base_runs_post_and_the_image_reproduces(kit: Kit) -> None:
     base = kit.image  # the test image, copied into the kit: image.sif beside the manifests
     build = {"from": f"localimage:{base.name}@sha256:{sha256(base)}", "post": POST}
-    m = kit.manifest("built", image={"digest": "sha256:" + "0" * 64, "build": build},
-                     entrypoint=ENTRY)  # fmt: skip
+    m = kit.manifest(
+        "built", image={"digest": "sha256:" + "0" * 64, "build": build}, entrypoint=ENTRY
+    )
     out = kit.root / "claim.sif"
     res = kit.cli("build", str(m), "-o", str(out), "--apptainer", str(platform.apptainer()))
     assert res.rc == 0, (res.stdout, res.stderr)

@@ -37,8 +37,9 @@ def signed(tmp_path_factory: pytest.TempPathFactory, slurm_env: dict[str, str]) 
     assert run.outcome == "reproduced", (run.stdout, run.stderr)
     assert kit.cli("keygen", str(kit.root / "author.key")).rc == 0
     bundle = kit.root / "bundle"
-    packed = kit.cli("pack", str(run.run_dir), "-o", str(bundle), "--sign",
-                     str(kit.root / "author.key"))  # fmt: skip
+    packed = kit.cli(
+        "pack", str(run.run_dir), "-o", str(bundle), "--sign", str(kit.root / "author.key")
+    )
     assert packed.rc == 0, packed.stderr
     assert kit.cli("verify-bundle", str(bundle), "--key", str(kit.root / "author.key.pub")).rc == 0
     return bundle
@@ -58,9 +59,11 @@ def test_the_crate_passes_the_community_validator(
 
 @pytest.mark.parametrize(
     ("name", "predicate"),
-    [("provenance.intoto.json", provenance_pb2.Provenance),
-     ("isolation.scai.intoto.json", scai_pb2.AttributeReport)],
-)  # fmt: skip
+    [
+        ("provenance.intoto.json", provenance_pb2.Provenance),
+        ("isolation.scai.intoto.json", scai_pb2.AttributeReport),
+    ],
+)
 def test_both_statements_parse_with_the_in_toto_bindings(
     signed: Path, name: str, predicate: type
 ) -> None:

@@ -90,8 +90,17 @@ def test_no_out_dir_and_no_data_dir_for_a_claim_without_data(kit: Kit) -> None:
     """The output folder defaults beside the runs root; a claim without data needs no
     --data-dir; ``status`` alone lists ./dotlab-runs; ``submit`` says what to run next."""
     m = kit.manifest("nodata", data=[])
-    res = kit.cli("submit", str(m), "--code-dir", str(kit.code), "--image", str(kit.image),
-                  "--apptainer", str(platform.apptainer()), "--json")  # fmt: skip
+    res = kit.cli(
+        "submit",
+        str(m),
+        "--code-dir",
+        str(kit.code),
+        "--image",
+        str(kit.image),
+        "--apptainer",
+        str(platform.apptainer()),
+        "--json",
+    )
     assert res.rc == 0, res.stderr
     doc = one_document(res.stdout)
     out = Path(doc["out_dir"])
@@ -115,8 +124,12 @@ def test_a_claim_with_data_needs_data_dir(kit: Kit) -> None:
 
 
 def test_the_bash_completion_is_valid_bash(tmp_path: Path) -> None:
-    script = subprocess.run([sys.executable, "-m", "dotlab_hpc", "completion", "bash"],
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    script = subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", "completion", "bash"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for verb in ("submit", "status", "collect", "verify-bundle", "completion"):
         assert verb in script
     (tmp_path / "c.bash").write_text(script)

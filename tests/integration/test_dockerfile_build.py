@@ -43,8 +43,9 @@ CMD ["echo", "default-cmd"]
 
 
 def apptainer(*args: str, cwd: Path | None = None) -> str:
-    done = subprocess.run([str(platform.apptainer()), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [str(platform.apptainer()), *args], capture_output=True, text=True, cwd=cwd, timeout=900
+    )
     assert done.returncode == 0, (args, done.stdout, done.stderr)
     return done.stdout.strip()
 

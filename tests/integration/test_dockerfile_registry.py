@@ -137,8 +137,14 @@ class Built:
 def apptainer(
     *args: str, cwd: Path | None = None, timeout: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(platform.apptainer()), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        [str(platform.apptainer()), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def in_image(built: Built, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -197,8 +203,17 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     sif = root / f"{case.name}.sif"
     start = time.monotonic()
     binds, env = site_ca()
-    done = apptainer("build", "--fakeroot", "--no-https", *binds, str(sif), str(deffile),
-                     cwd=ctx, timeout=BUILD_TIMEOUT_S, env=env)  # fmt: skip
+    done = apptainer(
+        "build",
+        "--fakeroot",
+        "--no-https",
+        *binds,
+        str(sif),
+        str(deffile),
+        cwd=ctx,
+        timeout=BUILD_TIMEOUT_S,
+        env=env,
+    )
     seconds = time.monotonic() - start
     if done.returncode != 0:  # the whole log tail, which an assertion message would truncate
         log = (done.stdout + done.stderr)[-8000:]

@@ -23,17 +23,42 @@ from tests.support import platform
 from tests.support.apptainer_conf import conf_wrapper
 from tests.support.standin import gpu_wrapper
 
-SECTION4 = {"network", "code_read_only", "data_read_only", "out_writable", "writable_tmpfs",
-            "user", "capabilities", "pid_namespace", "ipc_namespace", "clean_environment",
-            "host_mounts", "tmp_size", "overlay_size"}  # fmt: skip
+SECTION4 = {
+    "network",
+    "code_read_only",
+    "data_read_only",
+    "out_writable",
+    "writable_tmpfs",
+    "user",
+    "capabilities",
+    "pid_namespace",
+    "ipc_namespace",
+    "clean_environment",
+    "host_mounts",
+    "tmp_size",
+    "overlay_size",
+}
 
 
 def doctor(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], float]:
     t0 = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "dotlab_hpc", "doctor", "--image", str(platform.image()),
-         "--json", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dotlab_hpc",
+            "doctor",
+            "--image",
+            str(platform.image()),
+            "--json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
     assert done.stderr == "" or "Traceback" not in done.stderr, done.stderr
     return done.returncode, json.loads(done.stdout), time.monotonic() - t0
 
@@ -72,10 +97,21 @@ def test_doctor_without_an_image_makes_a_tiny_one_and_measures_with_it(
     platform.require()
     cache = tmp_path / "cache"
     done = subprocess.run(
-        [sys.executable, "-m", "dotlab_hpc", "doctor", "--apptainer", str(platform.apptainer()),
-         "--json"], capture_output=True, text=True, env={**slurm_env, "XDG_CACHE_HOME": str(cache)},
-        cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dotlab_hpc",
+            "doctor",
+            "--apptainer",
+            str(platform.apptainer()),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**slurm_env, "XDG_CACHE_HOME": str(cache)},
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     rows = rows_by_name(json.loads(done.stdout))
     made = rows["probe image"]

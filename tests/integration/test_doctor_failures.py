@@ -24,9 +24,21 @@ import pytest
 
 from tests.support import platform
 
-SECTION4 = ["network", "code_read_only", "data_read_only", "out_writable", "writable_tmpfs",
-            "user", "capabilities", "pid_namespace", "ipc_namespace", "clean_environment",
-            "host_mounts", "tmp_size", "overlay_size"]  # fmt: skip
+SECTION4 = [
+    "network",
+    "code_read_only",
+    "data_read_only",
+    "out_writable",
+    "writable_tmpfs",
+    "user",
+    "capabilities",
+    "pid_namespace",
+    "ipc_namespace",
+    "clean_environment",
+    "host_mounts",
+    "tmp_size",
+    "overlay_size",
+]
 
 
 def as_a_user(argv: Sequence[str]) -> list[str]:
@@ -43,8 +55,15 @@ def as_a_user(argv: Sequence[str]) -> list[str]:
 def doctor(
     cwd: Path, env: dict[str, str], *args: str, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "dotlab_hpc", "doctor", "--apptainer",
-            str(platform.apptainer()), *args]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "dotlab_hpc",
+        "doctor",
+        "--apptainer",
+        str(platform.apptainer()),
+        *args,
+    ]
     done = subprocess.run(
         as_a_user(argv), capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout
     )

@@ -57,19 +57,36 @@ def calls(log: Path) -> list[str]:
 
 
 def submit_held(kit: Kit, names: list[str], runs_root: Path) -> list[Path]:
-    res = kit.cli("submit", *[str(kit.manifest(n)) for n in names], "--code-dir", str(kit.code),
-                  "--data-dir", str(kit.data), "--image", str(kit.image), "--out-dir",
-                  str(kit.root / "outs"), "--runs-root", str(runs_root), "--apptainer",
-                  str(platform.apptainer()), "--hold")  # fmt: skip
+    res = kit.cli(
+        "submit",
+        *[str(kit.manifest(n)) for n in names],
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(kit.root / "outs"),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+        "--hold",
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     return run_dirs(runs_root)
 
 
 def cli_proc(kit: Kit, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "dotlab_hpc", *args], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env={**kit.env, **env}, cwd=kit.root,
-    )  # fmt: skip
+        [sys.executable, "-m", "dotlab_hpc", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**kit.env, **env},
+        cwd=kit.root,
+    )
 
 
 def job_of(run_dir: Path) -> str:
@@ -163,7 +180,7 @@ def _sbatch_then_die(kit: Kit) -> str:
         f'case "$1" in --version) exec {real} "$@";; esac\n'
         f'{real} "$@" || exit $?\n'
         "kill -9 $PPID\n"
-    )  # fmt: skip
+    )
     wrapper.chmod(0o755)
     return f"{bindir}:{kit.env['PATH']}"
 
@@ -182,11 +199,22 @@ def test_a_cli_killed_right_after_sbatch_leaves_a_job_found_by_name(any_kit: Kit
     (state,) = json.loads(st.stdout)
     assert state["job_id"] and state["state"] != "NOT_SUBMITTED", state
     job_id = state["job_id"]
-    named = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%j"],
-                           capture_output=True, text=True, env=kit.env, check=True)  # fmt: skip
+    named = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%j"],
+        capture_output=True,
+        text=True,
+        env=kit.env,
+        check=True,
+    )
     assert named.stdout.strip() == run["job_name"]
-    watch = kit.cli("status", "--watch", "--json", str(res.run_dir),
-                    env={"DOTLAB_FOLLOW_SLURM_S": "3"}, timeout=180)  # fmt: skip
+    watch = kit.cli(
+        "status",
+        "--watch",
+        "--json",
+        str(res.run_dir),
+        env={"DOTLAB_FOLLOW_SLURM_S": "3"},
+        timeout=180,
+    )
     assert watch.rc == 0, watch.stderr
     col = kit.cli("collect", str(res.run_dir))
     assert col.rc == 0, (col.stdout, col.stderr)
@@ -204,8 +232,13 @@ def test_a_held_job_whose_submission_json_was_never_written_is_cancelled_by_name
     assert state["state"] == "PENDING" and "held" in state["reason"], state
     cancel = kit.cli("cancel", str(res.run_dir))
     assert cancel.rc == 0 and cancel.stdout == f"cancelled {state['job_id']}\n", cancel
-    after = subprocess.run(["squeue", "-h", "-t", "all", "-j", state["job_id"], "-o", "%T"],
-                           capture_output=True, text=True, env=kit.env, check=True)  # fmt: skip
+    after = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", state["job_id"], "-o", "%T"],
+        capture_output=True,
+        text=True,
+        env=kit.env,
+        check=True,
+    )
     assert after.stdout.strip() == "CANCELLED"
     col = kit.cli("collect", str(res.run_dir))
     assert col.rc == 2 and not (res.run_dir / "record.json").exists()
@@ -227,8 +260,12 @@ def test_a_job_slurm_never_saw_is_lost_after_the_bound_never_an_endless_wait(kit
     (rd / "submission.json").write_text(json.dumps(sub))
     (rd / "run.json").write_text(json.dumps(run))
     started = time.monotonic()
-    watch = kit.cli("status", "--watch", str(rd), env={"DOTLAB_FOLLOW_SLURM_S": "2",
-                                                       "DOTLAB_FOLLOW_LOST_S": "60"})  # fmt: skip
+    watch = kit.cli(
+        "status",
+        "--watch",
+        str(rd),
+        env={"DOTLAB_FOLLOW_SLURM_S": "2", "DOTLAB_FOLLOW_LOST_S": "60"},
+    )
     assert watch.rc == 2, (watch.stdout, watch.stderr)
     assert time.monotonic() - started < 30
     lines = watch.stderr.splitlines()
@@ -242,10 +279,26 @@ def test_submit_wait_ends_only_when_every_held_task_is_final(kit: Kit) -> None:
     # The issue's case: `submit --wait` returned while array tasks were still pending.
     mans = [str(kit.manifest(n)) for n in ("wait-a", "wait-b", "wait-c")]
     runs_root = kit.root / "runs"
-    proc = cli_proc(kit, "submit", *mans, "--code-dir", str(kit.code), "--data-dir",
-                    str(kit.data), "--image", str(kit.image), "--out-dir", str(kit.root / "outs"),
-                    "--runs-root", str(runs_root), "--apptainer", str(platform.apptainer()),
-                    "--hold", "--wait", env={"DOTLAB_FOLLOW_SLURM_S": "2"})  # fmt: skip
+    proc = cli_proc(
+        kit,
+        "submit",
+        *mans,
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(kit.root / "outs"),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+        "--hold",
+        "--wait",
+        env={"DOTLAB_FOLLOW_SLURM_S": "2"},
+    )
     try:
         deadline = time.monotonic() + 60
         while not (
@@ -258,8 +311,9 @@ def test_submit_wait_ends_only_when_every_held_task_is_final(kit: Kit) -> None:
         time.sleep(8)
         assert proc.poll() is None, proc.communicate()  # held tasks: still waiting
         dirs = run_dirs(runs_root)
-        subprocess.run(["scontrol", "release", job_of(dirs[0]).split("_")[0]], check=True,
-                       env=kit.env)  # fmt: skip
+        subprocess.run(
+            ["scontrol", "release", job_of(dirs[0]).split("_")[0]], check=True, env=kit.env
+        )
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
@@ -288,8 +342,9 @@ def test_a_job_killed_before_it_could_write_its_status_ends_run_within_the_bound
             assert time.monotonic() < deadline, "the container did not start"
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.5)
-        subprocess.run(["scancel", "--batch", "--signal=KILL", job_of(run_dir)], check=True,
-                       env=kit.env)  # fmt: skip
+        subprocess.run(
+            ["scancel", "--batch", "--signal=KILL", job_of(run_dir)], check=True, env=kit.env
+        )
         killed = time.monotonic()
         stdout, stderr = proc.communicate(timeout=60 * 1.05 + 30 + 30)
         took = time.monotonic() - killed
@@ -313,8 +368,13 @@ def test_a_second_start_of_an_ended_job_changes_nothing(kit: Kit) -> None:
     res = kit.run(kit.manifest("started-twice"))
     assert res.rc == 0 and res.run_dir is not None, (res.stdout, res.stderr)
     before = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file()}
-    again = subprocess.run(["bash", str(res.run_dir / "job.sbatch")], capture_output=True,
-                           text=True, env=kit.env, timeout=60)  # fmt: skip
+    again = subprocess.run(
+        ["bash", str(res.run_dir / "job.sbatch")],
+        capture_output=True,
+        text=True,
+        env=kit.env,
+        timeout=60,
+    )
     assert again.returncode == 0, again.stderr
     assert "ran to its end already and Slurm started it again; nothing was changed" in again.stderr
     after = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file()}
@@ -335,8 +395,9 @@ def test_a_second_start_through_slurm_keeps_the_first_ones_log(
     assert first, "the first start wrote no Slurm log"
     before = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file() and p != log}
     argv = submission(res.run_dir)["sbatch_argv"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=kit.env, timeout=60,
-                          cwd=res.run_dir, check=True)  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env=kit.env, timeout=60, cwd=res.run_dir, check=True
+    )
     (info,) = wait_for_jobs([done.stdout.strip().split(";")[0]]).values()
     assert info.state == "COMPLETED", info
     after = log.read_bytes()

@@ -40,8 +40,9 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         pytest.fail("mounting a tmpfs needs root (the host's suite runs as root)")
     where = tmp_path / "small"
     where.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs", str(where)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs", str(where)], check=True
+    )
     try:
         yield where
     finally:
@@ -76,15 +77,27 @@ def counting_sbatch(kit: Kit, *, fill_after: Path | None = None) -> tuple[dict[s
         f'out=$("{real}" "$@") || exit $?\n'
         f"{after}"
         'echo "$out"\n'
-    )  # fmt: skip
+    )
     (bindir / "sbatch").chmod(0o755)
     return {"PATH": f"{bindir}:{kit.env['PATH']}"}, calls
 
 
 def submit_args(kit: Kit, names: list[str], runs_root: Path, out: Path) -> list[str]:
-    return [*(str(kit.manifest(n)) for n in names), "--code-dir", str(kit.code), "--data-dir",
-            str(kit.data), "--image", str(kit.image), "--out-dir", str(out), "--runs-root",
-            str(runs_root), "--apptainer", str(platform.apptainer())]  # fmt: skip
+    return [
+        *(str(kit.manifest(n)) for n in names),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(out),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+    ]
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -117,14 +130,23 @@ def test_a_file_system_full_right_after_sbatch_keeps_the_job_findable(
 ) -> None:
     env, calls = counting_sbatch(kit, fill_after=small_fs)
     runs_root = small_fs / "runs"
-    res = kit.cli("submit", *submit_args(kit, ["after-a", "after-b"], runs_root,
-                                          kit.root / "out"), "--hold", env=env)  # fmt: skip
+    res = kit.cli(
+        "submit",
+        *submit_args(kit, ["after-a", "after-b"], runs_root, kit.root / "out"),
+        "--hold",
+        env=env,
+    )
     dirs = run_dirs(runs_root)
     names = {json.loads((d / "run.json").read_text())["job_name"] for d in dirs}
     assert len(names) == 1
     (name,) = names
-    found = subprocess.run(["squeue", "-h", "-t", "all", "-n", name, "-o", "%A"],
-                           capture_output=True, text=True, env=kit.env, check=True)  # fmt: skip
+    found = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%A"],
+        capture_output=True,
+        text=True,
+        env=kit.env,
+        check=True,
+    )
     job_ids = sorted(set(found.stdout.split()))
     try:
         assert res.rc == 2, (res.stdout, res.stderr)
@@ -144,10 +166,21 @@ def test_a_run_directory_that_fills_up_while_the_job_runs_never_gets_an_empty_st
     kit: Kit, small_fs: Path
 ) -> None:
     run_dir = small_fs / "run"
-    args = [str(kit.manifest("fills-up", mode="sleep 8")), "--code-dir", str(kit.code),
-            "--data-dir", str(kit.data), "--image", str(kit.image), "--out-dir",
-            str(kit.root / "out"), "--run-dir", str(run_dir),
-            "--apptainer", str(platform.apptainer())]  # fmt: skip
+    args = [
+        str(kit.manifest("fills-up", mode="sleep 8")),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(kit.root / "out"),
+        "--run-dir",
+        str(run_dir),
+        "--apptainer",
+        str(platform.apptainer()),
+    ]
     res = kit.cli("submit", *args)
     assert res.rc == 0, (res.stdout, res.stderr)
     deadline = time.monotonic() + 120
@@ -220,8 +253,9 @@ def test_a_run_whose_status_file_cannot_be_written_ends_by_itself_within_the_gra
     kit = Kit(tmp_path / "kit", env)
     small = tmp_path / "small2m"
     small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0777", "tmpfs", str(small)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0777", "tmpfs", str(small)], check=True
+    )
     try:
         args = kit.inputs(kit.manifest("spews", mode="spew 5"))
         run_dir = small / "run"

@@ -26,8 +26,16 @@ def test_a_signed_image_is_built_pinned_run_packed_and_verified_by_apptainer(kit
     build = {"from": f"localimage:{base.name}@sha256:{sha256(base)}", "post": POST}
     m = kit.manifest("signed", image={"digest": "sha256:" + "0" * 64, "build": build})
     out = kit.root / "claim.sif"
-    res = kit.cli("build", str(m), "-o", str(out), "--apptainer", str(platform.apptainer()),
-                  "--sign-image", str(kit.root / "author.key"))  # fmt: skip
+    res = kit.cli(
+        "build",
+        str(m),
+        "-o",
+        str(out),
+        "--apptainer",
+        str(platform.apptainer()),
+        "--sign-image",
+        str(kit.root / "author.key"),
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     assert signature_count(out) >= 1
     digest = "sha256:" + sha256(out)  # the signed image's: what the manifest pins
@@ -38,8 +46,9 @@ def test_a_signed_image_is_built_pinned_run_packed_and_verified_by_apptainer(kit
     assert run.outcome == "reproduced", (run.stdout, run.stderr)
     assert run.run_dir is not None
     bundle = kit.root / "bundle"
-    packed = kit.cli("pack", str(run.run_dir), "-o", str(bundle),
-                     "--sign", str(kit.root / "author.key"))  # fmt: skip
+    packed = kit.cli(
+        "pack", str(run.run_dir), "-o", str(bundle), "--sign", str(kit.root / "author.key")
+    )
     assert packed.rc == 0, (packed.stdout, packed.stderr)
 
     def checks(key: str) -> tuple[int, dict[str, dict[str, str]]]:

@@ -18,13 +18,23 @@ IMAGE = Path(__file__).resolve().parents[2] / "examples" / "claim" / "image.sif"
 
 
 def dotlab(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dotlab_hpc", *map(str, args)],
-                          capture_output=True, text=True, check=False, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
 
 
 def git(code: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(code), *args], check=True, capture_output=True,
-                          text=True, env={**os.environ, **GIT_ENV}).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(code), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -43,8 +53,20 @@ def paper(tmp_path: Path) -> Path:
 
 
 def test_init_pins_code_data_image_and_targets(paper: Path) -> None:
-    cp = dotlab(paper, "init", "--code-dir", "code", "--data-dir", "data", "--image", IMAGE,
-                "--results", "results.json", "-o", "claim.yaml")  # fmt: skip
+    cp = dotlab(
+        paper,
+        "init",
+        "--code-dir",
+        "code",
+        "--data-dir",
+        "data",
+        "--image",
+        IMAGE,
+        "--results",
+        "results.json",
+        "-o",
+        "claim.yaml",
+    )
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout.splitlines()[0] == "wrote claim.yaml"
     assert "next: dotlab-hpc validate claim.yaml" in cp.stdout
@@ -62,8 +84,9 @@ def test_init_pins_code_data_image_and_targets(paper: Path) -> None:
     assert spec.image.digest == "sha256:" + hashlib.sha256(IMAGE.read_bytes()).hexdigest()
     assert spec.entrypoint == "python3 run.py"
     assert {k: (t.value, t.rel_tol) for k, t in spec.targets.items()} == {
-        "acc": (0.93, 0.01), "n": (10.0, 0.01)
-    }  # fmt: skip
+        "acc": (0.93, 0.01),
+        "n": (10.0, 0.01),
+    }
     warn = dotlab(paper, "validate", "claim.yaml")
     assert warn.returncode == 0 and "no tolerance" not in warn.stderr  # each has a tolerance
     assert "code.repo: not set" in warn.stderr  # what a reviewer would miss: init cannot know
@@ -124,8 +147,18 @@ def test_names_and_targets_helpers() -> None:
 
 def test_init_from_a_base_says_to_build_and_pin(paper: Path) -> None:
     (paper / "base.sif").write_bytes(IMAGE.read_bytes())
-    cp = dotlab(paper, "init", "--code-dir", "code", "--from", "base.sif", "--results",
-                "results.json", "-o", "claim.yaml")  # fmt: skip
+    cp = dotlab(
+        paper,
+        "init",
+        "--code-dir",
+        "code",
+        "--from",
+        "base.sif",
+        "--results",
+        "results.json",
+        "-o",
+        "claim.yaml",
+    )
     assert cp.returncode == 0, cp.stderr
     assert "next: build the image and pin it: dotlab-hpc build claim.yaml -o claim.sif --pin" in (
         cp.stdout

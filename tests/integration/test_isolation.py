@@ -33,9 +33,19 @@ def assert_all_held(rec: dict[str, Any]) -> dict[str, Any]:
     props = iso["properties"]
     assert iso["held"] is True, props
     assert {n: p["state"] for n, p in props.items()} == dict.fromkeys(props, "held")
-    for name in ("network", "code_read_only", "data_read_only", "out_writable", "user",
-                 "capabilities", "pid_namespace", "ipc_namespace", "clean_environment",
-                 "host_mounts", "tmp_size"):  # fmt: skip
+    for name in (
+        "network",
+        "code_read_only",
+        "data_read_only",
+        "out_writable",
+        "user",
+        "capabilities",
+        "pid_namespace",
+        "ipc_namespace",
+        "clean_environment",
+        "host_mounts",
+        "tmp_size",
+    ):
         assert name in props, props
     return iso
 

@@ -23,8 +23,9 @@ USABLE = {"idle", "mixed", "allocated", "completing"}
 
 
 def _local_cluster(verb: str, slurm_dir: Path, **knobs: str) -> Completed:
-    return SubprocessRunner().run(("bash", str(LOCAL_CLUSTER), verb), timeout=120,
-                                  env=local_cluster_env(slurm_dir, **knobs))  # fmt: skip
+    return SubprocessRunner().run(
+        ("bash", str(LOCAL_CLUSTER), verb), timeout=120, env=local_cluster_env(slurm_dir, **knobs)
+    )
 
 
 def test_status_reports_up(slurm_dir: Path, slurm_env: dict[str, str]) -> None:

@@ -30,12 +30,23 @@ REPO = Path(__file__).resolve().parents[2]
 LOCAL_REGISTRY = REPO / "slurm" / "local-registry"
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # platform.machine() -> the OCI (Go) name of the architecture
-OCI_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x",
-            "riscv64": "riscv64", "i686": "386", "armv7l": "arm"}  # fmt: skip
-LAYER_TYPES = {"application/vnd.oci.image.layer.v1.tar+gzip",
-               "application/vnd.docker.image.rootfs.diff.tar.gzip"}  # fmt: skip
-CONFIG_TYPES = {"application/vnd.oci.image.config.v1+json",
-                "application/vnd.docker.container.image.v1+json"}  # fmt: skip
+OCI_ARCH = {
+    "x86_64": "amd64",
+    "aarch64": "arm64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+    "i686": "386",
+    "armv7l": "arm",
+}
+LAYER_TYPES = {
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+}
+CONFIG_TYPES = {
+    "application/vnd.oci.image.config.v1+json",
+    "application/vnd.docker.container.image.v1+json",
+}
 
 SEEDED = pytest.mark.parametrize("repo_tag", registry.SEEDED, ids=["debian", "python"])
 
@@ -184,8 +195,9 @@ def test_layer_matches_its_descriptor_and_holds_a_root(repo_tag: str) -> None:
     if repo_tag == registry.PYTHON:
         assert has_pip
         assert not managed, managed  # pip installs into the system's Python, as in `python`
-        assert any(n.startswith("usr/lib/python3.") and n.endswith("/venv/__init__.py")
-                   for n in names)  # fmt: skip
+        assert any(
+            n.startswith("usr/lib/python3.") and n.endswith("/venv/__init__.py") for n in names
+        )
     else:
         assert not has_pip
         assert managed  # Debian's python3 as it is

@@ -55,11 +55,23 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str =
 
 def many(kit: Kit, verb: str, manifests: list[Path], runs_root: Path, *extra: str) -> Result:
     """``dotlab-hpc VERB`` of several manifests at once (one job array) under ``runs_root``."""
-    return kit.cli(verb, *map(str, manifests), "--code-dir", str(kit.code), "--data-dir",
-                   str(kit.data), "--image", str(kit.image), "--out-dir",
-                   str(runs_root.with_name(runs_root.name + "-out")), "--runs-root",
-                   str(runs_root), "--apptainer", str(platform.apptainer()),
-                   *extra)  # fmt: skip
+    return kit.cli(
+        verb,
+        *map(str, manifests),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(runs_root.with_name(runs_root.name + "-out")),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+        *extra,
+    )
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -84,13 +96,19 @@ def slurm_nodes(array_id: str, env: dict[str, str]) -> dict[str, str]:
     """Job id of each task of an array -> the node Slurm runs or ran it on (squeue, sacct)."""
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-j", array_id, "-o", "JobID,NodeList"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     where = dict(line.split("|") for line in out.splitlines() if line)
     queue = subprocess.run(
         ["squeue", "-h", "-j", array_id, "-t", "R", "-o", "%i|%N"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     where.update(dict(line.split("|", 1) for line in queue.splitlines() if line))
     return where
 
@@ -98,8 +116,11 @@ def slurm_nodes(array_id: str, env: dict[str, str]) -> dict[str, str]:
 def sacct_state(job_id: str, env: dict[str, str]) -> str:
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     states = dict(line.split("|", 1) for line in out.splitlines() if line)
     return states.get(job_id, "")
 
@@ -211,8 +232,15 @@ def listeners(nodes: Nodes) -> Iterator[list[str]]:
     procs = []
     try:
         for node, addr in sorted(nodes.addrs.items()):
-            argv = ["nsenter", f"--net=/run/netns/{nodes.netns(node)}", sys.executable, "-c",
-                    LISTEN, addr, str(port)]  # fmt: skip
+            argv = [
+                "nsenter",
+                f"--net=/run/netns/{nodes.netns(node)}",
+                sys.executable,
+                "-c",
+                LISTEN,
+                addr,
+                str(port),
+            ]
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
             procs.append(p)
             assert p.stdout is not None and p.stdout.readline().strip() == "ready", node
@@ -231,8 +259,12 @@ def test_the_container_cannot_reach_another_nodes_listener(
     script = kit.root / "bare.py"
     script.write_text(CONNECT.replace('os.environ["DOTLAB_OUT_DIR"]', repr(str(kit.root))))
     wrap = " ".join([sys.executable, str(script), *listeners])
-    subprocess.run(["sbatch", "--wait", "-w", nodes.names[0], "-o", str(probe), "--wrap", wrap],
-                   env=nodes.env, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["sbatch", "--wait", "-w", nodes.names[0], "-o", str(probe), "--wrap", wrap],
+        env=nodes.env,
+        check=True,
+        capture_output=True,
+    )
     bare = read(kit.root / "details.json")
     assert set(bare["errors"].values()) == {"connected"}, bare
     assert "eth0" in bare["interfaces"]
@@ -241,8 +273,11 @@ def test_the_container_cannot_reach_another_nodes_listener(
     kit.git("add", "-A")
     kit.git("commit", "-q", "-m", "connect")
     kit.commit = kit.git("rev-parse", "HEAD").strip()
-    m = kit.manifest("net", entrypoint="python3 connect.py " + " ".join(listeners),
-                     targets={"blocked": {"value": len(listeners)}})  # fmt: skip
+    m = kit.manifest(
+        "net",
+        entrypoint="python3 connect.py " + " ".join(listeners),
+        targets={"blocked": {"value": len(listeners)}},
+    )
     res = kit.run(m)
     assert res.run_dir is not None
     out = Path(read(res.run_dir / "run.json")["paths"]["out_dir"])
@@ -250,8 +285,9 @@ def test_the_container_cannot_reach_another_nodes_listener(
     assert res.rc == 0 and res.outcome == "reproduced", (res.stderr, details)
     assert details["interfaces"] == ["lo"], details
     node = read(res.run_dir / "status.json")["node"]
-    others = [t for t, (n, _) in zip(listeners, sorted(nodes.addrs.items()), strict=True)
-              if n != node]  # fmt: skip
+    others = [
+        t for t, (n, _) in zip(listeners, sorted(nodes.addrs.items()), strict=True) if n != node
+    ]
     assert len(others) == len(listeners) - 1  # it ran on one of the nodes, the others are remote
     assert all(details["errors"][t] != "connected" for t in others), details
 
@@ -281,8 +317,11 @@ def test_a_node_that_dies_mid_job_fails_its_task_only(kit: Kit, nodes: Nodes) ->
     dirs, job_of, victim = three_running(kit, nodes, "nf", "sleep 20")
     try:
         nodes.local_cluster("kill", nodes.names[1])
-        wait_for(lambda: sacct_state(job_of[victim], nodes.env) == "NODE_FAIL", 90,
-                 "Slurm says NODE_FAIL")  # fmt: skip
+        wait_for(
+            lambda: sacct_state(job_of[victim], nodes.env) == "NODE_FAIL",
+            90,
+            "Slurm says NODE_FAIL",
+        )
         assert nodes.states()[nodes.names[1]].startswith("down")
         status = json.loads(kit.cli("status", "--json", str(victim)).stdout)
         assert status[0]["state"] == "NODE_FAIL", status
@@ -306,9 +345,13 @@ def run_in_background(kit: Kit, manifest: Path) -> Iterator[tuple[subprocess.Pop
     """``dotlab-hpc run`` in the background; killed on the way out if it still runs."""
     args = kit.inputs(manifest)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dotlab_hpc", "run", *args], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=kit.env, cwd=kit.root,
-    )  # fmt: skip
+        [sys.executable, "-m", "dotlab_hpc", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=kit.env,
+        cwd=kit.root,
+    )
     try:
         yield proc, Path(args[args.index("--run-dir") + 1])
     finally:
@@ -320,8 +363,9 @@ def run_in_background(kit: Kit, manifest: Path) -> Iterator[tuple[subprocess.Pop
 
 
 def running_jobs(env: dict[str, str]) -> list[str]:
-    done = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True,
-                          text=True, env=env)  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True, env=env
+    )
     return done.stdout.split() if done.returncode == 0 else []
 
 
@@ -342,8 +386,11 @@ def restore(nodes: Nodes) -> None:
     # runs: Slurm drains that node ("Duplicate jobid"). Give it back for the next tests.
     for node, state in nodes.states().items():
         if state.startswith("drain"):
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"],
-                           env=nodes.env, check=True)  # fmt: skip
+            subprocess.run(
+                ["scontrol", "update", f"nodename={node}", "state=resume"],
+                env=nodes.env,
+                check=True,
+            )
     # The jobs a restarted controller lost leave their ids free, and the next sbatch gets them
     # again; the node that ran a lost job may still remember it and refuse the new one
     # ("Duplicate jobid", then the job is CANCELLED and the node drained). A test can lose two
@@ -366,9 +413,17 @@ def highest_job_id(nodes: Nodes) -> int:
 def burn_ids_up_to(highest: int, env: dict[str, str], most: int = 50) -> None:
     """Submit and cancel held jobs until sbatch hands out an id above ``highest``."""
     for _ in range(most):
-        burn = subprocess.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap",
-                               "true"], capture_output=True, text=True, env=env,
-                              check=True).stdout.strip().split(";")[0]  # fmt: skip
+        burn = (
+            subprocess.run(
+                ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            )
+            .stdout.strip()
+            .split(";")[0]
+        )
         subprocess.run(["scancel", burn], env=env, check=True)
         if int(burn) > highest:
             return
@@ -395,9 +450,13 @@ def test_slurmctld_down_at_submission_is_retried_and_submits_once(
     assert "retrying" in err
     assert read(run_dir / "record.json")["outcome"] == "reproduced"
     name = read(run_dir / "run.json")["job_name"]
-    acct = subprocess.run(["sacct", "-X", "-n", "-P", "-S", "now-3600", "--name", name, "-o",
-                           "JobID"], capture_output=True, text=True, env=controller.env,
-                          check=True).stdout.split()  # fmt: skip
+    acct = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-S", "now-3600", "--name", name, "-o", "JobID"],
+        capture_output=True,
+        text=True,
+        env=controller.env,
+        check=True,
+    ).stdout.split()
     assert acct == [read(run_dir / "submission.json")["job_id"]]
 
 
@@ -418,8 +477,11 @@ def test_slurmctld_killed_around_a_jobs_start_ends_the_run_truthfully(
             wait_for(lambda: running_jobs(controller.env), 60, "the job RUNNING")
         else:
             # a busy machine may start the job late; a `run` that ended first says why
-            wait_for(lambda: container_started(run_dir) or proc.poll() is not None, 120,
-                     "the container started")  # fmt: skip
+            wait_for(
+                lambda: container_started(run_dir) or proc.poll() is not None,
+                120,
+                "the container started",
+            )
             assert container_started(run_dir), "dotlab-hpc run ended before the container started"
         controller.local_cluster("kill", "slurmctld")
         time.sleep(3)

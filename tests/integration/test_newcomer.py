@@ -65,13 +65,24 @@ class Newcomer:
         shim.parent.mkdir()
         shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m dotlab_hpc "$@"\n')
         shim.chmod(0o755)
-        self.env = {**env, **GIT_ENV, "PATH": f"{shim.parent}:{env.get('PATH', os.defpath)}",
-                    "DOTLAB_APPTAINER": str(platform.apptainer()),
-                    "PYTHONPATH": str(README.parent)}  # fmt: skip
+        self.env = {
+            **env,
+            **GIT_ENV,
+            "PATH": f"{shim.parent}:{env.get('PATH', os.defpath)}",
+            "DOTLAB_APPTAINER": str(platform.apptainer()),
+            "PYTHONPATH": str(README.parent),
+        }
 
     def sh(self, line: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=False,
-                              cwd=self.paper, env=self.env, timeout=600)  # fmt: skip
+        return subprocess.run(
+            ["bash", "-c", line],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=self.paper,
+            env=self.env,
+            timeout=600,
+        )
 
 
 @pytest.fixture
@@ -119,12 +130,24 @@ def test_a_newcomer_reaches_reproduced_without_editing_a_digest(newcomer: Newcom
     text = (newcomer.paper / "claim.yaml").read_text()
     assert "mean: {value: 2.5, rel_tol: 0.01}" in text and "n: {value: 4.0, rel_tol: 0.01}" in text
     records = list((newcomer.paper / "dotlab-runs").glob("*/record.json"))
-    outcomes = sorted((json.loads(r.read_text())["where"], json.loads(r.read_text())["outcome"])
-                      for r in records)  # fmt: skip
+    outcomes = sorted(
+        (json.loads(r.read_text())["where"], json.loads(r.read_text())["outcome"]) for r in records
+    )
     assert outcomes == [("local", "reproduced")] + [("slurm", "reproduced")] * 3  # run, 2 reruns
     assert done["run --local"].returncode == 0 and "reproduced" in done["run --local"].stdout
-    assert set(done) >= {"git", "mkdir", "init", "build", "validate", "run --local", "run",
-                         "keygen", "pack", "reproduce", "verify-bundle"}  # fmt: skip
+    assert set(done) >= {
+        "git",
+        "mkdir",
+        "init",
+        "build",
+        "validate",
+        "run --local",
+        "run",
+        "keygen",
+        "pack",
+        "reproduce",
+        "verify-bundle",
+    }
     assert "reproduced" in done["reproduce"].stdout
     print(f"the README's five steps: {time.monotonic() - started:.1f} s")
 

@@ -111,9 +111,14 @@ def test_five_seeds_reproduce_on_mean_and_std(kit: Kit) -> None:
     assert interval["high"] == pytest.approx(high, abs=1e-12)
     assert interval["method"] == "student-t"
     assert rec["over_runs"]["statistics"]["acc_spread"] == {
-        "statistic": "std", "of": "acc", "n": 5, "interval": None,
-        "compare": None, "baseline": None, "other": None,
-    }  # fmt: skip
+        "statistic": "std",
+        "of": "acc",
+        "n": 5,
+        "interval": None,
+        "compare": None,
+        "baseline": None,
+        "other": None,
+    }
     runs = rec["over_runs"]["runs"]
     assert [(r["index"], r["seed"], r["outcome"]) for r in runs] == [
         (i, s, "ran") for i, s in enumerate(SEEDS)
@@ -275,10 +280,24 @@ def test_claims_over_runs_and_plain_claims_in_one_submission(kit: Kit) -> None:
     seeds = [seeded(kit, "seedsone"), seeded(kit, "seedstwo")]
     runs, out = kit.root / "runs", kit.root / "out"
     res = kit.cli(
-        "run", str(seeds[0]), str(plain[0]), str(seeds[1]), str(plain[1]),
-        "--code-dir", str(kit.code), "--data-dir", str(kit.data), "--image", str(kit.image),
-        "--out-dir", str(out), "--runs-root", str(runs), "--apptainer", str(platform.apptainer()),
-    )  # fmt: skip
+        "run",
+        str(seeds[0]),
+        str(plain[0]),
+        str(seeds[1]),
+        str(plain[1]),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(out),
+        "--runs-root",
+        str(runs),
+        "--apptainer",
+        str(platform.apptainer()),
+    )
     assert res.rc == 0, res.stdout + res.stderr
     lines = [ln.split() for ln in res.stdout.splitlines() if "reproduced" in ln]
     assert sorted(ln[0] for ln in lines) == ["plaina", "plainb", "seedsone", "seedstwo"]
@@ -287,8 +306,9 @@ def test_claims_over_runs_and_plain_claims_in_one_submission(kit: Kit) -> None:
     assert len(folders) == 4
     claims = [runs / f for f in folders if (runs / f / "claim.json").exists()]
     assert sorted(json.loads((c / "claim.json").read_text())["claim"] for c in claims) == [
-        "seedsone", "seedstwo"
-    ]  # fmt: skip
+        "seedsone",
+        "seedstwo",
+    ]
     for c in claims:
         rec = json.loads((c / "record.json").read_text())
         assert rec["outcome"] == "reproduced" and rec["over_runs"]["count"] == 5
@@ -312,8 +332,9 @@ def test_cancel_and_status_of_a_claims_folder(kit: Kit) -> None:
     assert gone.rc == 0, gone.stderr
     job = json.loads((claim_dir / "run-0" / "submission.json").read_text())["job_id"]
     assert gone.stdout.split() == ["cancelled", *(f"{job}_{k}" for k in range(5))]
-    queue = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T"], env=kit.env,
-                           capture_output=True, text=True)  # fmt: skip
+    queue = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%i %T"], env=kit.env, capture_output=True, text=True
+    )
     assert all("PENDING" not in line for line in queue.stdout.splitlines()), queue.stdout
 
 

@@ -49,9 +49,14 @@ def paired(kit: Kit, name: str, **targets: object) -> Path:
     }
     data["pairing"] = {"samples": SAMPLES, "interleave": True}
     data["targets"] = targets or {
-        "overhead": {"of": "latency_ms", "statistic": "median", "compare": "ratio",
-                     "value": 4.0, "abs_tol": 3.5},
-    }  # fmt: skip
+        "overhead": {
+            "of": "latency_ms",
+            "statistic": "median",
+            "compare": "ratio",
+            "value": 4.0,
+            "abs_tol": 3.5,
+        },
+    }
     path.write_text(json.dumps(data, indent=1))
     return path
 
@@ -71,8 +76,9 @@ def test_thirty_and_thirty_samples_alternate_in_one_job_on_one_node(kit: Kit) ->
     assert [r["sample"] for r in runs] == [i for i in range(SAMPLES) for _ in (0, 1)]
     starts = [r["started_at"] for r in runs]
     assert all(s is not None for s in starts) and starts == sorted(starts)
-    statuses = [json.loads((claim_dir / f"run-{k}" / "status.json").read_text()) for k in
-                range(2 * SAMPLES)]  # fmt: skip
+    statuses = [
+        json.loads((claim_dir / f"run-{k}" / "status.json").read_text()) for k in range(2 * SAMPLES)
+    ]
     assert len({s["job_id"] for s in statuses}) == 1  # one job
     assert [s["array_task_id"] for s in statuses] == [str(k) for k in range(2 * SAMPLES)]
     (node,) = {r["node"] for r in runs}

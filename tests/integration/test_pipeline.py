@@ -65,8 +65,12 @@ def test_reproduced(kit: Kit) -> None:
     assert rec is not None and rec["outcome"] == "reproduced"
     assert rec["reason"] == "all 2 targets within tolerance"
     assert rec["targets"]["acc"] == {
-        "expected": 0.9, "actual": 0.9, "abs_tol": 0.01, "rel_tol": 0.0, "within": True
-    }  # fmt: skip
+        "expected": 0.9,
+        "actual": 0.9,
+        "abs_tol": 0.01,
+        "rel_tol": 0.0,
+        "within": True,
+    }
     assert rec["slurm"]["state"] == "COMPLETED" and rec["slurm"]["exit_code"] == 0
     assert rec["slurm"]["node"] and rec["slurm"]["job_id"]
     assert rec["inputs"]["commit"] == kit.commit
@@ -130,9 +134,11 @@ def test_status_and_collect_from_fresh_processes_are_stable(kit: Kit) -> None:
 # --------------------------------------------------------------------------- not_reproduced
 @pytest.mark.parametrize(
     ("mode", "reason"),
-    [("wrong", "target acc: 0.5 is outside 0.9 ± 0.01"),
-     ("missing", "target loss is missing from results.json")],
-)  # fmt: skip
+    [
+        ("wrong", "target acc: 0.5 is outside 0.9 ± 0.01"),
+        ("missing", "target loss is missing from results.json"),
+    ],
+)
 def test_not_reproduced(kit: Kit, mode: str, reason: str) -> None:
     res = kit.run(kit.manifest(mode, mode=mode))
     assert res.rc == 1, res.stderr
@@ -154,7 +160,7 @@ def test_not_reproduced(kit: Kit, mode: str, reason: str) -> None:
         ("huge", {}, "results.json is larger than 1048576 bytes"),
         ("symlink", {}, "the output holds a symlink (link)"),
     ],
-)  # fmt: skip
+)
 def test_spec_issue(kit: Kit, mode: str, over: dict[str, object], fragment: str) -> None:
     name = "spec-" + mode.split()[0]
     res = kit.run(kit.manifest(name, mode=mode, **over))
@@ -206,9 +212,21 @@ def test_input_mismatch_image_changed_before_the_job_started(
     # Fill the node so the claim's job waits, change the image meanwhile, then free the node:
     # the job's own check on the node must catch it.
     blocker = subprocess.run(
-        ["sbatch", "--parsable", "--cpus-per-task=16", "--mem=100M", "-o", "/dev/null",
-         "--wrap", "sleep 120"], capture_output=True, text=True, env=slurm_env, check=True,
-    ).stdout.strip()  # fmt: skip
+        [
+            "sbatch",
+            "--parsable",
+            "--cpus-per-task=16",
+            "--mem=100M",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 120",
+        ],
+        capture_output=True,
+        text=True,
+        env=slurm_env,
+        check=True,
+    ).stdout.strip()
     try:
         sub = kit.submit(kit.manifest("node-image"))
         assert sub.rc == 0, sub.stderr
@@ -230,8 +248,13 @@ def test_scancel_during_a_run_gives_exit_2_and_no_record(kit: Kit) -> None:
     assert sub.rc == 0, sub.stderr
     run_dir = sub.run_dir
     assert run_dir is not None
-    wait_for(lambda: "@@dotlab start" in (run_dir / "container.out").read_text()
-             if (run_dir / "container.out").exists() else False)  # fmt: skip
+    wait_for(
+        lambda: (
+            "@@dotlab start" in (run_dir / "container.out").read_text()
+            if (run_dir / "container.out").exists()
+            else False
+        )
+    )
     cancel = kit.cli("cancel", str(run_dir))
     assert cancel.rc == 0, cancel.stderr
     wait_for(lambda: (run_dir / "status.json").exists())
@@ -293,8 +316,9 @@ def test_memory_limit_includes_swap(kit: Kit, slurm_env: dict[str, str]) -> None
     )
     assert sub.rc == 0 and sub.run_dir is not None, (sub.stdout, sub.stderr)
     job = json.loads((sub.run_dir / "submission.json").read_text())["job_id"]
-    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True,
-                          env=slurm_env, check=True).stdout.split()[0]  # fmt: skip
+    node = subprocess.run(
+        ["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, env=slurm_env, check=True
+    ).stdout.split()[0]
     base = Path("/sys/fs/cgroup/memory") / f"slurm_{node}" / f"uid_{os.getuid()}" / f"job_{job}"
     wait_for(lambda: (base / "memory.memsw.limit_in_bytes").exists(), timeout=60)
     mem = int((base / "memory.limit_in_bytes").read_text())
@@ -308,9 +332,20 @@ def test_non_empty_out_dir_is_refused_before_anything(kit: Kit) -> None:
     out.mkdir()
     (out / "old.txt").write_text("x")
     m = kit.manifest("full")
-    res = kit.cli("run", str(m), "--code-dir", str(kit.code), "--data-dir", str(kit.data),
-                  "--image", str(kit.image), "--out-dir", str(out),
-                  "--run-dir", str(kit.root / "never"))  # fmt: skip
+    res = kit.cli(
+        "run",
+        str(m),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(out),
+        "--run-dir",
+        str(kit.root / "never"),
+    )
     assert res.rc == 2
     assert "not empty" in res.stderr
     assert "Traceback" not in res.stderr
@@ -327,8 +362,9 @@ def test_gpu_claim_keeps_the_probe_as_evidence(kit: Kit) -> None:
     rec = res.record
     assert rec is not None
     assert [g.split(" (UUID")[0] for g in rec["evidence"]["gpus"]] == [
-        "GPU 0: NVIDIA H100 80GB HBM3", "GPU 1: NVIDIA H100 80GB HBM3"
-    ]  # fmt: skip
+        "GPU 0: NVIDIA H100 80GB HBM3",
+        "GPU 1: NVIDIA H100 80GB HBM3",
+    ]
     assert res.run_dir is not None
     assert "#SBATCH --gres=gpu:1" in (res.run_dir / "job.sbatch").read_text()
 
@@ -347,10 +383,23 @@ def test_many_claims_are_one_job_array(kit: Kit) -> None:
     a = kit.manifest("arr-good")
     b = kit.manifest("arr-wrong", mode="wrong")
     runs_root = kit.root / "runs"
-    res = kit.cli("run", str(a), str(b), "--code-dir", str(kit.code), "--data-dir",
-                  str(kit.data), "--image", str(kit.image), "--out-dir", str(kit.root / "outs"),
-                  "--runs-root", str(runs_root),
-                  "--apptainer", str(platform.apptainer()))  # fmt: skip
+    res = kit.cli(
+        "run",
+        str(a),
+        str(b),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(kit.root / "outs"),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+    )
     assert res.rc == 1, (res.stdout, res.stderr)
     dirs = run_dirs(runs_root)
     subs = [submission(d) for d in dirs]
@@ -374,10 +423,24 @@ def test_array_tasks_after_a_failed_verification_are_the_runs_own(kit: Kit) -> N
     good = kit.manifest("arr3-good")
     wrong = kit.manifest("arr3-wrong", mode="wrong")
     runs_root = kit.root / "runs3"
-    res = kit.cli("run", str(bad), str(good), str(wrong), "--code-dir", str(kit.code),
-                  "--data-dir", str(kit.data), "--image", str(kit.image), "--out-dir",
-                  str(kit.root / "outs3"), "--runs-root", str(runs_root), "--apptainer",
-                  str(platform.apptainer()))  # fmt: skip
+    res = kit.cli(
+        "run",
+        str(bad),
+        str(good),
+        str(wrong),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(kit.root / "outs3"),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+    )
     assert res.rc == 1, (res.stdout, res.stderr)
     d0, d1, d2 = run_dirs(runs_root)
     assert not (d0 / "submission.json").exists()
@@ -390,19 +453,34 @@ def test_array_tasks_after_a_failed_verification_are_the_runs_own(kit: Kit) -> N
         assert status["array_task_id"] == str(task)
         assert status["array_job_id"] == sub["array_job_id"]
     states = json.loads(kit.cli("status", "--json", str(d1), str(d2)).stdout)
-    assert [s["job_id"] for s in states] == [records[1]["slurm"]["job_id"],
-                                             records[2]["slurm"]["job_id"]]  # fmt: skip
+    assert [s["job_id"] for s in states] == [
+        records[1]["slurm"]["job_id"],
+        records[2]["slurm"]["job_id"],
+    ]
 
 
 def test_pending_array_tasks_are_pending_as_slurm_says(kit: Kit) -> None:
     # Held, the two tasks wait as one collapsed record (`J_[0-1]`): they must read PENDING
     # from Slurm itself (its reason), not from the grace given to a job Slurm has not seen yet.
     runs_root = kit.root / "held-runs"
-    res = kit.cli("submit", str(kit.manifest("held-a")), str(kit.manifest("held-b")),
-                  "--code-dir", str(kit.code), "--data-dir", str(kit.data), "--image",
-                  str(kit.image), "--out-dir", str(kit.root / "held-outs"), "--runs-root",
-                  str(runs_root), "--apptainer", str(platform.apptainer()),
-                  "--hold")  # fmt: skip
+    res = kit.cli(
+        "submit",
+        str(kit.manifest("held-a")),
+        str(kit.manifest("held-b")),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(kit.root / "held-outs"),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+        "--hold",
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     dirs = [str(d) for d in run_dirs(runs_root)]
     try:
@@ -431,12 +509,12 @@ def test_sbatch_that_times_out_after_creating_the_job_gives_exactly_one_job(
     flaky = bindir / "sbatch"
     flaky.write_text(
         "#!/bin/sh\n"
-        f"case \"$1\" in --version) exec {real} \"$@\";; esac\n"
-        f"{real} \"$@\" >/dev/null || exit $?\n"
+        f'case "$1" in --version) exec {real} "$@";; esac\n'
+        f'{real} "$@" >/dev/null || exit $?\n'
         "echo 'sbatch: error: Batch job submission failed:"
         " Socket timed out on send/recv operation' >&2\n"
         "exit 1\n"
-    )  # fmt: skip
+    )
     flaky.chmod(0o755)
     res = kit.run(kit.manifest("once"), env={"PATH": f"{bindir}:{slurm_env['PATH']}"})
     assert res.rc == 0, (res.stdout, res.stderr)
@@ -475,14 +553,30 @@ def listener() -> Iterator[int]:
 
 # the facts every platform must show, and those only the real Apptainer can (the host's suite
 # runs its jobs as root, and the stand-in has the host's /usr and an unbounded /tmp)
-FACTS = ["net_blocked", "code_read_only", "data_read_only", "no_secret", "home_is_tmp", "cwd",
-         "dotlab_env", "data_visible", "host_hidden", "pid_namespace", "net_only_lo",
-         "no_capabilities", "no_new_privs", "no_core_files", "process_limit",
-         "cpus_own"]  # fmt: skip
+FACTS = [
+    "net_blocked",
+    "code_read_only",
+    "data_read_only",
+    "no_secret",
+    "home_is_tmp",
+    "cwd",
+    "dotlab_env",
+    "data_visible",
+    "host_hidden",
+    "pid_namespace",
+    "net_only_lo",
+    "no_capabilities",
+    "no_new_privs",
+    "no_core_files",
+    "process_limit",
+    "cpus_own",
+]
 REAL_FACTS = ["uid_unprivileged", "tmp_bounded", "image_root_clean"]
 # Apptainer's own variables, and what the shell and Python add; nothing else may be there
-ALLOWED_ENV = re.compile(r"(APPTAINER|SINGULARITY|DOTLAB)_\w+|LANG|LC_CTYPE|LD_LIBRARY_PATH|PATH|"
-                         r"HOME|PWD|OLDPWD|SHLVL|_|PS1|PROMPT_COMMAND|USER_PATH")  # fmt: skip
+ALLOWED_ENV = re.compile(
+    r"(APPTAINER|SINGULARITY|DOTLAB)_\w+|LANG|LC_CTYPE|LD_LIBRARY_PATH|PATH|"
+    r"HOME|PWD|OLDPWD|SHLVL|_|PS1|PROMPT_COMMAND|USER_PATH"
+)
 
 
 def probe(
@@ -550,8 +644,9 @@ def test_image_root_is_read_only_without_writable_tmpfs(kit: Kit, listener: int)
 @pytest.mark.real_apptainer
 def test_fork_bomb_stops_at_its_bound_and_other_jobs_still_run(kit: Kit) -> None:
     # The bomb runs for 20 s as the test user; meanwhile a claim of the same user runs to the end.
-    bomb = kit.submit(kit.manifest("bomb", mode="forkbomb 20",
-                                   resources={"time": "00:02:00", "memory": "2G"}))  # fmt: skip
+    bomb = kit.submit(
+        kit.manifest("bomb", mode="forkbomb 20", resources={"time": "00:02:00", "memory": "2G"})
+    )
     assert bomb.rc == 0, (bomb.stdout, bomb.stderr)
     assert bomb.run_dir is not None
     stdout = bomb.run_dir / "container.out"
@@ -643,8 +738,10 @@ def test_slurm_time_limit_warning_stops_the_container(kit: Kit) -> None:
     # container. slurmctld looks at signals and limits about every 30 s: with a one-minute
     # limit its look could fall after the 30 s mark and only the limit's SIGTERM came
     # (`terminated`, once in CI on Slurm 24.11); two minutes leave a look inside the window.
-    res = kit.run(kit.manifest("slurm-limit", mode="sleep 300", resources={"time": "2"}),
-                  env={"DOTLAB_TIME_MARGIN_S": "0"})  # fmt: skip
+    res = kit.run(
+        kit.manifest("slurm-limit", mode="sleep 300", resources={"time": "2"}),
+        env={"DOTLAB_TIME_MARGIN_S": "0"},
+    )
     assert res.rc == 1, (res.stdout, res.stderr)
     assert res.outcome == "spec_issue"
     assert res.run_dir is not None

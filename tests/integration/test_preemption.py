@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.host_cluster]
 @pytest.fixture
 def kit(tmp_path: Path, nodes: Nodes) -> Kit:
     platform.require()
-    parts = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
-                           env=nodes.env, check=True).stdout.split()  # fmt: skip
+    parts = subprocess.run(
+        ["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, env=nodes.env, check=True
+    ).stdout.split()
     if "urgent" not in parts:
         pytest.fail(f"{nodes.dir} has no urgent partition: start it with DOTLAB_SLURM_PREEMPT=1")
     return Kit(tmp_path, {**nodes.env, "DOTLAB_FOLLOW_SLURM_S": "5"})
@@ -37,8 +38,12 @@ def kit(tmp_path: Path, nodes: Nodes) -> Kit:
 
 def _running_claims(env: dict[str, str]) -> list[tuple[str, str, str]]:
     """(job id, name, node) of each RUNNING job of the debug partition."""
-    done = subprocess.run(["squeue", "-h", "-p", "debug", "-t", "R", "-o", "%i|%j|%N"],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-p", "debug", "-t", "R", "-o", "%i|%j|%N"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     rows = [line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2]
     return [(i, n, node) for i, n, node in rows if n.startswith("dotlab-")]
 
@@ -55,9 +60,23 @@ def _preempter(env: dict[str, str], times: int, stop: threading.Event) -> list[s
                 if job_id in done:
                     continue
                 time.sleep(2)  # let its container start: a preemption mid-run
-                subprocess.run(["sbatch", "-p", "urgent", "-w", node, "--exclusive", "-o",
-                                "/dev/null", "--wrap", "sleep 3"], env=env, check=True,
-                               capture_output=True)  # fmt: skip
+                subprocess.run(
+                    [
+                        "sbatch",
+                        "-p",
+                        "urgent",
+                        "-w",
+                        node,
+                        "--exclusive",
+                        "-o",
+                        "/dev/null",
+                        "--wrap",
+                        "sleep 3",
+                    ],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
                 done.add(job_id)
                 preempted.append(name)
             time.sleep(0.3)
@@ -70,10 +89,23 @@ def _run(kit: Kit, name: str, requeues: int) -> tuple[subprocess.CompletedProces
     args = kit.inputs(kit.manifest(name, mode="sleep 10"))
     run_dir = Path(args[args.index("--run-dir") + 1])
     done = subprocess.run(
-        [sys.executable, "-m", "dotlab_hpc", "run", *args, "--partition", "debug",
-         "--requeue-on-preemption", str(requeues)],
-        capture_output=True, text=True, env=kit.env, cwd=kit.root, timeout=400,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dotlab_hpc",
+            "run",
+            *args,
+            "--partition",
+            "debug",
+            "--requeue-on-preemption",
+            str(requeues),
+        ],
+        capture_output=True,
+        text=True,
+        env=kit.env,
+        cwd=kit.root,
+        timeout=400,
+    )
     return done, run_dir
 
 
@@ -104,8 +136,13 @@ def test_a_claim_preempted_twice_is_reproduced_by_its_third_attempt(kit: Kit) ->
         assert sub["job_id"] == e["job_id"]
         assert json.loads((kept / "status.json").read_text())["phase"] == "terminated"
         assert "PREEMPTION" in (kept / "slurm.out").read_text()
-        acct = subprocess.run(["sacct", "-X", "-n", "-P", "-j", sub["job_id"], "-o", "State"],
-                              capture_output=True, text=True, env=kit.env, check=True)  # fmt: skip
+        acct = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", sub["job_id"], "-o", "State"],
+            capture_output=True,
+            text=True,
+            env=kit.env,
+            check=True,
+        )
         assert acct.stdout.split() == ["PREEMPTED"]
     out = Path(run["paths"]["out_dir"])
     assert (out / "results.json").exists()

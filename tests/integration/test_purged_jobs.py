@@ -40,16 +40,21 @@ TRIES = 8
 
 def _known(job_id: str, env: dict[str, str]) -> bool:
     """Whether the controller holds the job (squeue answers for it)."""
-    done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%i"], capture_output=True,
-                          text=True, env=env)  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%i"], capture_output=True, text=True, env=env
+    )
     return done.returncode == 0 and bool(done.stdout.strip())
 
 
 def _accounting(job_id: str, env: dict[str, str]) -> list[list[str]]:
     """Every record accounting holds for the id (``sacct -D``): name and state."""
-    done = subprocess.run(["sacct", "-D", "-X", "-n", "-P", "-S", "now-3600", "-j", job_id,
-                           "-o", "JobName,State"], capture_output=True, text=True, env=env,
-                          check=True)  # fmt: skip
+    done = subprocess.run(
+        ["sacct", "-D", "-X", "-n", "-P", "-S", "now-3600", "-j", job_id, "-o", "JobName,State"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return [line.split("|") for line in done.stdout.splitlines() if line]
 
 

@@ -37,11 +37,21 @@ def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
 
 
 def build(kit: Kit, base: str, out: Path, *extra: str) -> tuple[Path, Result]:
-    m = kit.manifest("from-registry", image={"digest": "sha256:" + "0" * 64,
-                     "build": {"from": f"docker://{base}", "post": POST}},
-                     entrypoint=ENTRY)  # fmt: skip
-    res = kit.cli("build", str(m), "-o", str(out), "--apptainer", str(platform.apptainer()),
-                  *extra, timeout=900)  # fmt: skip
+    m = kit.manifest(
+        "from-registry",
+        image={"digest": "sha256:" + "0" * 64, "build": {"from": f"docker://{base}", "post": POST}},
+        entrypoint=ENTRY,
+    )
+    res = kit.cli(
+        "build",
+        str(m),
+        "-o",
+        str(out),
+        "--apptainer",
+        str(platform.apptainer()),
+        *extra,
+        timeout=900,
+    )
     return m, res
 
 
@@ -86,8 +96,9 @@ def test_plain_http_is_refused_off_loopback_and_a_missing_digest_is_named(kit: K
     _, res = build(kit, f"registry.example.org/a/b@sha256:{'1' * 64}", out, "--plain-http")
     assert res.rc == 2, res.stderr
     assert "only for a registry on this machine's loopback" in res.stderr
-    _, res = build(kit, f"{registry.address()}/dotlab/debian@sha256:{'1' * 64}", out,
-                   "--plain-http")  # fmt: skip
+    _, res = build(
+        kit, f"{registry.address()}/dotlab/debian@sha256:{'1' * 64}", out, "--plain-http"
+    )
     assert res.rc == 2 and "has no manifest" in res.stderr
     _, res = build(kit, registry.pinned(registry.DEBIAN), out)  # plain HTTP not asked for
     assert res.rc == 2 and "--plain-http" in res.stderr
@@ -97,8 +108,15 @@ def test_plain_http_is_refused_off_loopback_and_a_missing_digest_is_named(kit: K
 def pushed(kit: Kit) -> tuple[str, str]:
     """Push the kit's image under a fresh tag: (the reference push printed, the .sif digest)."""
     uri = f"oras://{registry.address()}/dotlab-tests/claim:{uuid.uuid4().hex[:12]}"
-    res = kit.cli("push", str(kit.image), uri, "--plain-http", "--json",
-                  "--apptainer", str(platform.apptainer()))  # fmt: skip
+    res = kit.cli(
+        "push",
+        str(kit.image),
+        uri,
+        "--plain-http",
+        "--json",
+        "--apptainer",
+        str(platform.apptainer()),
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     done = json.loads(res.stdout)
     assert done["digest"] == sha256(kit.image)
@@ -109,15 +127,33 @@ def pushed(kit: Kit) -> tuple[str, str]:
 def test_push_then_pull_gives_the_same_sha256(kit: Kit) -> None:
     reference, digest = pushed(kit)
     out = kit.root / "pulled" / "claim.sif"
-    res = kit.cli("pull", reference, "-o", str(out), "--plain-http",
-                  "--apptainer", str(platform.apptainer()))  # fmt: skip
+    res = kit.cli(
+        "pull", reference, "-o", str(out), "--plain-http", "--apptainer", str(platform.apptainer())
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     assert sha256(out) == digest == sha256(kit.image)
-    again = kit.cli("pull", reference.split("@")[0], "--digest", digest, "-o", str(out), "--force",
-                    "--plain-http", "--apptainer", str(platform.apptainer()))  # fmt: skip
+    again = kit.cli(
+        "pull",
+        reference.split("@")[0],
+        "--digest",
+        digest,
+        "-o",
+        str(out),
+        "--force",
+        "--plain-http",
+        "--apptainer",
+        str(platform.apptainer()),
+    )
     assert again.rc == 0, (again.stdout, again.stderr)
-    other = kit.cli("pull", reference.split("@")[0], "--digest", "sha256:" + "2" * 64, "-o",
-                    str(kit.root / "x.sif"), "--plain-http")  # fmt: skip
+    other = kit.cli(
+        "pull",
+        reference.split("@")[0],
+        "--digest",
+        "sha256:" + "2" * 64,
+        "-o",
+        str(kit.root / "x.sif"),
+        "--plain-http",
+    )
     assert other.rc == 1 and "not the pinned" in other.stderr
     assert not (kit.root / "x.sif").exists()
 
@@ -134,9 +170,15 @@ def test_a_changed_blob_is_refused_and_nothing_is_written(kit: Kit) -> None:
     out = kit.root / "pulled"
     out.mkdir()
     with tampering_registry(registry.address(), flip) as hostile:
-        res = kit.cli("pull", reference.replace(registry.address(), hostile), "-o",
-                      str(out / "claim.sif"), "--plain-http",
-                      "--apptainer", str(platform.apptainer()))  # fmt: skip
+        res = kit.cli(
+            "pull",
+            reference.replace(registry.address(), hostile),
+            "-o",
+            str(out / "claim.sif"),
+            "--plain-http",
+            "--apptainer",
+            str(platform.apptainer()),
+        )
     assert res.rc in (1, 2), (res.stdout, res.stderr)
     assert "changed or broken blob" in res.stderr or "digest" in res.stderr.lower(), res.stderr
     assert list(out.iterdir()) == []  # no file, no part of one
@@ -148,8 +190,16 @@ def test_a_bundle_names_its_image_by_reference_and_reproduce_pulls_it(kit: Kit) 
     reference, digest = pushed(kit)
     tag_only = reference.split("@")[0]
     bundle = kit.root / "bundle"
-    packed = kit.cli("pack", str(run.run_dir), "-o", str(bundle), "--no-image",
-                     "--image-url", tag_only, "--plain-http")  # fmt: skip
+    packed = kit.cli(
+        "pack",
+        str(run.run_dir),
+        "-o",
+        str(bundle),
+        "--no-image",
+        "--image-url",
+        tag_only,
+        "--plain-http",
+    )
     assert packed.rc == 0, packed.stderr
     index = json.loads((bundle / "bundle.json").read_text())
     assert index["image"] == {"digest": digest, "file": None, "url": reference, "size": None}
@@ -159,7 +209,14 @@ def test_a_bundle_names_its_image_by_reference_and_reproduce_pulls_it(kit: Kit) 
     assert res.rc == 0 and res.outcome == "reproduced", (res.stdout, res.stderr)
     assert sha256(kit.root / "dotlab-runs" / "images" / f"{digest[7:]}.sif") == digest
 
-    wrong = kit.cli("pack", str(run.run_dir), "-o", str(kit.root / "b2"), "--no-image",
-                    "--image-url", f"oras://{registry.address()}/dotlab/debian:13",
-                    "--plain-http")  # fmt: skip
+    wrong = kit.cli(
+        "pack",
+        str(run.run_dir),
+        "-o",
+        str(kit.root / "b2"),
+        "--no-image",
+        "--image-url",
+        f"oras://{registry.address()}/dotlab/debian:13",
+        "--plain-http",
+    )
     assert wrong.rc != 0 and not (kit.root / "b2").exists(), wrong.stderr

@@ -37,13 +37,42 @@ CANARY = CANARY_DIR / "PWNED"
 def payloads() -> list[str]:
     c = str(CANARY)
     return [
-        f"$(touch {c})", f"`touch {c}`", f"; touch {c}", f"&& touch {c}", f"| touch {c}",
-        f"'; touch {c}; '", f'"; touch {c}; "', f"\ntouch {c}\n", f"\n#SBATCH --wrap='touch {c}'\n",
-        "#SBATCH --partition=evil", f"${{IFS}}touch${{IFS}}{c}", "$(id)", "${HOME}", "$0 $1 $@",
-        "\\", "\\'", "'\"'\"'", "%x %j %%", "{{ name }}", "{% raw %}", "{# c #}", "\t", "\r",
-        "ünï😀", "-" * 3 + "help", "*", "?", "[a]", "~", "!!", "a=b", "EOF", "\x7f", "\u2028",
+        f"$(touch {c})",
+        f"`touch {c}`",
+        f"; touch {c}",
+        f"&& touch {c}",
+        f"| touch {c}",
+        f"'; touch {c}; '",
+        f'"; touch {c}; "',
+        f"\ntouch {c}\n",
+        f"\n#SBATCH --wrap='touch {c}'\n",
+        "#SBATCH --partition=evil",
+        f"${{IFS}}touch${{IFS}}{c}",
+        "$(id)",
+        "${HOME}",
+        "$0 $1 $@",
+        "\\",
+        "\\'",
+        "'\"'\"'",
+        "%x %j %%",
+        "{{ name }}",
+        "{% raw %}",
+        "{# c #}",
+        "\t",
+        "\r",
+        "ünï😀",
+        "-" * 3 + "help",
+        "*",
+        "?",
+        "[a]",
+        "~",
+        "!!",
+        "a=b",
+        "EOF",
+        "\x7f",
+        "\u2028",
         "\u0085",
-    ]  # fmt: skip
+    ]
 
 
 hostile_text = st.lists(
@@ -156,11 +185,23 @@ def test_hostile_values_never_run(
     # sbatch reads #SBATCH lines up to the first command: only ours may be there
     head = script.split("\nset -u\n", 1)[0]
     directives = [ln for ln in head.splitlines() if ln.startswith("#SBATCH")]
-    assert all(ln.split("=")[0] in {
-        "#SBATCH --time", "#SBATCH --nodes", "#SBATCH --ntasks", "#SBATCH --cpus-per-task",
-        "#SBATCH --mem", "#SBATCH --partition", "#SBATCH --qos", "#SBATCH --no-requeue",
-        "#SBATCH --open-mode", "#SBATCH --signal", "#SBATCH --export",
-    } for ln in directives)  # fmt: skip
+    assert all(
+        ln.split("=")[0]
+        in {
+            "#SBATCH --time",
+            "#SBATCH --nodes",
+            "#SBATCH --ntasks",
+            "#SBATCH --cpus-per-task",
+            "#SBATCH --mem",
+            "#SBATCH --partition",
+            "#SBATCH --qos",
+            "#SBATCH --no-requeue",
+            "#SBATCH --open-mode",
+            "#SBATCH --signal",
+            "#SBATCH --export",
+        }
+        for ln in directives
+    )
     assert len(directives) == 11
     assert "evil" not in head and "touch" not in head
 
@@ -180,8 +221,12 @@ def test_hostile_values_never_run(
     work.mkdir()
     done = subprocess.run(
         ["bash", str(path), *(["2"] if array else [])],
-        capture_output=True, text=True, env=env, timeout=30, cwd=work,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        cwd=work,
+    )
     assert done.returncode == 0, done.stderr
     assert not CANARY.exists(), "an injected command ran"
     assert list(work.iterdir()) == [], "an injected command ran in the working directory"
@@ -250,9 +295,12 @@ def test_a_damaged_facts_file_stops_the_job_before_anything_runs(
     dump = tmp_path / "argv.json"
     env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "7", "DOTLAB_ARGV_DUMP": str(dump)}
     done = subprocess.run(
-        ["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env,
+        ["bash", str(tmp_path / "job.sbatch")],
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=30,
-    )  # fmt: skip
+    )
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "cannot read this task's facts" in done.stderr
     assert not CANARY.exists() and not dump.exists()
@@ -273,8 +321,11 @@ def test_an_array_script_refuses_what_is_not_a_task_id(tmp_path: Path) -> None:
     for task, args in (("", []), ("1+1", []), ("$(id)", []), ("0", ["1;id"]), ("0", ["-1"])):
         env = {"PATH": os.environ["PATH"], "SLURM_ARRAY_TASK_ID": task}
         done = subprocess.run(
-            ["bash", str(tmp_path / "job.sbatch"), *args], capture_output=True, text=True,
-            env=env, timeout=30,
-        )  # fmt: skip
+            ["bash", str(tmp_path / "job.sbatch"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        )
         assert done.returncode == 2, (task, args, done.stderr)
         assert "dotlab-hpc: " in done.stderr and "uid=" not in done.stdout + done.stderr

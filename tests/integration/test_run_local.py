@@ -62,25 +62,47 @@ def test_local_failures_are_the_same_findings(kit: Kit) -> None:
     res = kit.run(kit.manifest("locfail", mode="exit3"), "--local")
     assert res.rc == 1 and res.outcome == "spec_issue", res.stdout + res.stderr
     assert res.record is not None and "exited with status 3" in res.record["reason"]
-    slow = kit.run(kit.manifest("locslow", mode="sleep 60", resources={"time": "00:00:03"}),
-                   "--local")  # fmt: skip
+    slow = kit.run(
+        kit.manifest("locslow", mode="sleep 60", resources={"time": "00:00:03"}), "--local"
+    )
     assert slow.rc == 1 and slow.outcome == "spec_issue", slow.stdout + slow.stderr
     assert slow.record is not None and "ran past resources.time" in slow.record["reason"]
 
 
 def test_several_claims_run_one_after_the_other(kit: Kit) -> None:
     manifests = [str(kit.manifest(f"locarr{i}")) for i in range(3)]
-    args = ["run", *manifests, "--local", "--code-dir", str(kit.code), "--data-dir",
-            str(kit.data), "--image", str(kit.image), "--runs-root", str(kit.root / "runs"),
-            "--apptainer", str(platform.apptainer()), "--json"]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "dotlab_hpc", *args], capture_output=True,
-                          text=True, env=kit.env, cwd=kit.root, timeout=600,
-                          check=False)  # fmt: skip
+    args = [
+        "run",
+        *manifests,
+        "--local",
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--runs-root",
+        str(kit.root / "runs"),
+        "--apptainer",
+        str(platform.apptainer()),
+        "--json",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", *args],
+        capture_output=True,
+        text=True,
+        env=kit.env,
+        cwd=kit.root,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     runs = json.loads(done.stdout)
     assert [r["outcome"] for r in runs] == ["reproduced"] * 3
     assert all(r["record"]["where"] == "local" for r in runs)
     ids = [r["record"]["slurm"]["job_id"] for r in runs]
     assert len({i.split("_")[0] for i in ids}) == 1 and sorted(i.split("_")[1] for i in ids) == [
-        "0", "1", "2"
-    ]  # fmt: skip
+        "0",
+        "1",
+        "2",
+    ]

@@ -86,8 +86,9 @@ def test_a_missing_slurm_conf_fails_in_seconds_naming_the_command(
 def test_an_unknown_partition_fails_at_once_naming_the_command(
     kit: Kit, slurm_env: dict[str, str]
 ) -> None:
-    m = kit.manifest("nopart", resources={"time": "00:02:00", "memory": "1G",
-                                          "partition": "nosuch"})  # fmt: skip
+    m = kit.manifest(
+        "nopart", resources={"time": "00:02:00", "memory": "1G", "partition": "nosuch"}
+    )
     res, took = submit_timed(kit, m)
     assert res.rc == 2, (res.stdout, res.stderr)
     assert took < FAST_S, f"took {took:.0f} s: {res.stderr}"

@@ -31,12 +31,29 @@ def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
 
 
 def shell(kit: Kit, manifest: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    args = ["shell", str(manifest), "--code-dir", str(kit.code), "--data-dir", str(kit.data),
-            "--image", str(kit.image), "--apptainer", str(platform.apptainer()),
-            *extra]  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "dotlab_hpc", *args], input=SESSION,
-                          capture_output=True, text=True, env=kit.env, cwd=kit.root,
-                          timeout=300, check=False)  # fmt: skip
+    args = [
+        "shell",
+        str(manifest),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--apptainer",
+        str(platform.apptainer()),
+        *extra,
+    ]
+    return subprocess.run(
+        [sys.executable, "-m", "dotlab_hpc", *args],
+        input=SESSION,
+        capture_output=True,
+        text=True,
+        env=kit.env,
+        cwd=kit.root,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("where", ["local", "srun"])
@@ -46,8 +63,11 @@ def test_shell_is_the_analysis_sandbox(kit: Kit, where: str) -> None:
     cp = shell(kit, kit.manifest(f"sh-{where}"), "--out-dir", str(out), *extra)
     assert cp.returncode == 3, cp.stdout + cp.stderr  # sh's own exit status
     lines = cp.stdout.splitlines()
-    assert lines[:3] == ["/work/code/sub", "data=/work/data out=/work/out home=/tmp seed=42",
-                         "points.csv"]  # fmt: skip
+    assert lines[:3] == [
+        "/work/code/sub",
+        "data=/work/data out=/work/out home=/tmp seed=42",
+        "points.csv",
+    ]
     assert "code-read-only" in lines
     assert (out / "note").read_text() == "from-the-shell\n"  # /work/out stays to be read
     if where == "srun":  # it ran as a Slurm step: srun itself reports the shell's status

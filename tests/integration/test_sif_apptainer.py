@@ -90,9 +90,15 @@ def apptainer(work: Path) -> Apptainer:
 def fingerprint(apptainer: Apptainer) -> str:
     """A fresh OpenPGP key pair in the temporary keyring; its fingerprint."""
     apptainer(
-        "key", "newpair", f"--name={KEY_NAME}", f"--email={KEY_EMAIL}", "--comment=tests only",
-        "--password=", "--push=false", "--bit-length=2048",
-    )  # fmt: skip
+        "key",
+        "newpair",
+        f"--name={KEY_NAME}",
+        f"--email={KEY_EMAIL}",
+        "--comment=tests only",
+        "--password=",
+        "--push=false",
+        "--bit-length=2048",
+    )
     listing = apptainer("key", "list")
     fingerprints: list[str] = re.findall(r"Fingerprint:\s+([0-9A-F]{40})", listing)
     assert len(fingerprints) == 1, listing
@@ -169,15 +175,31 @@ def rich(apptainer: Apptainer, work: Path, built: Path) -> Path:
     # Every fs and partition type (the build made the one *System allowed), several arches.
     for fs, part, arch in parts:
         add(
-            "--datatype", "4", "--partfs", str(fs), "--parttype", str(part),
-            "--partarch", str(arch), "--groupid", "3", "--alignment", "512",
-        )  # fmt: skip
+            "--datatype",
+            "4",
+            "--partfs",
+            str(fs),
+            "--parttype",
+            str(part),
+            "--partarch",
+            str(arch),
+            "--groupid",
+            "3",
+            "--alignment",
+            "512",
+        )
     for hash_type in range(1, 6):
         entity = "0" * 40 if hash_type == 5 else f"{hash_type}" * 40
         add(
-            "--datatype", "5", "--signhash", str(hash_type), "--signentity", entity,
-            "--link", str(0xF0000001 if hash_type % 2 else 2),
-        )  # fmt: skip
+            "--datatype",
+            "5",
+            "--signhash",
+            str(hash_type),
+            "--signentity",
+            entity,
+            "--link",
+            str(0xF0000001 if hash_type % 2 else 2),
+        )
     apptainer("sif", "del", "9", out)  # the cyclonedx-json SBOM: a slot freed in the middle
     return out
 
@@ -249,8 +271,10 @@ def assert_reader_and_inspect_agree(apptainer: Apptainer, image: Path) -> dict[s
 def test_image_built_from_a_directory(apptainer: Apptainer, built: Path) -> None:
     doc = assert_reader_and_inspect_agree(apptainer, built)
     assert [o["type"]["label"] for o in doc["objects"]] == [
-        "Def.FILE", "JSON.Generic", "FS (Squashfs/*System/amd64)",
-    ]  # fmt: skip
+        "Def.FILE",
+        "JSON.Generic",
+        "FS (Squashfs/*System/amd64)",
+    ]
     assert doc["objects"][1]["name"] == "inspect-metadata.json"
     assert doc["deffile"] == apptainer("sif", "dump", "1", built)
     record(apptainer, "built", built, made_by="apptainer build built.sif tree/ (two files)")
@@ -285,10 +309,13 @@ def test_signed_image_shows_its_signature_objects(
         [str(sigs[1]["id"]), "group 2", "SHA-256", fingerprint],
     ]
     record(
-        apptainer, "signed", signed, fingerprint=fingerprint,
+        apptainer,
+        "signed",
+        signed,
+        fingerprint=fingerprint,
         made_by="apptainer build from a localimage .def; sif add --datatype 2 --groupid 2;"
         " apptainer sign; apptainer verify",
-    )  # fmt: skip
+    )
 
 
 def test_every_object_kind_apptainer_sif_add_offers(apptainer: Apptainer, rich: Path) -> None:
@@ -296,23 +323,40 @@ def test_every_object_kind_apptainer_sif_add_offers(apptainer: Apptainer, rich: 
     labels = [o["type"]["label"] for o in doc["objects"]]
     assert "OCI.RootIndex" in labels and "OCI.Blob" in labels
     assert {o["partition"]["fs"]["name"] for o in doc["objects"] if "partition" in o} == {
-        "Squashfs", "Ext3", "Archive", "Raw", "Encrypted squashfs", "Gocryptfs squashfs",
-    }  # fmt: skip
+        "Squashfs",
+        "Ext3",
+        "Archive",
+        "Raw",
+        "Encrypted squashfs",
+        "Gocryptfs squashfs",
+    }
     hashes = [o["signature"]["hash"]["name"] for o in doc["objects"] if "signature" in o]
     assert hashes == ["SHA-256", "SHA-384", "SHA-512", "BLAKE2s-256", "BLAKE2b-256"]
     assert {o["type"]["name"] for o in doc["objects"]} == {
-        "Def.FILE", "Env.Vars", "JSON.Labels", "FS", "Signature", "JSON.Generic", "Generic/Raw",
-        "Cryptographic Message", "SBOM", "OCI.RootIndex", "OCI.Blob",
-    }  # fmt: skip
+        "Def.FILE",
+        "Env.Vars",
+        "JSON.Labels",
+        "FS",
+        "Signature",
+        "JSON.Generic",
+        "Generic/Raw",
+        "Cryptographic Message",
+        "SBOM",
+        "OCI.RootIndex",
+        "OCI.Blob",
+    }
     assert 9 not in {o["id"] for o in doc["objects"]}
     assert [o["sbom_format"] for o in doc["objects"] if "sbom_format" in o] == [
-        "spdx-json", "syft-json",
-    ]  # fmt: skip
+        "spdx-json",
+        "syft-json",
+    ]
     record(
-        apptainer, "rich", rich,
+        apptainer,
+        "rich",
+        rich,
         made_by="apptainer build from a directory, then apptainer sif add of every data type,"
         " file system, partition type and hash type (fake signatures), then sif del 9",
-    )  # fmt: skip
+    )
 
 
 def test_the_suite_image(apptainer: Apptainer) -> None:

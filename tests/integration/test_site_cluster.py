@@ -28,8 +28,7 @@ ENTRY = (
     ' json.dump({"acc": 0.5 if leak else 0.9, "loss": 0.1},'
     ' open("/work/out/results.json", "w"))\''
 )
-AUTHORS = {"partition": "authors-gpu", "account": "authors-lab", "time": "00:02:00",
-           "memory": "1G"}  # fmt: skip
+AUTHORS = {"partition": "authors-gpu", "account": "authors-lab", "time": "00:02:00", "memory": "1G"}
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +109,11 @@ def test_reproduce_with_partition_needs_no_edit(
 def test_reproduce_with_a_site_file(kit: Kit, bundle: tuple[Path, dict[str, Any]]) -> None:
     path, authors = bundle
     reviewer = site_file(
-        kit, "reviewer", 'name = "reviewer-site"\npartition = "debug"\naccount = ""\n'
+        kit,
+        "reviewer",
+        'name = "reviewer-site"\npartition = "debug"\naccount = ""\n'
         'sbatch_args = ["--comment=reviewer"]\n',
-    )  # fmt: skip
+    )
     res = reproduce(kit, path, "file", "--site", str(reviewer))
     assert res.rc == 0 and res.outcome == "reproduced", (res.stdout, res.stderr)
     record = res.record
@@ -136,7 +137,9 @@ def test_sbatch_env_is_read_as_a_setting(kit: Kit) -> None:
     res = kit.run(manifest, env={"SBATCH_PARTITION": "debug", "SBATCH_EXPORT": "ALL"})
     assert res.rc == 0 and res.outcome == "reproduced", (res.stdout, res.stderr)
     assert settings(res.record or {})["partition"] == {
-        "value": "debug", "source": "$SBATCH_PARTITION"}  # fmt: skip
+        "value": "debug",
+        "source": "$SBATCH_PARTITION",
+    }
 
 
 # ------------------------------------------------------------------ prepare and the Apptainer
@@ -153,18 +156,31 @@ def hidden_apptainer(kit: Kit) -> Path:
 
 def run_args(kit: Kit, manifest: Path, name: str) -> list[str]:
     return [
-        "run", str(manifest), "--code-dir", str(kit.code), "--data-dir", str(kit.data),
-        "--image", str(kit.image), "--out-dir", str(kit.root / f"out-{name}"),
-        "--run-dir", str(kit.root / f"run-{name}"), "--partition", "debug",
-    ]  # fmt: skip
+        "run",
+        str(manifest),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(kit.root / f"out-{name}"),
+        "--run-dir",
+        str(kit.root / f"run-{name}"),
+        "--partition",
+        "debug",
+    ]
 
 
 def test_prepare_puts_apptainer_on_the_jobs_path(kit: Kit, hidden_apptainer: Path) -> None:
     site = site_file(
-        kit, "prepare", 'apptainer = "apptainer-site"\n'
+        kit,
+        "prepare",
+        'apptainer = "apptainer-site"\n'
         f'prepare = ["export PATH={hidden_apptainer}:$PATH",'
         ' "export APPTAINERENV_LEAK=1 SINGULARITYENV_LEAK=1 LEAK_FROM_PREPARE=1"]\n',
-    )  # fmt: skip
+    )
     manifest = kit.manifest("site-prepare", entrypoint=ENTRY)
     path = os.environ.get("PATH", "")
     assert str(hidden_apptainer) not in path
@@ -190,8 +206,13 @@ def test_a_prepare_line_failing_on_the_node_is_an_operator_error(kit: Kit) -> No
     # passes on the login node (no job id there), fails in the job: the job's own check
     site = site_file(kit, "node-fails", 'prepare = ["test -z \\"${SLURM_JOB_ID:-}\\""]\n')
     manifest = kit.manifest("site-node-fails", entrypoint=ENTRY)
-    res = kit.cli(*run_args(kit, manifest, "node-fails"), "--site", str(site),
-                  "--apptainer", str(platform.apptainer()))  # fmt: skip
+    res = kit.cli(
+        *run_args(kit, manifest, "node-fails"),
+        "--site",
+        str(site),
+        "--apptainer",
+        str(platform.apptainer()),
+    )
     assert res.rc not in (0, 1), (res.stdout, res.stderr)
     assert "preparation lines" in res.stderr, res.stderr
     status = json.loads((kit.root / "run-node-fails" / "status.json").read_text())

@@ -58,8 +58,12 @@ def test_the_default_names_are_looked_up_after_prepare(fake_bin: Path) -> None:
 
 
 def _on_job_path() -> list[Path]:
-    return [Path(d) / n for d in JOB_PATH.split(":") for n in ("apptainer", "singularity")
-            if (Path(d) / n).is_file()]  # fmt: skip
+    return [
+        Path(d) / n
+        for d in JOB_PATH.split(":")
+        for n in ("apptainer", "singularity")
+        if (Path(d) / n).is_file()
+    ]
 
 
 @pytest.mark.parametrize("prepare", [(), ("true",), ("cd /tmp", "export X=1")])
@@ -103,8 +107,13 @@ def test_a_failing_prepare_line_is_named_by_its_number(
 
 
 def test_a_line_that_sets_apptainer_variables_is_harmless(fake_bin: Path) -> None:
-    got = resolved(site("export APPTAINER_BIND=/etc:/mnt SINGULARITY_BIND=/etc",
-                        "export APPTAINERENV_X=1", add_to_path(fake_bin)))  # fmt: skip
+    got = resolved(
+        site(
+            "export APPTAINER_BIND=/etc:/mnt SINGULARITY_BIND=/etc",
+            "export APPTAINERENV_X=1",
+            add_to_path(fake_bin),
+        )
+    )
     assert got.value == str(fake_bin / NAME)
 
 

@@ -44,16 +44,30 @@ def many(kit: Kit, n: int, prefix: str) -> list[str]:
 
 
 def inputs(kit: Kit, runs_root: Path, outs: Path) -> list[str]:
-    return ["--code-dir", str(kit.code), "--data-dir", str(kit.data), "--image", str(kit.image),
-            "--out-dir", str(outs), "--runs-root", str(runs_root),
-            "--apptainer", str(platform.apptainer())]  # fmt: skip
+    return [
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--image",
+        str(kit.image),
+        "--out-dir",
+        str(outs),
+        "--runs-root",
+        str(runs_root),
+        "--apptainer",
+        str(platform.apptainer()),
+    ]
 
 
 def sacct_names(job_id: str, env: dict[str, str]) -> set[str]:
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-S", "now-1hour", "-j", job_id, "-o", "JobName"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     return {ln for ln in out.splitlines() if ln}
 
 
@@ -61,8 +75,12 @@ def test_a_submission_beyond_the_array_bound_is_several_arrays_that_all_run(
     kit: Kit, slurm_env: dict[str, str]
 ) -> None:
     runs_root, outs = kit.root / "runs", kit.root / "outs"
-    res = kit.cli("run", *many(kit, 7, "split"), *inputs(kit, runs_root, outs),
-                  env={"DOTLAB_MAX_ARRAY_SIZE": "3"})  # fmt: skip
+    res = kit.cli(
+        "run",
+        *many(kit, 7, "split"),
+        *inputs(kit, runs_root, outs),
+        env={"DOTLAB_MAX_ARRAY_SIZE": "3"},
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     dirs = run_dirs(runs_root)
     assert len(dirs) == 7
@@ -71,9 +89,9 @@ def test_a_submission_beyond_the_array_bound_is_several_arrays_that_all_run(
     batch = runs[0]["run_id"].split(".")[0]
     # arrays of 3, 3 and 1, named dotlab-<batch>.K, each task in <batch>.K-<task>
     assert [(r["job_name"], r["task_index"]) for r in runs] == [
-        (f"dotlab-{batch}.{k}", t) for k, t in ((0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2),
-                                                (2, 0))
-    ]  # fmt: skip
+        (f"dotlab-{batch}.{k}", t)
+        for k, t in ((0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0))
+    ]
     names = [f"{batch}.{r['job_name'][-1]}-{r['task_index']}" for r in runs]
     assert [d.name for d in dirs] == names
     arrays = [s["array_job_id"] for s in subs]
@@ -83,8 +101,9 @@ def test_a_submission_beyond_the_array_bound_is_several_arrays_that_all_run(
         # Slurm ran the task this run directory names, under the name run.json names
         status = json.loads((d / "status.json").read_text())
         assert (status["array_job_id"], status["array_task_id"]) == (
-            sub["array_job_id"], str(run["task_index"])
-        )  # fmt: skip
+            sub["array_job_id"],
+            str(run["task_index"]),
+        )
         assert json.loads((d / "record.json").read_text())["outcome"] == "reproduced"
         assert (d / "slurm.out").exists()  # the %a pattern of its own array
     for array, run in dict(zip(arrays, runs, strict=True)).items():
@@ -103,16 +122,25 @@ def test_a_submission_beyond_the_array_bound_is_several_arrays_that_all_run(
 
 def test_the_throttle_and_the_hold_reach_slurm(kit: Kit, slurm_env: dict[str, str]) -> None:
     runs_root = kit.root / "runs"
-    res = kit.cli("submit", *many(kit, 4, "limit"), *inputs(kit, runs_root, kit.root / "outs"),
-                  "--array-limit", "2", "--hold")  # fmt: skip
+    res = kit.cli(
+        "submit",
+        *many(kit, 4, "limit"),
+        *inputs(kit, runs_root, kit.root / "outs"),
+        "--array-limit",
+        "2",
+        "--hold",
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     sub = json.loads((run_dirs(runs_root)[0] / "submission.json").read_text())
     try:
         assert "--array=0-3%2" in sub["sbatch_argv"]
         shown = subprocess.run(
-            ["scontrol", "-o", "show", "job", sub["array_job_id"]], capture_output=True,
-            text=True, env=slurm_env, check=True,
-        ).stdout  # fmt: skip
+            ["scontrol", "-o", "show", "job", sub["array_job_id"]],
+            capture_output=True,
+            text=True,
+            env=slurm_env,
+            check=True,
+        ).stdout
         assert re.search(r"\bArrayTaskThrottle=2\b", shown), shown
         assert re.search(r"\bReason=JobHeldUser\b", shown), shown
     finally:
@@ -124,8 +152,13 @@ def test_many_claims_share_one_small_script_and_each_run_holds_only_its_own_fact
 ) -> None:
     """300 claims, held, then cancelled: the script is one file, linked, as small as for one."""
     runs_root = kit.root / "runs"
-    res = kit.cli("submit", *many(kit, 300, "wide"), *inputs(kit, runs_root, kit.root / "outs"),
-                  "--hold", timeout=600)  # fmt: skip
+    res = kit.cli(
+        "submit",
+        *many(kit, 300, "wide"),
+        *inputs(kit, runs_root, kit.root / "outs"),
+        "--hold",
+        timeout=600,
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     dirs = run_dirs(runs_root)
     sub = json.loads((dirs[0] / "submission.json").read_text())
@@ -158,9 +191,13 @@ def test_a_shared_checkout_is_inspected_once_whatever_the_number_of_claims(kit: 
 
     def git_calls(n: int, prefix: str) -> int:
         calls.unlink(missing_ok=True)
-        res = kit.cli("submit", *many(kit, n, prefix),
-                      *inputs(kit, kit.root / f"runs-{prefix}", kit.root / f"outs-{prefix}"),
-                      "--dry-run", env=env)  # fmt: skip
+        res = kit.cli(
+            "submit",
+            *many(kit, n, prefix),
+            *inputs(kit, kit.root / f"runs-{prefix}", kit.root / f"outs-{prefix}"),
+            "--dry-run",
+            env=env,
+        )
         assert res.rc == 0, (res.stdout, res.stderr)
         return len(calls.read_text().splitlines())
 
@@ -170,9 +207,14 @@ def test_a_shared_checkout_is_inspected_once_whatever_the_number_of_claims(kit: 
 
 
 def test_a_dry_run_of_a_split_submission_shows_every_sbatch_command(kit: Kit) -> None:
-    res = kit.cli("submit", *many(kit, 7, "dry"),
-                  *inputs(kit, kit.root / "runs-dry", kit.root / "outs-dry"), "--dry-run",
-                  "--show-script", env={"DOTLAB_MAX_ARRAY_SIZE": "3"})  # fmt: skip
+    res = kit.cli(
+        "submit",
+        *many(kit, 7, "dry"),
+        *inputs(kit, kit.root / "runs-dry", kit.root / "outs-dry"),
+        "--dry-run",
+        "--show-script",
+        env={"DOTLAB_MAX_ARRAY_SIZE": "3"},
+    )
     assert res.rc == 0, (res.stdout, res.stderr)
     assert "sbatch     3 command(s)" in res.stdout  # the summary, first
     assert "# 3 sbatch commands" in res.stdout

@@ -31,8 +31,9 @@ def weakened(text: str, setting: str, value: str, *, add: bool = False) -> str:
     return changed
 
 
-def conf_wrapper(directory: Path, apptainer: Path, setting: str, value: str, *,
-                 add: bool = False) -> Path:  # fmt: skip
+def conf_wrapper(
+    directory: Path, apptainer: Path, setting: str, value: str, *, add: bool = False
+) -> Path:
     """Write ``directory/apptainer.conf`` (the weakened copy) and ``directory/apptainer``."""
     directory.mkdir(parents=True, exist_ok=True)
     conf = directory / "apptainer.conf"
@@ -60,8 +61,9 @@ def nv_wrapper(directory: Path, apptainer: Path, gpus: int) -> Path:
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     uuids = [f"GPU-fa4e0000-0000-0000-0000-{i:012x}" for i in range(gpus)]
-    listed = "".join(f"echo {sh_quote(f'GPU {i}: {FAKE_GPU_MODEL} (UUID: {u})')}\n"
-                     for i, u in enumerate(uuids))  # fmt: skip
+    listed = "".join(
+        f"echo {sh_quote(f'GPU {i}: {FAKE_GPU_MODEL} (UUID: {u})')}\n" for i, u in enumerate(uuids)
+    )
     queried = "".join(f"echo {sh_quote(f'{u}, {FAKE_GPU_MODEL}, 999.1')}\n" for u in uuids)
     smi = bin_dir / "nvidia-smi"
     smi.write_text(

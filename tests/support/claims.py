@@ -278,9 +278,12 @@ class Kit:
 
     def git(self, *args: str) -> str:
         return subprocess.run(
-            ["git", "-C", str(self.code), *args], check=True, capture_output=True, text=True,
+            ["git", "-C", str(self.code), *args],
+            check=True,
+            capture_output=True,
+            text=True,
             env={**os.environ, **GIT_ENV},
-        ).stdout  # fmt: skip
+        ).stdout
 
     def manifest(self, name: str, *, mode: str = "good", **over: Any) -> Path:
         """Write a JSON manifest whose inputs match this kit (``over`` replaces top-level keys)."""
@@ -296,7 +299,7 @@ class Kit:
             "seed": 42,
             "targets": TARGETS,
             "resources": {"time": "00:02:00", "memory": "1G"},
-        }  # fmt: skip
+        }
         data.update(over)
         path = self.root / f"{name}.json"
         path.write_text(json.dumps(data, indent=1))
@@ -305,9 +308,13 @@ class Kit:
     def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> Result:
         """Run ``python -m dotlab_hpc ARGS`` as a separate process, like a user would."""
         done = subprocess.run(
-            [sys.executable, "-m", "dotlab_hpc", *args], capture_output=True, text=True,
-            env={**self.env, **(env or {})}, timeout=timeout, cwd=self.root,
-        )  # fmt: skip
+            [sys.executable, "-m", "dotlab_hpc", *args],
+            capture_output=True,
+            text=True,
+            env={**self.env, **(env or {})},
+            timeout=timeout,
+            cwd=self.root,
+        )
         return Result(done.returncode, done.stdout, done.stderr, None)
 
     def inputs(self, manifest: Path, *, apptainer: Path | str | None = None) -> list[str]:
@@ -315,13 +322,28 @@ class Kit:
         self.runs += 1
         apptainer = apptainer or platform.apptainer()
         return [
-            str(manifest), "--code-dir", str(self.code), "--data-dir", str(self.data),
-            "--image", str(self.image), "--out-dir", str(self.root / f"out{self.runs}"),
-            "--run-dir", str(self.root / f"run{self.runs}"), "--apptainer", str(apptainer),
-        ]  # fmt: skip
+            str(manifest),
+            "--code-dir",
+            str(self.code),
+            "--data-dir",
+            str(self.data),
+            "--image",
+            str(self.image),
+            "--out-dir",
+            str(self.root / f"out{self.runs}"),
+            "--run-dir",
+            str(self.root / f"run{self.runs}"),
+            "--apptainer",
+            str(apptainer),
+        ]
 
-    def run(self, manifest: Path, *extra: str, env: dict[str, str] | None = None,
-            apptainer: Path | str | None = None) -> Result:  # fmt: skip
+    def run(
+        self,
+        manifest: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        apptainer: Path | str | None = None,
+    ) -> Result:
         """``dotlab-hpc run`` the manifest to the end; the Result knows the run directory."""
         args = self.inputs(manifest, apptainer=apptainer)
         res = self.cli("run", *args, *extra, env=env)
@@ -332,16 +354,31 @@ class Kit:
         """``dotlab-hpc reproduce`` the bundle into ``out-NAME`` and ``rerun-NAME``."""
         run_dir = self.root / f"rerun-{name}"
         res = self.cli(
-            "reproduce", str(bundle), "--code-dir", str(self.code),
-            "--data-dir", str(data or self.data), "--out-dir", str(self.root / f"out-{name}"),
-            "--run-dir", str(run_dir), "--apptainer", str(platform.apptainer()), *extra,
-        )  # fmt: skip
+            "reproduce",
+            str(bundle),
+            "--code-dir",
+            str(self.code),
+            "--data-dir",
+            str(data or self.data),
+            "--out-dir",
+            str(self.root / f"out-{name}"),
+            "--run-dir",
+            str(run_dir),
+            "--apptainer",
+            str(platform.apptainer()),
+            *extra,
+        )
         res.run_dir = run_dir
         assert "Traceback" not in res.stderr
         return res
 
-    def submit(self, manifest: Path, *extra: str, env: dict[str, str] | None = None,
-               apptainer: Path | str | None = None) -> Result:  # fmt: skip
+    def submit(
+        self,
+        manifest: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        apptainer: Path | str | None = None,
+    ) -> Result:
         """``dotlab-hpc submit`` (no wait)."""
         args = self.inputs(manifest, apptainer=apptainer)
         res = self.cli("submit", *args, *extra, env=env)
@@ -352,11 +389,17 @@ class Kit:
 def jobs_named(name: str, env: dict[str, str]) -> list[str]:
     """Every job the controller or accounting has under ``name``."""
     queued = subprocess.run(
-        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], capture_output=True, text=True,
-        env=env, check=True,
-    ).stdout.split()  # fmt: skip
+        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.split()
     acct = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-S", "now-1hour", "--name", name, "-o", "JobID"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout.split()  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.split()
     return sorted(set(queued) | set(acct))

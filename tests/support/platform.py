@@ -38,8 +38,11 @@ def image() -> Path:
         return EXAMPLE_IMAGE
     value = os.environ.get("DOTLAB_TEST_IMAGE", "").strip()
     if not value:
-        pytest.fail("DOTLAB_TEST_APPTAINER is set but DOTLAB_TEST_IMAGE is not: make one with "
-                    "`slurm/local-cluster image OUT.sif`", pytrace=False)  # fmt: skip
+        pytest.fail(
+            "DOTLAB_TEST_APPTAINER is set but DOTLAB_TEST_IMAGE is not: make one with "
+            "`slurm/local-cluster image OUT.sif`",
+            pytrace=False,
+        )
     return Path(value)
 
 
@@ -56,5 +59,6 @@ def require() -> None:
         return
     for path in (real, image()):
         if not path.exists():
-            pytest.fail(f"{path} is missing (DOTLAB_TEST_APPTAINER / DOTLAB_TEST_IMAGE)",
-                        pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"{path} is missing (DOTLAB_TEST_APPTAINER / DOTLAB_TEST_IMAGE)", pytrace=False
+            )

@@ -101,30 +101,77 @@ def make_rich_sif(path: Path, *, deffile: str = MINIMAL_DEF) -> Path:
     siftool("new", path)
     siftool("add", path, work / "app.def", "--datatype", "1", "--groupid", "1")
     siftool(
-        "add", path, work / "rootfs.squashfs", "--datatype", "4", "--parttype", "2",
-        "--partfs", "1", "--partarch", "2", "--groupid", "1",
-    )  # fmt: skip
+        "add",
+        path,
+        work / "rootfs.squashfs",
+        "--datatype",
+        "4",
+        "--parttype",
+        "2",
+        "--partfs",
+        "1",
+        "--partarch",
+        "2",
+        "--groupid",
+        "1",
+    )
     siftool("add", path, work / "labels.json", "--datatype", "3", "--groupid", "1", "--link", "2")
     siftool(
-        "add", path, work / "notes.txt", "--datatype", "7", "--groupid", "2",
-        "--filename", "notes.txt",
-    )  # fmt: skip
+        "add",
+        path,
+        work / "notes.txt",
+        "--datatype",
+        "7",
+        "--groupid",
+        "2",
+        "--filename",
+        "notes.txt",
+    )
     siftool("add", path, work / "meta.json", "--datatype", "6", "--groupid", "2")
     siftool("add", path, work / "env.sh", "--datatype", "2", "--groupid", "3")
     siftool("add", path, work / "sbom.json", "--datatype", "9", "--sbomformat", "spdx-json")
     siftool("add", path, work / "msg.asc", "--datatype", "8")
     siftool(
-        "add", path, work / "data.raw", "--datatype", "4", "--parttype", "3", "--partfs", "4",
-        "--partarch", "4", "--groupid", "3",
-    )  # fmt: skip
+        "add",
+        path,
+        work / "data.raw",
+        "--datatype",
+        "4",
+        "--parttype",
+        "3",
+        "--partfs",
+        "4",
+        "--partarch",
+        "4",
+        "--groupid",
+        "3",
+    )
     siftool(
-        "add", path, work / "sig1.bin", "--datatype", "5", "--signhash", "1",
-        "--signentity", SIGNER, "--link", "1",
-    )  # fmt: skip
+        "add",
+        path,
+        work / "sig1.bin",
+        "--datatype",
+        "5",
+        "--signhash",
+        "1",
+        "--signentity",
+        SIGNER,
+        "--link",
+        "1",
+    )
     siftool(
-        "add", path, work / "sig2.bin", "--datatype", "5", "--signhash", "3",
-        "--signentity", SIGNER, "--link", str(GROUP_LINK | 1),
-    )  # fmt: skip
+        "add",
+        path,
+        work / "sig2.bin",
+        "--datatype",
+        "5",
+        "--signhash",
+        "3",
+        "--signentity",
+        SIGNER,
+        "--link",
+        str(GROUP_LINK | 1),
+    )
     return path
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "dotlab_hpc"
 MAP = ROOT / "docs" / "architecture.md"
-MAX_LINES = 400
+MAX_LINES = 600
 
 # The layers, top to bottom: a module may import only from its own layer or one below it. The
 # pipeline's stages run upwards (a later stage reads what an earlier one made); the seams, which
@@ -71,8 +71,11 @@ def modules() -> dict[str, Path]:
 def _layer(module: str) -> int:
     """The index of the module's layer (the longest declared prefix of its name)."""
     rest = module.removeprefix("dotlab_hpc").removeprefix(".")
-    held = [i for i, (name, _) in enumerate(LAYERS)
-            if rest == name or (name and rest.startswith(name + "."))]  # fmt: skip
+    held = [
+        i
+        for i, (name, _) in enumerate(LAYERS)
+        if rest == name or (name and rest.startswith(name + "."))
+    ]
     assert held, f"{module}: in no declared layer; add it to LAYERS"
     return max(held, key=lambda i: len(LAYERS[i][0]))
 
@@ -181,8 +184,16 @@ def test_the_command_line_imports_only_the_verbs_errors_and_printers() -> None:
 
 
 def test_only_proc_runs_programs() -> None:
-    runs = [m for m, p in modules().items() if re.search(r"^\s*import subprocess\b|^\s*from "
-            r"subprocess\b", p.read_text(encoding="utf-8"), re.M)]  # fmt: skip
+    runs = [
+        m
+        for m, p in modules().items()
+        if re.search(
+            r"^\s*import subprocess\b|^\s*from "
+            r"subprocess\b",
+            p.read_text(encoding="utf-8"),
+            re.M,
+        )
+    ]
     assert runs == ["dotlab_hpc.proc"]
 
 

@@ -20,8 +20,19 @@ from dotlab_hpc.render.facts import apptainer_argvs
 
 from .test_render import job, manifest, task
 
-SPEC = ExecSpec("a", Path("/i"), Path("/c"), Path("/d"), Path("/o"), PurePosixPath("/w"),
-                (), True, False, "w", ())  # fmt: skip
+SPEC = ExecSpec(
+    "a",
+    Path("/i"),
+    Path("/c"),
+    Path("/d"),
+    Path("/o"),
+    PurePosixPath("/w"),
+    (),
+    True,
+    False,
+    "w",
+    (),
+)
 
 
 def test_the_largest_entrypoint_validate_accepts_fits_one_argument() -> None:

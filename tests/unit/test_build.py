@@ -247,13 +247,20 @@ def test_a_docker_base_is_read_from_its_registry_and_checked_before_the_build(
 
     def other(ref: ImageRef, reference: str, plain_http: bool) -> RegistryManifest:
         body = b'{"another": "image"}'
-        return RegistryManifest(body, OCI_MANIFEST, "sha256:" + hashlib.sha256(body).hexdigest(),
-                                None)  # fmt: skip
+        return RegistryManifest(
+            body, OCI_MANIFEST, "sha256:" + hashlib.sha256(body).hexdigest(), None
+        )
 
     runner = FakeRunner()
     with pytest.raises(InputMismatch, match=r"serves sha256:[0-9a-f]{64} for this pinned") as e:
-        build_image(manifest, tmp_path / "b.sif", runner=runner, now=NOW, apptainer=fake_apptainer,
-                    fetch=other)  # fmt: skip
+        build_image(
+            manifest,
+            tmp_path / "b.sif",
+            runner=runner,
+            now=NOW,
+            apptainer=fake_apptainer,
+            fetch=other,
+        )
     assert e.value.exit_code == 1 and runner.streams == []  # nothing built
     assert not (tmp_path / "b.sif").exists()
 
@@ -263,8 +270,14 @@ def test_plain_http_only_for_a_docker_base_on_loopback(
 ) -> None:
     runner = FakeRunner()
     with pytest.raises(UsageError, match="only for a registry on this machine's loopback"):
-        build_image(manifest, tmp_path / "a.sif", runner=runner, now=NOW,
-                    apptainer=fake_apptainer, plain_http=True)  # fmt: skip
+        build_image(
+            manifest,
+            tmp_path / "a.sif",
+            runner=runner,
+            now=NOW,
+            apptainer=fake_apptainer,
+            plain_http=True,
+        )
     assert registry == [] and runner.streams == []
 
     pin = "sha256:" + "1" * 64
@@ -274,8 +287,9 @@ def test_plain_http_only_for_a_docker_base_on_loopback(
     )
     manifest.path.write_text(text)
     local = manifest_mod.load(manifest.path)
-    res = build_image(local, tmp_path / "b.sif", runner=runner, now=NOW,
-                      apptainer=fake_apptainer, plain_http=True)  # fmt: skip
+    res = build_image(
+        local, tmp_path / "b.sif", runner=runner, now=NOW, apptainer=fake_apptainer, plain_http=True
+    )
     assert registry == [(f"docker://127.0.0.1:15000/dotlab/debian:13@{pin}", pin, True)]
     assert runner.streams[0][:4] == (fake_apptainer, "build", "--fakeroot", "--no-https")
     assert res.base_checked == pin

@@ -18,11 +18,16 @@ LOCATED = {
     **SPEC,
     "code": {"commit": "c" * 40, "repo": REPO},
     "data": [
-        {"name": "train", "path": "train data.csv", "sha256": "e" * 64,
-         "url": "https://example.org/d/train.csv", "doi": "https://doi.org/10.5281/zenodo.42"},
+        {
+            "name": "train",
+            "path": "train data.csv",
+            "sha256": "e" * 64,
+            "url": "https://example.org/d/train.csv",
+            "doi": "https://doi.org/10.5281/zenodo.42",
+        },
         {"name": "test", "path": "test.csv", "sha256": "f" * 64},
     ],
-}  # fmt: skip
+}
 
 
 def test_the_readme_gives_the_commands_that_fetch_code_and_data() -> None:
@@ -41,9 +46,11 @@ def test_the_crate_and_the_statement_link_them() -> None:
     facts = dataclasses.replace(
         FACTS,
         repo=REPO,
-        datasets=(Dataset("points", "p.csv", "b" * 64, "https://example.org/p.csv", "10.1/x"),
-                  Dataset("train", "t/", "c" * 64)),
-    )  # fmt: skip
+        datasets=(
+            Dataset("points", "p.csv", "b" * 64, "https://example.org/p.csv", "10.1/x"),
+            Dataset("train", "t/", "c" * 64),
+        ),
+    )
     graph = {e["@id"]: e for e in crate_json(facts, DIGESTS)["@graph"]}
     assert graph[REPO]["codeRepository"] == REPO  # an https:// repository names the code
     assert graph["#data-points"]["identifier"] == "https://doi.org/10.1/x"

@@ -164,8 +164,14 @@ def test_reproduce_without_a_key_says_so_on_its_first_line(
 
     monkeypatch.setattr(submitting, "run_all", no_run)
     (tmp_path / "code").mkdir()
-    argv = ["reproduce", str(bundle), "--code-dir", str(tmp_path / "code"),
-            "--runs-root", str(tmp_path / "runs")]  # fmt: skip
+    argv = [
+        "reproduce",
+        str(bundle),
+        "--code-dir",
+        str(tmp_path / "code"),
+        "--runs-root",
+        str(tmp_path / "runs"),
+    ]
     assert cli.main(argv) == 2
     first = capsys.readouterr().err.splitlines()[0]
     if which == "unsigned":
@@ -187,8 +193,16 @@ def test_reproduce_with_the_key_prints_no_note(
 
     monkeypatch.setattr(submitting, "run_all", no_run)
     (tmp_path / "code").mkdir()
-    argv = ["reproduce", str(signed), "--code-dir", str(tmp_path / "code"), "--key", str(keys[1]),
-            "--runs-root", str(tmp_path / "runs")]  # fmt: skip
+    argv = [
+        "reproduce",
+        str(signed),
+        "--code-dir",
+        str(tmp_path / "code"),
+        "--key",
+        str(keys[1]),
+        "--runs-root",
+        str(tmp_path / "runs"),
+    ]
     assert cli.main(argv) == 2
     assert "note:" not in capsys.readouterr().err
 
@@ -245,8 +259,13 @@ def _record(targets: dict[str, dict[str, Any]], outcome: str = "reproduced") -> 
 
 
 def _t(expected: float, actual: float | None, within: bool, **tol: float) -> dict[str, Any]:
-    return {"expected": expected, "actual": actual, "abs_tol": tol.get("abs_tol", 0.0),
-            "rel_tol": tol.get("rel_tol", 0.0), "within": within}  # fmt: skip
+    return {
+        "expected": expected,
+        "actual": actual,
+        "abs_tol": tol.get("abs_tol", 0.0),
+        "rel_tol": tol.get("rel_tol", 0.0),
+        "within": within,
+    }
 
 
 def test_verdicts_that_agree_with_their_numbers_pass() -> None:

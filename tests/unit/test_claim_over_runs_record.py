@@ -131,8 +131,9 @@ def test_a_failed_run_names_its_seed_and_stderr() -> None:
 
 def test_a_failed_run_without_stderr_has_its_reason_only() -> None:
     runs = five()
-    runs[4] = run_values(4, outcome="spec_issue", reason="results.json: 'accuracy' is not a number",
-                         values=None)  # fmt: skip
+    runs[4] = run_values(
+        4, outcome="spec_issue", reason="results.json: 'accuracy' is not a number", values=None
+    )
     over = judge_claim(claim_runs(), runs, manifest())
     assert over.reason == (
         "1 of 5 runs failed: run 4 (seed 44): results.json: 'accuracy' is not a number"
@@ -170,8 +171,12 @@ def test_the_claims_record_over_its_runs() -> None:
     assert (rec.outcome, rec.reason) == ("reproduced", "all 2 targets within tolerance over 5 runs")
     assert (rec.claim, rec.run_id, rec.manifest_sha256) == ("claim-0001", CLAIM_RUN_ID, "e" * 64)
     assert rec.title == "Table 2, row 3"
-    assert rec.slurm.model_dump() == {"job_id": "5000", "state": None, "exit_code": None,
-                                      "node": "n1"}  # fmt: skip
+    assert rec.slurm.model_dump() == {
+        "job_id": "5000",
+        "state": None,
+        "exit_code": None,
+        "node": "n1",
+    }
     assert rec.evidence == EvidenceRecord(
         container_started_at="2026-11-29T08:00:00Z",  # the first run's start
         container_ended_at="2026-11-29T08:14:00Z",  # the last run's end
@@ -257,11 +262,15 @@ def test_a_claims_record_without_any_container_times() -> None:
 
 
 def test_the_job_id_is_the_arrays_even_for_a_single_job() -> None:
-    recs = [run_record(k, slurm={"job_id": "77", "state": "COMPLETED", "exit_code": 0,
-                                 "node": "n1"}) for k in range(5)]  # fmt: skip
+    recs = [
+        run_record(k, slurm={"job_id": "77", "state": "COMPLETED", "exit_code": 0, "node": "n1"})
+        for k in range(5)
+    ]
     assert claim_record(claim_runs(), manifest(), five(), recs).slurm.job_id == "77"
-    recs = [run_record(k, slurm={"job_id": None, "state": None, "exit_code": None, "node": None})
-            for k in range(5)]  # fmt: skip
+    recs = [
+        run_record(k, slurm={"job_id": None, "state": None, "exit_code": None, "node": None})
+        for k in range(5)
+    ]
     assert claim_record(claim_runs(), manifest(), five(), recs).slurm.job_id is None
 
 

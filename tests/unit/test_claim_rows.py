@@ -123,7 +123,12 @@ def test_fold_gives_one_row_per_given_path_in_order(tmp_path: Path) -> None:
     row = folded[1]
     assert isinstance(row, RunState)
     assert (row.run_dir, row.claim, row.job_id, row.state, row.finished) == (
-        Path("/r/claim"), "c9", "900", "COMPLETED", True)  # fmt: skip
+        Path("/r/claim"),
+        "c9",
+        "900",
+        "COMPLETED",
+        True,
+    )
     assert row.reason == "3 runs: 3 COMPLETED"
 
 
@@ -183,7 +188,11 @@ def test_an_unreadable_run_is_counted_and_the_claim_is_not_finished() -> None:
     assert row.reason == "3 runs: 2 COMPLETED, 1 UNREADABLE"
     only_bad = one_row(Group(Path("/c"), "c1", 0, 1), [bad])
     assert (only_bad.state, only_bad.finished, only_bad.job_id, only_bad.node) == (
-        "UNREADABLE", False, None, None)  # fmt: skip
+        "UNREADABLE",
+        False,
+        None,
+        None,
+    )
 
 
 def test_node_is_one_name_or_a_count() -> None:

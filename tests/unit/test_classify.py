@@ -103,10 +103,12 @@ def test_tolerance_rule_is_inclusive_and_combines_abs_and_rel() -> None:
         (replace(OK_JOB, exit_code=137, slurm_state=JobState.OUT_OF_MEMORY), "out of memory"),
         (replace(OK_JOB, exit_code=137, oom_in_log=True), "resources.memory is 2G"),
         (replace(OK_JOB, phase="slurm_time_limit", exit_code=143), "ran past resources.time"),
-        (replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=JobState.TIMEOUT),
-         "ran past resources.time"),
+        (
+            replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=JobState.TIMEOUT),
+            "ran past resources.time",
+        ),
     ],
-)  # fmt: skip
+)
 def test_spec_issue_from_the_job(job: JobFacts, fragment: str) -> None:
     v = classify(spec(), job, None)
     assert v.outcome is Outcome.SPEC_ISSUE
@@ -129,8 +131,13 @@ def test_spec_issue_from_the_output(output: OutputFacts, fragment: str) -> None:
 
 
 def test_image_mismatch_on_the_node() -> None:
-    job = replace(OK_JOB, phase="image_mismatch", exit_code=None, container_started=False,
-                  image_digest_on_node="f" * 64)  # fmt: skip
+    job = replace(
+        OK_JOB,
+        phase="image_mismatch",
+        exit_code=None,
+        container_started=False,
+        image_digest_on_node="f" * 64,
+    )
     v = classify(spec(), job, None)
     assert v.outcome is Outcome.INPUT_MISMATCH
     assert "sha256:" + "f" * 64 in v.reason
@@ -145,29 +152,47 @@ def test_image_missing_on_the_node() -> None:
 @pytest.mark.parametrize(
     ("job", "fragment"),
     [
-        (replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=JobState.CANCELLED),
-         "cancelled"),
+        (
+            replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=JobState.CANCELLED),
+            "cancelled",
+        ),
         (replace(OK_JOB, slurm_state=JobState.NODE_FAIL), "NODE_FAIL"),
         (replace(OK_JOB, slurm_state=JobState.PREEMPTED, phase="terminated"), "PREEMPTED"),
-        (replace(OK_JOB, container_started=False, exit_code=255,
-                 fatal_lines=("FATAL: could not open image",)), "apptainer failed to start"),
-        (replace(OK_JOB, probe_failed=True, probe_lines=("NVIDIA-SMI has failed",)),
-         "apptainer failed to start the container"),
-        (replace(OK_JOB, phase="out_not_empty", exit_code=None, container_started=False),
-         "not empty"),
-        (replace(OK_JOB, phase="scratch_unavailable", exit_code=None, container_started=False),
-         "no room for the claim's scratch space"),
-        (replace(OK_JOB, phase=None, slurm_state=JobState.CANCELLED, container_started=False),
-         "cancelled"),
+        (
+            replace(
+                OK_JOB,
+                container_started=False,
+                exit_code=255,
+                fatal_lines=("FATAL: could not open image",),
+            ),
+            "apptainer failed to start",
+        ),
+        (
+            replace(OK_JOB, probe_failed=True, probe_lines=("NVIDIA-SMI has failed",)),
+            "apptainer failed to start the container",
+        ),
+        (
+            replace(OK_JOB, phase="out_not_empty", exit_code=None, container_started=False),
+            "not empty",
+        ),
+        (
+            replace(OK_JOB, phase="scratch_unavailable", exit_code=None, container_started=False),
+            "no room for the claim's scratch space",
+        ),
+        (
+            replace(OK_JOB, phase=None, slurm_state=JobState.CANCELLED, container_started=False),
+            "cancelled",
+        ),
         (replace(OK_JOB, phase=None, slurm_state=None), "no longer knows"),
         (replace(OK_JOB, phase=None, slurm_state=JobState.UNKNOWN), "no longer knows"),
         (replace(OK_JOB, phase=None, slurm_state=JobState.COMPLETED), "without writing its status"),
-        (replace(OK_JOB, phase=None, slurm_state=JobState.COMPLETED, status_unwritable=True),
-         "file system is full"),
-        (replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=None),
-         "does not say why"),
+        (
+            replace(OK_JOB, phase=None, slurm_state=JobState.COMPLETED, status_unwritable=True),
+            "file system is full",
+        ),
+        (replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=None), "does not say why"),
     ],
-)  # fmt: skip
+)
 def test_operator_problems_give_no_record(job: JobFacts, fragment: str) -> None:
     with pytest.raises(OperatorError) as e:
         classify(spec(), job, GOOD)

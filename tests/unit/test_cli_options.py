@@ -32,8 +32,21 @@ GOOD = DATA / "good.yaml"  # lists two datasets
 MINIMAL = DATA / "minimal.yaml"  # lists none
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 
-REPORTING = ("hash", "verify", "render", "submit", "run", "status", "collect", "build",
-             "inspect", "pack", "verify-bundle", "reproduce", "doctor")  # fmt: skip
+REPORTING = (
+    "hash",
+    "verify",
+    "render",
+    "submit",
+    "run",
+    "status",
+    "collect",
+    "build",
+    "inspect",
+    "pack",
+    "verify-bundle",
+    "reproduce",
+    "doctor",
+)
 
 
 def verbs() -> dict[str, argparse.ArgumentParser]:
@@ -75,8 +88,19 @@ def test_debug_before_or_after_the_verb(argv: list[str], debug: bool) -> None:
 def test_debug_after_the_verb_shows_the_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["verify", str(GOOD), "--code-dir", str(tmp_path / "none"), "--data-dir",
-                 str(tmp_path), "--image", "x.sif", "--debug"])  # fmt: skip
+    code = main(
+        [
+            "verify",
+            str(GOOD),
+            "--code-dir",
+            str(tmp_path / "none"),
+            "--data-dir",
+            str(tmp_path),
+            "--image",
+            "x.sif",
+            "--debug",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err
@@ -126,8 +150,9 @@ def test_the_output_folder_goes_beside_a_given_run_dir(tmp_path: Path) -> None:
 
 def test_with_defaults_fills_in_what_was_not_given(tmp_path: Path) -> None:
     """submit, run and reproduce (through ``submission``) share these defaults."""
-    where = api.with_defaults([MINIMAL], {"code_dir": "c", "image": "i.sif",
-                                          "runs_root": tmp_path / "runs"})  # fmt: skip
+    where = api.with_defaults(
+        [MINIMAL], {"code_dir": "c", "image": "i.sif", "runs_root": tmp_path / "runs"}
+    )
     out = Path(str(where["out_dir"]))
     assert out.parent == tmp_path / "dotlab-out" and out.name.startswith("c1-")
     assert where["data_dir"] == tmp_path / "runs" / NO_DATA
@@ -218,9 +243,11 @@ def test_hash_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f.write_bytes(b"test")
     assert main(["hash", "--json", str(f)]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"path": str(f),
-         "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}
-    ]  # fmt: skip
+        {
+            "path": str(f),
+            "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        }
+    ]
 
 
 def test_render_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -241,8 +268,14 @@ def test_build_json_keeps_the_builders_output_off_stdout(
 
         os.write(1, b"INFO: the builder talks on fd 1\n")
         fields: dict[str, Any] = dict.fromkeys(BuildResult.__dataclass_fields__)
-        fields.update(image=tmp_path / "c.sif", deffile=tmp_path / "c.def", digest="sha256:ab",
-                      size=3, manifest_digest="sha256:ab", embedded_def_matches=True)  # fmt: skip
+        fields.update(
+            image=tmp_path / "c.sif",
+            deffile=tmp_path / "c.def",
+            digest="sha256:ab",
+            size=3,
+            manifest_digest="sha256:ab",
+            embedded_def_matches=True,
+        )
         return BuildResult(**fields)
 
     monkeypatch.setattr(api, "build", build)
@@ -253,17 +286,24 @@ def test_build_json_keeps_the_builders_output_off_stdout(
     assert "the builder talks" in err
 
 
-def test_pack_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_pack_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from dotlab_hpc.bundle.pack import PackResult
 
     res = PackResult(tmp_path / "b", False, "c1", "reproduced", ("SHA256SUMS",), True)
     monkeypatch.setattr(api, "pack", lambda *a, **k: res)
     assert main(["pack", "run", "-o", str(tmp_path / "b"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc == {"output": str(tmp_path / "b"), "is_tar": False, "claim": "c1",
-                   "outcome": "reproduced", "files": ["SHA256SUMS"], "image_included": True,
-                   "key_id": None}  # fmt: skip
+    assert doc == {
+        "output": str(tmp_path / "b"),
+        "is_tar": False,
+        "claim": "c1",
+        "outcome": "reproduced",
+        "files": ["SHA256SUMS"],
+        "image_included": True,
+        "key_id": None,
+    }
 
 
 def test_json_errors_stay_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
@@ -296,8 +336,16 @@ def test_every_verb_that_submits_takes_the_where_to_run_options(verb: str) -> No
         a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
     ).choices[verb]
     given = set(parser._option_string_actions)
-    for option in ("--site", "--partition", "--account", "--qos", "--constraint",
-                   "--reservation", "--sbatch-arg", "--apptainer"):  # fmt: skip
+    for option in (
+        "--site",
+        "--partition",
+        "--account",
+        "--qos",
+        "--constraint",
+        "--reservation",
+        "--sbatch-arg",
+        "--apptainer",
+    ):
         assert option in given, f"{verb} has no {option}"
 
 
@@ -306,7 +354,12 @@ def test_sbatch_arg_takes_sbatchs_own_spelling() -> None:
 
     argv = ["site", "--sbatch-arg", "--mail-type=END", "--sbatch-arg", "comment=x", "--json"]
     assert joined_sbatch_args(argv) == [
-        "site", "--sbatch-arg=--mail-type=END", "--sbatch-arg", "comment=x", "--json"]  # fmt: skip
+        "site",
+        "--sbatch-arg=--mail-type=END",
+        "--sbatch-arg",
+        "comment=x",
+        "--json",
+    ]
     args = build_parser().parse_args(joined_sbatch_args(argv))
     assert args.sbatch_args == ["--mail-type=END", "comment=x"]
 

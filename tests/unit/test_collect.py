@@ -43,8 +43,11 @@ FORGED = (
 
 def test_a_full_run_reads_start_inside_and_end_outside() -> None:
     c = container_facts(START, "WARNING: something from apptainer\n", "", status(), 600)
-    assert (c.started_at, c.ended_at, c.exit_code) == ("2026-11-29T08:00:00Z",
-                                                      "2026-11-29T08:01:00Z", 0)  # fmt: skip
+    assert (c.started_at, c.ended_at, c.exit_code) == (
+        "2026-11-29T08:00:00Z",
+        "2026-11-29T08:01:00Z",
+        0,
+    )
     assert not c.timed_out and not c.probe_failed
     assert c.gpu_lines == () and c.fatal_lines == ()
 
@@ -77,14 +80,24 @@ def test_timed_out_is_the_limit_code_and_the_elapsed_time_measured_outside() -> 
 def test_the_probe_is_read_from_its_own_file_and_status() -> None:
     ok = container_facts(START, FORGED, "@@gpu GPU 0: NVIDIA H100 (UUID: GPU-1)\n", status(), 60)
     assert ok.gpu_lines == ("GPU 0: NVIDIA H100 (UUID: GPU-1)",) and not ok.probe_failed
-    bad = container_facts("", "", "NVIDIA-SMI has failed\nnvidia-smi -L exited with status 9\n",
-                          status(phase="probe_failed", exit_code=3), 60)  # fmt: skip
+    bad = container_facts(
+        "",
+        "",
+        "NVIDIA-SMI has failed\nnvidia-smi -L exited with status 9\n",
+        status(phase="probe_failed", exit_code=3),
+        60,
+    )
     assert bad.probe_failed and bad.started_at is None
 
 
 def test_apptainer_failure_before_start_gives_its_fatal_lines() -> None:
-    c = container_facts("", "FATAL:   could not open image /x.sif:   failed\n", "",
-                        status(exit_code=255, container_started=False), 60)  # fmt: skip
+    c = container_facts(
+        "",
+        "FATAL:   could not open image /x.sif:   failed\n",
+        "",
+        status(exit_code=255, container_started=False),
+        60,
+    )
     assert c.started_at is None
     assert c.fatal_lines == ("FATAL: could not open image /x.sif: failed",)
 
@@ -288,8 +301,10 @@ def _slurm(
                 jobs = {}
             out = "".join(f"{k}|{v}|None|0:01|N/A|N/A|n1|{JOB_NAME}\n" for k, v in jobs.items())
             return Completed(argv, 0, out, "")
-        out = "".join(f"{k}|{k}|{JOB_NAME}|{v}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None\n"
-                      for k, v in rows.items())  # fmt: skip
+        out = "".join(
+            f"{k}|{k}|{JOB_NAME}|{v}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None\n"
+            for k, v in rows.items()
+        )
         return Completed(argv, 0, out, "")
 
     return ScriptedRunner[tuple[str, ...]](answer)
@@ -430,9 +445,11 @@ def test_a_marked_run_is_never_submitted_without_a_slurm_call(tmp_path: Path) ->
     rd = complete_run_dir(tmp_path / "run", with_record=False)
     rd.file("submission.json").unlink()
     mark = NotSubmittedRecord(
-        failed_at="2026-11-29T07:00:00Z", reason="sbatch could not run: Unable to process"
-        " configuration file", sbatch_argv=("sbatch", "x"), kept_because="could not be removed",
-    )  # fmt: skip
+        failed_at="2026-11-29T07:00:00Z",
+        reason="sbatch could not run: Unable to process configuration file",
+        sbatch_argv=("sbatch", "x"),
+        kept_because="could not be removed",
+    )
     atomic_write_all([not_submitted_file(rd, mark)])
     runner = _slurm({})
     (c,) = collect_runs([rd], SlurmClient(runner), now=NOW)

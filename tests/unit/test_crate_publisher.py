@@ -33,8 +33,12 @@ def _graph(facts: Any) -> dict[str, Any]:
 
 
 def test_one_affiliation_is_one_organization_and_the_publisher_has_its_own() -> None:
-    authors = [Author("Ada", affiliation="The Lab"), Author("Bob", affiliation="The Lab"),
-               Author("Cy", affiliation="The  lab!"), Author("Di")]  # fmt: skip
+    authors = [
+        Author("Ada", affiliation="The Lab"),
+        Author("Bob", affiliation="The Lab"),
+        Author("Cy", affiliation="The  lab!"),
+        Author("Di"),
+    ]
     g = _graph(credited(FACTS, "MIT", authors, credited(FACTS, "MIT", []).publisher))
     assert g["#author-1"]["affiliation"] == g["#author-2"]["affiliation"] == {"@id": "#org-the-lab"}
     assert g["#author-3"]["affiliation"] == {"@id": "#org-the-lab-2"}  # another name, same slug
@@ -55,11 +59,15 @@ def test_the_publisher_is_an_organization_named_by_its_url_or_publisher() -> Non
 
 
 BASE: dict[str, Any] = {
-    "version": 1, "claim": "c", "license": "MIT", "code": {"commit": "a" * 40,
-    "repo": "https://example.org/c.git"}, "image": {"digest": "sha256:" + "b" * 64},
-    "entrypoint": "true", "targets": {"x": {"value": 1.0, "abs_tol": 0.1}},
+    "version": 1,
+    "claim": "c",
+    "license": "MIT",
+    "code": {"commit": "a" * 40, "repo": "https://example.org/c.git"},
+    "image": {"digest": "sha256:" + "b" * 64},
+    "entrypoint": "true",
+    "targets": {"x": {"value": 1.0, "abs_tol": 0.1}},
     "resources": {"time": "00:01:00", "memory": "1G"},
-}  # fmt: skip
+}
 
 
 def test_validate_warns_of_a_missing_affiliation_and_publisher_only_with_authors() -> None:
@@ -98,21 +106,31 @@ def test_bad_publisher_or_affiliation_is_one_line(extra: dict[str, Any], problem
     ("credit", "expected"),
     [
         ("authors:\n  - name: Ada Lovelace\n", UNAFFILIATED),
-        ("authors:\n  - name: Ada Lovelace\n    affiliation: The Lab\n"
-         "publisher:\n  name: The Lab\n", NO_ORG_URL),
-        (f"authors:\n  - name: Ada Lovelace\n    affiliation: The Lab\n    ror: {ROR}\n"
-         f"publisher:\n  name: The Lab\n  url: {ROR}\n", KEPT),
+        (
+            "authors:\n  - name: Ada Lovelace\n    affiliation: The Lab\n"
+            "publisher:\n  name: The Lab\n",
+            NO_ORG_URL,
+        ),
+        (
+            f"authors:\n  - name: Ada Lovelace\n    affiliation: The Lab\n    ror: {ROR}\n"
+            f"publisher:\n  name: The Lab\n  url: {ROR}\n",
+            KEPT,
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_validator_asks_for_publisher_and_affiliation_only_when_missing(
     credit: str,
     expected: dict[str, str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    rd = example_run(tmp_path, monkeypatch, f"license: MIT\n{credit}",
-                     "  repo: https://example.org/lab/analysis.git\n",
-                     "    url: https://example.org/points.csv\n")  # fmt: skip
+    rd = example_run(
+        tmp_path,
+        monkeypatch,
+        f"license: MIT\n{credit}",
+        "  repo: https://example.org/lab/analysis.git\n",
+        "    url: https://example.org/points.csv\n",
+    )
     pack(PackOptions(rd, tmp_path / "bundle"))
     found = validate(tmp_path / "bundle", monkeypatch)
     assert found.get("REQUIRED", set()) == set()

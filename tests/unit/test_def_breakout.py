@@ -28,12 +28,39 @@ from tests.support.builds import build_manifest
 D = "sha256:" + "a" * 64
 PY = f"python:3.11-slim@{D}"
 BREAKOUTS = [
-    "\n%setup\ntouch /tmp/PWNED\n", "\n %setup", "\n\t%post", "\n\u00a0%setup", "\r%setup",
-    "\r\n%files", "\u2028%setup", "\x85%setup", "\x0b%setup", "\nBootstrap: docker\n",
-    "\nbootstrap:localimage", "\nBOOT\u017fTRAP: x", "\n  Bootstrap: y", "%test", "#", "#%post",
-    "\\", "\\\n", "{{ x }}", "$(id)", "'", '"', "`id`", "\0", "ünï", "%", " ", "\n", "From: x",
-    "Stage: s", "dotlab.claim", "\ud800",
-]  # fmt: skip
+    "\n%setup\ntouch /tmp/PWNED\n",
+    "\n %setup",
+    "\n\t%post",
+    "\n\u00a0%setup",
+    "\r%setup",
+    "\r\n%files",
+    "\u2028%setup",
+    "\x85%setup",
+    "\x0b%setup",
+    "\nBootstrap: docker\n",
+    "\nbootstrap:localimage",
+    "\nBOOT\u017fTRAP: x",
+    "\n  Bootstrap: y",
+    "%test",
+    "#",
+    "#%post",
+    "\\",
+    "\\\n",
+    "{{ x }}",
+    "$(id)",
+    "'",
+    '"',
+    "`id`",
+    "\0",
+    "ünï",
+    "%",
+    " ",
+    "\n",
+    "From: x",
+    "Stage: s",
+    "dotlab.claim",
+    "\ud800",
+]
 hostile = st.lists(
     st.one_of(st.sampled_from(BREAKOUTS), st.text(max_size=6)), min_size=1, max_size=5
 ).map("".join)
@@ -134,18 +161,23 @@ INSTRUCTIONS = st.one_of(
     st.tuples(st.just("CMD"), st.one_of(argvs, shell)),
     st.tuples(st.just("ENTRYPOINT"), argvs),
     st.tuples(st.just("ENV"), value.map(lambda s: f"K={_quoted(s)}")),
-    st.tuples(st.just("LABEL"),
-              st.tuples(value, value).map(lambda v: f"{_word(v[0])}={_quoted(v[1])}")),
+    st.tuples(
+        st.just("LABEL"), st.tuples(value, value).map(lambda v: f"{_word(v[0])}={_quoted(v[1])}")
+    ),
     st.tuples(st.just("ARG"), value.map(lambda s: f"A={_word(s)}")),
     st.tuples(st.just("WORKDIR"), value.map(lambda s: "/" + _word(s))),
-    st.tuples(st.just("COPY"),
-              st.tuples(value, value).map(lambda v: f"{_word(v[0])} /{_word(v[1])}")),
+    st.tuples(
+        st.just("COPY"), st.tuples(value, value).map(lambda v: f"{_word(v[0])} /{_word(v[1])}")
+    ),
     st.tuples(st.just("MAINTAINER"), value.map(_no_newline).map(lambda s: "m " + s)),
-    st.tuples(st.just("COPY"),
-              st.tuples(value, value).map(lambda v: f"--from=b {_word(v[0])} /{_word(v[1])}")),
-    st.tuples(st.just("ADD"),
-              st.tuples(value, value).map(lambda v: f"{_word(v[0])} /{_word(v[1])}")),
-)  # fmt: skip
+    st.tuples(
+        st.just("COPY"),
+        st.tuples(value, value).map(lambda v: f"--from=b {_word(v[0])} /{_word(v[1])}"),
+    ),
+    st.tuples(
+        st.just("ADD"), st.tuples(value, value).map(lambda v: f"{_word(v[0])} /{_word(v[1])}")
+    ),
+)
 SECTIONS_OF = {
     "RUN": {"post"},
     "ENV": {"post", "environment"},

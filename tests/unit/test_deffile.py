@@ -48,11 +48,23 @@ def test_labels_read_as_key_and_rest() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "%setup", "ok\n%setup", "ok\n  %files", "ok\n\t%post", "ok\n\u00a0%post", "ok\r%post",
-        "ok\u2028%post", "ok\x0b%post", "ok\x85%post", "x\nBootstrap: docker", "x\nbootstrap:",
-        "x\n  BOOTSTRAP :y", "x\nboot\u017ftrap: y", "a\0b", "a\ud800b",
+        "%setup",
+        "ok\n%setup",
+        "ok\n  %files",
+        "ok\n\t%post",
+        "ok\n\u00a0%post",
+        "ok\r%post",
+        "ok\u2028%post",
+        "ok\x0b%post",
+        "ok\x85%post",
+        "x\nBootstrap: docker",
+        "x\nbootstrap:",
+        "x\n  BOOTSTRAP :y",
+        "x\nboot\u017ftrap: y",
+        "a\0b",
+        "a\ud800b",
     ],
-)  # fmt: skip
+)
 def test_text_that_could_break_out_is_refused(text: str) -> None:
     assert text_problem(text) is not None
 
@@ -65,15 +77,33 @@ def test_ordinary_text_passes(text: str) -> None:
 @pytest.mark.parametrize(
     "ref",
     [
-        f"x#@{D}", f"x@{D}#", f"library://x@{D}", f"shub://x@{D}", f"oras://x@{D}",
-        f"docker://library://x@{D}", f"x y@{D}", f"X@{D}", f"x\\@{D}", f"x:@{D}", "x",
-        f"x@{D}\\", f"x@{D} ", f"x:t@{D}\n%setup", "x@sha256:abc",
+        f"x#@{D}",
+        f"x@{D}#",
+        f"library://x@{D}",
+        f"shub://x@{D}",
+        f"oras://x@{D}",
+        f"docker://library://x@{D}",
+        f"x y@{D}",
+        f"X@{D}",
+        f"x\\@{D}",
+        f"x:@{D}",
+        "x",
+        f"x@{D}\\",
+        f"x@{D} ",
+        f"x:t@{D}\n%setup",
+        "x@sha256:abc",
         # local bases: pinned, relative, below the manifest, plain characters only
-        "localimage:b.sif", f"localimage:../b.sif@{D}", f"localimage:a/../../b.sif@{D}",
-        f"localimage:/abs/b.sif@{D}", f"localimage:b#c.sif@{D}", f"localimage:b c.sif@{D}",
-        f"localimage:b.sif@{D}\n%setup", f"localimage:b\\.sif@{D}", "localimage:b.sif@sha256:abc",
+        "localimage:b.sif",
+        f"localimage:../b.sif@{D}",
+        f"localimage:a/../../b.sif@{D}",
+        f"localimage:/abs/b.sif@{D}",
+        f"localimage:b#c.sif@{D}",
+        f"localimage:b c.sif@{D}",
+        f"localimage:b.sif@{D}\n%setup",
+        f"localimage:b\\.sif@{D}",
+        "localimage:b.sif@sha256:abc",
     ],
-)  # fmt: skip
+)
 def test_refs_apptainer_would_misread_or_not_pin_are_refused(ref: str) -> None:
     assert pinned_ref_problem(ref) is not None
 

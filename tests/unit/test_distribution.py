@@ -40,8 +40,13 @@ def _run(index: int) -> dict[str, Any]:
 def _target(
     expected: float, actual: float | None, abs_tol: float, rel_tol: float, within: bool
 ) -> dict[str, Any]:
-    return {"expected": expected, "actual": actual, "abs_tol": abs_tol, "rel_tol": rel_tol,
-            "within": within}  # fmt: skip
+    return {
+        "expected": expected,
+        "actual": actual,
+        "abs_tol": abs_tol,
+        "rel_tol": rel_tol,
+        "within": within,
+    }
 
 
 def record(**over: Any) -> ClaimRecord:
@@ -85,8 +90,15 @@ def test_runs_csv_reads_back_every_value_exactly_in_index_order() -> None:
         assert (float(r["loss"]) if r["loss"] else None) == LOSS.get(i)
     assert rows[2]["seed"] == ""  # no seed
     assert rows[0]["seed"] == "1000"
-    assert rows[3] == {"run_index": "3", "seed": "1003", "run_id": "c0-run-3",
-                       "outcome": "spec_issue", "node": "", "acc": "", "loss": ""}  # fmt: skip
+    assert rows[3] == {
+        "run_index": "3",
+        "seed": "1003",
+        "run_id": "c0-run-3",
+        "outcome": "spec_issue",
+        "node": "",
+        "acc": "",
+        "loss": "",
+    }
 
 
 def test_runs_csv_of_runs_without_any_value_has_the_fixed_columns_only() -> None:
@@ -182,11 +194,20 @@ def paired_record() -> ClaimRecord:
     """Paired measurements: 3 + 3 samples, ABAB…, the ratio of the medians as the target."""
     values = {0: 1.0, 1: 4.0, 2: 1.2, 3: 4.4, 4: 0.8, 5: 3.6}
     runs = [
-        {"index": k, "seed": None, "run_id": f"run-{k}", "outcome": "ran", "reason": "",
-         "values": {"lat": v}, "job_id": "9", "node": "n1",
-         "variant": "direct" if k % 2 == 0 else "proxy", "sample": k // 2}
+        {
+            "index": k,
+            "seed": None,
+            "run_id": f"run-{k}",
+            "outcome": "ran",
+            "reason": "",
+            "values": {"lat": v},
+            "job_id": "9",
+            "node": "n1",
+            "variant": "direct" if k % 2 == 0 else "proxy",
+            "sample": k // 2,
+        }
         for k, v in values.items()
-    ]  # fmt: skip
+    ]
     return claim_record(
         targets={
             "overhead": {

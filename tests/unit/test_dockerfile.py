@@ -144,8 +144,10 @@ def test_pinning_is_reported_before_other_problems() -> None:
 
 def test_every_stage_must_be_pinned() -> None:
     with pytest.raises(UsageError, match=r"2 base images .*line 3 FROM debian:12, line 4 FROM"):
-        convert(f"FROM {PY} AS a\nRUN true\nFROM debian:12 AS b\nFROM alpine AS c\n"
-                "COPY --from=a /x /x\nCOPY --from=b /y /y\n")  # fmt: skip
+        convert(
+            f"FROM {PY} AS a\nRUN true\nFROM debian:12 AS b\nFROM alpine AS c\n"
+            "COPY --from=a /x /x\nCOPY --from=b /y /y\n"
+        )
 
 
 @pytest.mark.parametrize(
@@ -269,8 +271,24 @@ def test_render_from_dockerfile_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert not (tmp_path / "p").exists()
 
 
-KEYWORDS = ["FROM", "RUN", "ENV", "ARG", "COPY", "ADD", "WORKDIR", "LABEL", "CMD", "ENTRYPOINT",
-            "USER", "EXPOSE", "MAINTAINER", "SHELL", "from", "run"]  # fmt: skip
+KEYWORDS = [
+    "FROM",
+    "RUN",
+    "ENV",
+    "ARG",
+    "COPY",
+    "ADD",
+    "WORKDIR",
+    "LABEL",
+    "CMD",
+    "ENTRYPOINT",
+    "USER",
+    "EXPOSE",
+    "MAINTAINER",
+    "SHELL",
+    "from",
+    "run",
+]
 ARGS = st.one_of(
     st.sampled_from([PY, f"{PY} AS b", "--from=0 /a /b", "a=b", '["x", "y"]', "x \\", "$X"]),
     st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30),
@@ -301,8 +319,10 @@ def test_a_fifo_as_the_dockerfile_is_refused_without_blocking(
 def test_only_the_stages_the_target_needs_are_converted() -> None:
     """As BuildKit: the last stage (or --target) and what it copies from, nothing else; a stage
     nothing needs is left out with a warning, whatever it holds (here: something refused)."""
-    text = (f"FROM {PY} AS deps\nRUN echo deps\nFROM debian:12 AS test\nRUN pytest\n"
-            f"FROM {PY} AS final\nCOPY --from=deps /d /d\n")  # fmt: skip
+    text = (
+        f"FROM {PY} AS deps\nRUN echo deps\nFROM debian:12 AS test\nRUN pytest\n"
+        f"FROM {PY} AS final\nCOPY --from=deps /d /d\n"
+    )
     conv = convert(text)
     assert conv.stages == ("deps", "final")
     assert any(

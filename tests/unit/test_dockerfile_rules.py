@@ -347,8 +347,10 @@ def test_heredocs_that_cannot_be_converted_name_the_run_line(text: str, message:
 
 # --------------------------------------------------------------------------- 9. --platform, quotes
 def test_from_platform_is_accepted_with_a_warning() -> None:
-    conv = convert(f"FROM --platform=linux/amd64 {PY} AS b\nFROM --platform=$BUILDPLATFORM {PY}\n"
-                   "COPY --from=b /x /x\n")  # fmt: skip
+    conv = convert(
+        f"FROM --platform=linux/amd64 {PY} AS b\nFROM --platform=$BUILDPLATFORM {PY}\n"
+        "COPY --from=b /x /x\n"
+    )
     assert conv.images == (PY, PY)
     assert [w.split(": ", 1)[0] for w in conv.warnings] == ["Dockerfile:1", "Dockerfile:2"]
     assert re.search(r"--platform=linux/amd64 left out: Apptainer pulls", conv.warnings[0])
@@ -401,10 +403,13 @@ def test_a_stage_built_on_an_earlier_one_repeats_it_from_its_pinned_image() -> N
     ]
     assert section(conv, "files", stage=0) == section(alone, "files", stage=0)
     assert section(conv, "environment", stage=0) == [
-        "export APP=/opt/app", "export B=/opt/app/b", 'export C="${TOOL}x"',
-    ]  # fmt: skip
+        "export APP=/opt/app",
+        "export B=/opt/app/b",
+        'export C="${TOOL}x"',
+    ]
     assert section(conv, "runscript", stage=0)[:2] == [  # WORKDIR and CMD carried into dev
-        "cd /opt/app", 'if [ "$#" -eq 0 ]; then set -- python3 a.py; fi',
-    ]  # fmt: skip
+        "cd /opt/app",
+        'if [ "$#" -eq 0 ]; then set -- python3 a.py; fi',
+    ]
     user = refused(f"FROM {PY} AS base\nUSER app\nFROM base\nRUN id\n")
     assert "RUN after USER app (line 2)" in user.message  # the USER is carried too

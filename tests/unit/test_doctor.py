@@ -265,8 +265,15 @@ def test_an_apptainer_jobs_would_not_find_is_not_held_and_doctor_goes_on(tmp_pat
 def test_api_doctor_gives_the_probe_the_command_lines_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for var in ("SBATCH_PARTITION", "SBATCH_ACCOUNT", "SBATCH_QOS", "SBATCH_CONSTRAINT",
-                "SBATCH_RESERVATION", "DOTLAB_SITE", "DOTLAB_APPTAINER"):  # fmt: skip
+    for var in (
+        "SBATCH_PARTITION",
+        "SBATCH_ACCOUNT",
+        "SBATCH_QOS",
+        "SBATCH_CONSTRAINT",
+        "SBATCH_RESERVATION",
+        "DOTLAB_SITE",
+        "DOTLAB_APPTAINER",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
     Path("site.toml").write_text('partition = "gpu"\nsbatch_args = ["--comment=site"]\n')
@@ -277,12 +284,22 @@ def test_api_doctor_gives_the_probe_the_command_lines_settings(
         return []
 
     monkeypatch.setattr("dotlab_hpc.site.doctor.doctor", check)
-    api.doctor(site="site.toml", account="lab", qos="", sbatch_args=["mail-type=END"],
-               apptainer="/opt/a/apptainer")  # fmt: skip
+    api.doctor(
+        site="site.toml",
+        account="lab",
+        qos="",
+        sbatch_args=["mail-type=END"],
+        apptainer="/opt/a/apptainer",
+    )
     (opts,) = seen
     assert opts.site.where["partition"] == Setting("gpu", "site file")
     assert opts.site.apptainer == Setting("/opt/a/apptainer", "--apptainer")
     # the probe runs in its own folder: the site file by its absolute path; the site file's
     # own settings it reads there, the options are given again
-    assert opts.site_argv == ("--site", str(tmp_path / "site.toml"), "--account=lab", "--qos=",
-                              "--sbatch-arg=mail-type=END")  # fmt: skip
+    assert opts.site_argv == (
+        "--site",
+        str(tmp_path / "site.toml"),
+        "--account=lab",
+        "--qos=",
+        "--sbatch-arg=mail-type=END",
+    )

@@ -67,8 +67,10 @@ class Cluster:
             assert argv[0] == "sacct"
             asked = set(argv[argv.index("-j") + 1].split(","))
             jobs = {k: v for k, v in self.accounting.items() if k.split("_")[0] in asked}
-            rows = [f"{k}|{k}|{j.name}|{j.state}|0:0|00:00:05|Unknown|Unknown|n1|{j.reason}"
-                    for k, j in jobs.items()]  # fmt: skip
+            rows = [
+                f"{k}|{k}|{j.name}|{j.state}|0:0|00:00:05|Unknown|Unknown|n1|{j.reason}"
+                for k, j in jobs.items()
+            ]
         return Completed(argv, 0, "".join(r + "\n" for r in rows), "")
 
 
@@ -95,10 +97,19 @@ def array_runs(root: Path, n: int, *, ends: bool = True, array: str = "500") -> 
     for i in range(n):
         rd = RunDir(root / f"run{i}")
         rd.path.mkdir(parents=True)
-        write_run(rd, run_record(run_id=f"r{i}", claim=f"c{i}", job_name=NAME, task_index=i,
-                                ends_dir=str(ends_dir) if ends_dir else None))  # fmt: skip
-        write_submission(rd, submission_record(job_id=f"{array}_{i}", array_job_id=array,
-                                              task_index=i))  # fmt: skip
+        write_run(
+            rd,
+            run_record(
+                run_id=f"r{i}",
+                claim=f"c{i}",
+                job_name=NAME,
+                task_index=i,
+                ends_dir=str(ends_dir) if ends_dir else None,
+            ),
+        )
+        write_submission(
+            rd, submission_record(job_id=f"{array}_{i}", array_job_id=array, task_index=i)
+        )
         out.append(rd)
     return out
 
@@ -131,8 +142,14 @@ def test_default_is_one_slurm_call_a_minute_and_ends_are_seen_in_seconds(
 
     clock.hooks.append(end_all_after_three_hours)
     cycles: list[dict[str, int]] = []
-    states = follow(runs, client, clock, knobs=Knobs(), rng=random.Random(1),
-                    trace=lambda now, st, left: cycles.append(dict(st.last)))  # fmt: skip
+    states = follow(
+        runs,
+        client,
+        clock,
+        knobs=Knobs(),
+        rng=random.Random(1),
+        trace=lambda now, st, left: cycles.append(dict(st.last)),
+    )
     assert all(s.state == "FINISHED" for s in states)
     # noticed through the markers within one file check (2 s), with no Slurm call
     assert clock.t - ended_at[0] <= timedelta(seconds=2)
@@ -142,8 +159,10 @@ def test_default_is_one_slurm_call_a_minute_and_ends_are_seen_in_seconds(
     assert max(c["slurm_calls"] for c in cycles) == 1
     # the file system: ONE listing per cycle for the whole submission, no stat, no read
     steady = cycles[1:-1]
-    assert all(c == {"listings": 1, "stats": 0, "rereads": 0, "slurm_calls": c["slurm_calls"]}
-               for c in steady)  # fmt: skip
+    assert all(
+        c == {"listings": 1, "stats": 0, "rereads": 0, "slurm_calls": c["slurm_calls"]}
+        for c in steady
+    )
     assert cycles[-1]["rereads"] == 200
 
 
@@ -189,8 +208,13 @@ def test_without_end_folders_each_running_run_costs_one_stat(tmp_path: Path) -> 
                     end(runs[i], f"r{i}", None)
 
     clock.hooks.append(finish_two)
-    states = follow(runs, SlurmClient(ScriptedRunner(cluster.answer)), clock, knobs=Knobs(),
-                    trace=lambda now, st, left: cycles.append(dict(st.last)))  # fmt: skip
+    states = follow(
+        runs,
+        SlurmClient(ScriptedRunner(cluster.answer)),
+        clock,
+        knobs=Knobs(),
+        trace=lambda now, st, left: cycles.append(dict(st.last)),
+    )
     assert all(s.finished for s in states)
     assert cycles[1]["stats"] == 5 and cycles[1]["listings"] == 0
     assert cycles[-2]["stats"] == 3  # the two that ended are no longer looked at
@@ -210,8 +234,13 @@ def test_an_ends_folder_that_cannot_be_listed_falls_back_to_stats(tmp_path: Path
 
     clock.hooks.append(end_both)
     cycles: list[dict[str, int]] = []
-    follow(runs, SlurmClient(ScriptedRunner(cluster.answer)), clock, knobs=Knobs(),
-           trace=lambda now, st, left: cycles.append(dict(st.last)))  # fmt: skip
+    follow(
+        runs,
+        SlurmClient(ScriptedRunner(cluster.answer)),
+        clock,
+        knobs=Knobs(),
+        trace=lambda now, st, left: cycles.append(dict(st.last)),
+    )
     assert cycles[1]["listings"] == 1 and cycles[1]["stats"] == 2
 
 

@@ -45,10 +45,20 @@ def test_the_default_configuration_holds_every_property() -> None:
     assert exit_status(text) == 0 and report.not_held() == ()
     checks = dict(report.checks)
     assert set(checks) == {
-        "network", "code_read_only", "data_read_only", "out_writable", "writable_tmpfs", "user",
-        "capabilities", "pid_namespace", "ipc_namespace", "clean_environment", "host_mounts",
-        "tmp_size", "overlay_size",
-    }  # fmt: skip
+        "network",
+        "code_read_only",
+        "data_read_only",
+        "out_writable",
+        "writable_tmpfs",
+        "user",
+        "capabilities",
+        "pid_namespace",
+        "ipc_namespace",
+        "clean_environment",
+        "host_mounts",
+        "tmp_size",
+        "overlay_size",
+    }
     assert all(c.state is State.HELD for c in checks.values())
     rec = isolation_record(report)
     assert rec is not None and rec.held and rec.sandbox == "apptainer"
@@ -118,9 +128,15 @@ def test_enable_overlay_no_is_apptainers_own_refusal_named_by_its_setting() -> N
     cause = fatal_cause(report.fatal_lines)
     assert cause is not None and cause.property == "writable_tmpfs"
     assert cause.setting == "`enable overlay = no`"
-    job = replace(OK_JOB, phase="probe_failed", exit_code=255, container_started=False,
-                  probe_failed=True, fatal_lines=report.fatal_lines,
-                  probe_cause=fatal_cause(report.fatal_lines))  # fmt: skip
+    job = replace(
+        OK_JOB,
+        phase="probe_failed",
+        exit_code=255,
+        container_started=False,
+        probe_failed=True,
+        fatal_lines=report.fatal_lines,
+        probe_cause=fatal_cause(report.fatal_lines),
+    )
     with pytest.raises(OperatorError) as e:
         classify(spec(), job, None)
     text = str(e.value)
@@ -130,8 +146,13 @@ def test_enable_overlay_no_is_apptainers_own_refusal_named_by_its_setting() -> N
 
 def test_an_isolation_failure_is_an_operator_problem_naming_the_property() -> None:
     report = parse_probe(probe_out("apptainer-1.4.5-allow-pid-ns-no"))
-    job = replace(OK_JOB, phase="isolation_failed", exit_code=4, container_started=False,
-                  isolation_failure=failure_text(report))  # fmt: skip
+    job = replace(
+        OK_JOB,
+        phase="isolation_failed",
+        exit_code=4,
+        container_started=False,
+        isolation_failure=failure_text(report),
+    )
     with pytest.raises(OperatorError) as e:
         classify(spec(), job, None)
     assert "pid_namespace" in str(e.value) and "the entrypoint was not run" in str(e.value)
@@ -173,11 +194,11 @@ def test_a_failing_gpu_probe_says_what_is_missing() -> None:
     gpus = dict(report.checks)["gpus"]
     assert gpus.state is State.NOT_HELD and "libnvidia-ml visible: no" in gpus.measured
     gpu_spec = ManifestSpec.model_validate(
-        {**spec().model_dump(mode="json", by_alias=True),
-         "resources": {"time": "1", "gpus": 1}}
-    )  # fmt: skip
-    job = replace(OK_JOB, phase="probe_failed", exit_code=3, probe_failed=True,
-                  probe_lines=report.gpu_lines)  # fmt: skip
+        {**spec().model_dump(mode="json", by_alias=True), "resources": {"time": "1", "gpus": 1}}
+    )
+    job = replace(
+        OK_JOB, phase="probe_failed", exit_code=3, probe_failed=True, probe_lines=report.gpu_lines
+    )
     with pytest.raises(OperatorError) as e:
         classify(gpu_spec, job, None)
     assert "GPU probe" in str(e.value) and "NVIDIA-SMI has failed" in str(e.value)
@@ -208,8 +229,15 @@ def test_allow_user_ns_no_is_named_with_its_own_remedy() -> None:
     cause = fatal_cause(report.fatal_lines)
     assert cause is not None and cause.property == "user"
     assert cause.setting == "`allow user ns = no`" and "allow user ns = yes" in cause.remedy
-    job = replace(OK_JOB, phase="probe_failed", exit_code=255, container_started=False,
-                  probe_failed=True, fatal_lines=report.fatal_lines, probe_cause=cause)  # fmt: skip
+    job = replace(
+        OK_JOB,
+        phase="probe_failed",
+        exit_code=255,
+        container_started=False,
+        probe_failed=True,
+        fatal_lines=report.fatal_lines,
+        probe_cause=cause,
+    )
     with pytest.raises(OperatorError) as e:
         classify(spec(), job, None)
     assert "`allow user ns = no`" in str(e.value) and e.value.hint == cause.remedy

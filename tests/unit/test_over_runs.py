@@ -22,8 +22,10 @@ def seeds(values: list[float], key: str = "acc") -> list[RunValues]:
 
 def test_five_seeds_reproduce_on_their_mean_and_std() -> None:
     mean, std = float(np.mean(ACC)), float(np.std(ACC, ddof=1))
-    targets = [StatTarget("acc", "acc", "mean", 0.912, abs_tol=0.002),
-               StatTarget("acc_spread", "acc", "std", 0.003, abs_tol=0.001)]  # fmt: skip
+    targets = [
+        StatTarget("acc", "acc", "mean", 0.912, abs_tol=0.002),
+        StatTarget("acc_spread", "acc", "std", 0.003, abs_tol=0.001),
+    ]
     v = judge_over_runs(targets, seeds(ACC))
     assert v.outcome is Outcome.REPRODUCED, v.reason
     assert v.reason == "all 2 targets within tolerance over 5 runs"
@@ -65,8 +67,10 @@ def test_a_run_without_the_value_and_a_statistic_it_cannot_have() -> None:
         judge_over_runs([StatTarget("acc", "acc", "mean", 1.0)], [])
 
 
-@given(st.lists(st.floats(min_value=-1e3, max_value=1e3), min_size=2, max_size=40),
-       st.integers(min_value=1, max_value=99))  # fmt: skip
+@given(
+    st.lists(st.floats(min_value=-1e3, max_value=1e3), min_size=2, max_size=40),
+    st.integers(min_value=1, max_value=99),
+)
 def test_any_percentile_target_is_numpys_and_within_when_asked_for_exactly(
     values: list[float], q: int
 ) -> None:

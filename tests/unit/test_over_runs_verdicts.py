@@ -224,7 +224,7 @@ def test_exit_3_is_a_spec_issue_without_values() -> None:
         (b'{"accuracy": 1e999, "loss": 0.3}', "results.json: 'accuracy' is not a finite number"),
         (b"[0.9]", "results.json is not a JSON object (it is a list)"),
     ],
-)  # fmt: skip
+)
 def test_hostile_results_fail_that_run_only(data: bytes, reason: str) -> None:
     verdict, values = run_verdict(spec(), OK_JOB, parse_results(data))
     assert values is None
@@ -235,7 +235,10 @@ def test_hostile_results_fail_that_run_only(data: bytes, reason: str) -> None:
 def test_no_output_read_is_a_spec_issue() -> None:
     verdict, values = run_verdict(spec(), OK_JOB, None)
     assert (verdict.outcome, verdict.reason, values) == (
-        Outcome.SPEC_ISSUE, "the output was not read", None)  # fmt: skip
+        Outcome.SPEC_ISSUE,
+        "the output was not read",
+        None,
+    )
 
 
 def test_an_image_mismatch_stays_an_input_mismatch() -> None:

@@ -231,8 +231,13 @@ def _record(**over: object) -> ClaimRecord:
             "run_id": "c-1-20260101T000000Z-abc",
             "manifest_sha256": "b" * 64,
             "targets": {
-                "acc": {"expected": 0.9, "actual": 0.91, "abs_tol": 0.02, "rel_tol": 0,
-                        "within": True}
+                "acc": {
+                    "expected": 0.9,
+                    "actual": 0.91,
+                    "abs_tol": 0.02,
+                    "rel_tol": 0,
+                    "within": True,
+                }
             },
             "slurm": {"job_id": "42", "state": "COMPLETED", "exit_code": 0, "node": "n1"},
             "evidence": {
@@ -242,7 +247,7 @@ def _record(**over: object) -> ClaimRecord:
             },
             **over,
         }
-    )  # fmt: skip
+    )
 
 
 CONTAINER_OUT = "@@dotlab start 2026-01-01T00:00:01Z\nanalysis chatter\n"

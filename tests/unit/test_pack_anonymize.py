@@ -19,9 +19,15 @@ ALICE = Identity(user="alice", uid=4242, gid=4343, home="/home/alice")
 
 
 def _scrub() -> anonymize.Scrubber:
-    return scrubber((ALICE,), run_dir="/home/alice/runs/r1", code_dir="/srv/alice's code",
-                    data_dir="/data/alice", out_dir="/home/alice/out", image="/img/a.sif",
-                    manifest_path="/home/alice/paper/claim.yaml")  # fmt: skip
+    return scrubber(
+        (ALICE,),
+        run_dir="/home/alice/runs/r1",
+        code_dir="/srv/alice's code",
+        data_dir="/data/alice",
+        out_dir="/home/alice/out",
+        image="/img/a.sif",
+        manifest_path="/home/alice/paper/claim.yaml",
+    )
 
 
 def test_scrubber_rewrites_paths_names_and_ids_only() -> None:
@@ -76,17 +82,27 @@ def _leaky_run_dir(root: Path) -> Path:
     (rd / "claim.def").write_text("Bootstrap: localimage\nFrom: /home/alice/base.sif\n")
     record = json.loads((rd / "record.json").read_text())
     record["isolation"] = {
-        "sandbox": "apptainer", "runtime": "apptainer version 1.3.6", "held": True,
+        "sandbox": "apptainer",
+        "runtime": "apptainer version 1.3.6",
+        "held": True,
         "properties": {"user": {"state": "held", "measured": "uid 4242 gid 4343, as outside"}},
         "facts": {"uid": "4242", "gid": "4343", "mounts": "/,/home/alice,/work/code"},
-    }  # fmt: skip
+    }
     (rd / "record.json").write_text(json.dumps(record))
     return rd
 
 
 def _needles(root: Path, rd: Path) -> list[str]:
-    return [str(rd), str(root / "code"), str(root / "data"), str(root / "out"),
-            str(root / "image.sif"), str(rd.parent), str(root), "/home/alice"]  # fmt: skip
+    return [
+        str(rd),
+        str(root / "code"),
+        str(root / "data"),
+        str(root / "out"),
+        str(root / "image.sif"),
+        str(rd.parent),
+        str(root),
+        "/home/alice",
+    ]
 
 
 def _found(data: bytes, needles: list[str]) -> list[str]:
@@ -121,9 +137,13 @@ def test_an_anonymized_bundle_names_no_user_and_no_host_path(tmp_path: Path) -> 
     agent = next(e for e in crate["@graph"] if e["@id"] == "#agent")
     assert agent["name"] == ANON_USER
     run = json.loads((out / "logs" / "run.json").read_text())
-    assert run["paths"] == {"run_dir": "/anon/run", "code_dir": "/anon/code",
-                            "data_dir": "/anon/data", "out_dir": "/anon/out",
-                            "image": "/anon/image.sif"}  # fmt: skip
+    assert run["paths"] == {
+        "run_dir": "/anon/run",
+        "code_dir": "/anon/code",
+        "data_dir": "/anon/data",
+        "out_dir": "/anon/out",
+        "image": "/anon/image.sif",
+    }
     assert run["manifest_path"] == "/anon/manifest/claim.yaml"
     assert run["apptainer"] == "/anon/bin/apptainer"
     assert (out / "claim.def").read_text() == "Bootstrap: localimage\nFrom: /anon/home/base.sif\n"

@@ -104,7 +104,13 @@ def test_a_failed_sample_is_a_spec_issue_naming_it() -> None:
     assert over.reason == "1 of 6 runs failed: run 3 (seed 7): the entrypoint exited with status 1"
     (r,) = over.targets
     assert (r.actual, r.n, r.within, r.interval, r.baseline, r.other) == (
-        None, 0, False, None, None, None)  # fmt: skip
+        None,
+        0,
+        False,
+        None,
+        None,
+        None,
+    )
 
 
 def test_a_ratio_over_a_zero_baseline_is_a_spec_issue() -> None:
@@ -179,7 +185,9 @@ def test_a_paired_claims_record_keeps_compare_baseline_other_and_each_sample() -
     recs = [run_record(k) for k in range(6)]
     rec = claim_record(claim_runs(6, seed=7), paired_manifest(), runs, recs)
     assert (rec.outcome, rec.reason) == (
-        "reproduced", "all 2 targets within tolerance over 3 + 3 paired samples")  # fmt: skip
+        "reproduced",
+        "all 2 targets within tolerance over 3 + 3 paired samples",
+    )
     assert rec.slurm.node == "n1" and rec.slurm.job_id == "5000"
     over = rec.over_runs
     assert over is not None and over.count == 6
@@ -194,7 +202,12 @@ def test_a_paired_claims_record_keeps_compare_baseline_other_and_each_sample() -
     )
     added = over.statistics["added"]
     assert (added.statistic, added.compare, added.baseline, added.other, added.n) == (
-        "mean", "difference", 2.0, 4.0, 6)  # fmt: skip
+        "mean",
+        "difference",
+        2.0,
+        4.0,
+        6,
+    )
     assert added.interval is not None and added.interval.method == "bootstrap-percentile"
     assert added.interval.low <= 2.0 <= added.interval.high
     assert [(r.index, r.variant, r.sample, r.started_at) for r in over.runs] == [
@@ -208,8 +221,7 @@ def test_a_paired_claims_record_keeps_compare_baseline_other_and_each_sample() -
 
 def test_a_paired_claims_record_with_a_failed_sample() -> None:
     runs = [sample_values(k) for k in range(6)]
-    runs[4] = sample_values(4, outcome="spec_issue", reason="exit 1", values=None,
-                            stderr=["boom"])  # fmt: skip
+    runs[4] = sample_values(4, outcome="spec_issue", reason="exit 1", values=None, stderr=["boom"])
     rec = claim_record(
         claim_runs(6, seed=7), paired_manifest(), runs, [run_record(k) for k in range(6)]
     )

@@ -146,10 +146,8 @@ def test_each_run_gets_its_index_and_its_own_seed(tmp_path: Path) -> None:
         ("DOTLAB_DATA_DIR", "/work/data"),
         ("DOTLAB_OUT_DIR", "/work/out"),
     )
-    assert container_env(spec, 0, 100) == (
-        *base, ("DOTLAB_RUN_INDEX", "0"), ("DOTLAB_SEED", "100"))  # fmt: skip
-    assert container_env(spec, 2, 102) == (
-        *base, ("DOTLAB_RUN_INDEX", "2"), ("DOTLAB_SEED", "102"))  # fmt: skip
+    assert container_env(spec, 0, 100) == (*base, ("DOTLAB_RUN_INDEX", "0"), ("DOTLAB_SEED", "100"))
+    assert container_env(spec, 2, 102) == (*base, ("DOTLAB_RUN_INDEX", "2"), ("DOTLAB_SEED", "102"))
     # the job's tasks carry them through to apptainer's environment
     job = job_spec(p, p.runs, "NONE")
     envs = [task_exec_spec(t, APPTAINER, "/tmp").env for t in job.tasks]

@@ -47,8 +47,10 @@ class FakeSacct(ScriptedRunner[tuple[str, ...]]):
             state = self.states.get(i)
             if state is None:
                 continue
-            lines.append(f"{i}|{i}|{self.name}|{state}|0:0|00:01:00|{NOW:%Y-%m-%dT%H:%M:%S}|Unknown|n1|"
-                         f"{'Resources' if state == 'PENDING' else 'None'}")  # fmt: skip
+            lines.append(
+                f"{i}|{i}|{self.name}|{state}|0:0|00:01:00|{NOW:%Y-%m-%dT%H:%M:%S}|Unknown|n1|"
+                f"{'Resources' if state == 'PENDING' else 'None'}"
+            )
         return Completed(args, 0, "\n".join(lines) + ("\n" if lines else ""), "")
 
 

@@ -68,10 +68,20 @@ def test_a_bad_setting_is_one_line_naming_it(text: str, option: int | None, mess
 
 # --------------------------------------------------------------------------- the verdict
 def _facts(state: JobState, phase: str | None) -> JobFacts:
-    return JobFacts(phase=phase, exit_code=143 if phase else None, container_started=True,
-                    timed_out=False, probe_failed=False, probe_lines=(), fatal_lines=(),
-                    image_digest_on_node=None, node="n1", slurm_state=state, oom_in_log=False,
-                    time_limit_in_log=False)  # fmt: skip
+    return JobFacts(
+        phase=phase,
+        exit_code=143 if phase else None,
+        container_started=True,
+        timed_out=False,
+        probe_failed=False,
+        probe_lines=(),
+        fatal_lines=(),
+        image_digest_on_node=None,
+        node="n1",
+        slurm_state=state,
+        oom_in_log=False,
+        time_limit_in_log=False,
+    )
 
 
 @pytest.mark.parametrize("phase", ["terminated", None])
@@ -88,8 +98,13 @@ def _run(root: Path, attempt: int = 1, job_id: str = "100", name: str = "run") -
     output folder ``root/out`` with what it wrote before it was stopped."""
     rd = RunDir(root / name)
     rd.path.mkdir(parents=True)
-    paths = RunPaths(run_dir=str(rd.path), code_dir="/code", data_dir="/data",
-                     out_dir=str(root / "out"), image="/i.sif")  # fmt: skip
+    paths = RunPaths(
+        run_dir=str(rd.path),
+        code_dir="/code",
+        data_dir="/data",
+        out_dir=str(root / "out"),
+        image="/i.sif",
+    )
     write_run(rd, run_record(paths=paths, attempt=attempt, manifest_path="/m.yaml"))
     write_submission(rd, submission_record(job_id=job_id))
     write_status(rd, job_status(phase="terminated", exit_code=None, node="n2"))
@@ -127,9 +142,14 @@ def test_two_preemptions_then_the_third_attempt_keeps_every_attempt_in_the_run_d
 
     seen: list[tuple[Path, int]] = []
     first = [Collected(rd.path, "c0", None, Preempted("preempted", hint="h"), False)]
-    (done,) = requeue_preempted(first, {"code_dir": "/elsewhere", "partition": "p"}, 3,
-                                submit=submit, follow_and_collect=follow_and_collect,
-                                on_attempt=lambda d, k: seen.append((d, k)))  # fmt: skip
+    (done,) = requeue_preempted(
+        first,
+        {"code_dir": "/elsewhere", "partition": "p"},
+        3,
+        submit=submit,
+        follow_and_collect=follow_and_collect,
+        on_attempt=lambda d, k: seen.append((d, k)),
+    )
     assert done.error is None
     assert [c["attempt"] for c in calls] == [2, 3]
     assert all(c["manifests"] == ["/m.yaml"] for c in calls)
@@ -156,12 +176,13 @@ def test_preempted_more_often_than_allowed_is_an_operator_error_saying_so(tmp_pa
     submit = _resubmitted(tmp_path, [])
 
     def follow_and_collect(dirs: list[Path]) -> list[Collected]:
-        return [Collected(d, "c0", None, Preempted("Slurm preempted the job", hint="h"), False)
-                for d in dirs]  # fmt: skip
+        return [
+            Collected(d, "c0", None, Preempted("Slurm preempted the job", hint="h"), False)
+            for d in dirs
+        ]
 
     first = [Collected(rd.path, "c0", None, Preempted("Slurm preempted the job", hint="h"), False)]
-    (done,) = requeue_preempted(first, {}, 1, submit=submit,
-                                follow_and_collect=follow_and_collect)  # fmt: skip
+    (done,) = requeue_preempted(first, {}, 1, submit=submit, follow_and_collect=follow_and_collect)
     assert isinstance(done.error, OperatorError) and not isinstance(done.error, Preempted)
     assert done.error.message.endswith(
         "preempted on each of its 2 attempts, the most --requeue-on-preemption 1 allows"

@@ -95,8 +95,9 @@ def test_the_image_is_built_from_a_folder_of_this_nodes_tools(tmp_path: Path) ->
             return Completed(argv, 0, f"\tlibc.so.6 => {lib} (0x00007f0f0c593000)\n", "")
         assert argv[:3] == ("/opt/apptainer", "build", "--force")
         root = Path(argv[4])
-        seen.update({str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
-                     if p.is_file()})  # fmt: skip
+        seen.update(
+            {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        )
         assert (root / "proc").is_dir() and (root / "tmp").is_dir()
         assert (root / "etc/passwd").read_text().startswith("root:x:0:0:")
         Path(argv[3]).write_bytes(b"SIF")

@@ -48,10 +48,13 @@ def section(heading_part: str) -> str:
         if m and heading_part in line:
             level = len(m.group(1))
             end = next(
-                (j for j in range(i + 1, len(lines))
-                 if (h := re.match(r"(#+) ", lines[j])) and len(h.group(1)) <= level),
+                (
+                    j
+                    for j in range(i + 1, len(lines))
+                    if (h := re.match(r"(#+) ", lines[j])) and len(h.group(1)) <= level
+                ),
                 len(lines),
-            )  # fmt: skip
+            )
             return "".join(lines[i:end])
     raise AssertionError(f"README has no heading containing {heading_part!r}")
 

@@ -42,14 +42,28 @@ HEX = "ab" * 32
 def test_references_read_as_the_distribution_reference_reads_them() -> None:
     r = parse_image_ref(f"docker://python:3.11-slim@sha256:{HEX}", scheme="docker")
     assert (r.host, r.api_host, r.repository, r.tag, r.digest) == (
-        "docker.io", "registry-1.docker.io", "library/python", "3.11-slim", f"sha256:{HEX}",
-    )  # fmt: skip
+        "docker.io",
+        "registry-1.docker.io",
+        "library/python",
+        "3.11-slim",
+        f"sha256:{HEX}",
+    )
     r = parse_image_ref(f"docker://127.0.0.1:15000/dotlab/debian:13@sha256:{HEX}", scheme="docker")
     assert (r.host, r.hostname, r.repository, r.tag, r.loopback) == (
-        "127.0.0.1:15000", "127.0.0.1", "dotlab/debian", "13", True)  # fmt: skip
+        "127.0.0.1:15000",
+        "127.0.0.1",
+        "dotlab/debian",
+        "13",
+        True,
+    )
     r = parse_image_ref("oras://localhost:5000/me/claim:v1", scheme="oras")
     assert (r.host, r.repository, r.tag, r.digest, r.loopback) == (
-        "localhost:5000", "me/claim", "v1", None, True)  # fmt: skip
+        "localhost:5000",
+        "me/claim",
+        "v1",
+        None,
+        True,
+    )
     assert r.pinned(f"sha256:{HEX}") == f"oras://localhost:5000/me/claim:v1@sha256:{HEX}"
     r = parse_image_ref("docker://ghcr.io/org/img/sub@sha256:" + HEX, scheme="docker")
     assert (r.host, r.repository, r.tag) == ("ghcr.io", "org/img/sub", None)
@@ -57,10 +71,19 @@ def test_references_read_as_the_distribution_reference_reads_them() -> None:
     assert (r.host, r.repository) == ("docker.io", "jupyter/base-notebook")
 
 
-@pytest.mark.parametrize("bad", [
-    "python:3.11", "docker://Python:3@sha256:" + HEX, "docker://a b", "docker://x@sha256:12",
-    "oras://x:y", "docker://x:$(id)", "docker://x\n", "docker://127.0.0.1:15000/",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "python:3.11",
+        "docker://Python:3@sha256:" + HEX,
+        "docker://a b",
+        "docker://x@sha256:12",
+        "oras://x:y",
+        "docker://x:$(id)",
+        "docker://x\n",
+        "docker://127.0.0.1:15000/",
+    ],
+)
 def test_bad_references_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_image_ref(bad, scheme="docker")
@@ -103,17 +126,30 @@ def test_a_registry_serving_another_manifest_for_the_pin_is_refused() -> None:
 
 def oras_manifest(digest: str, size: int, *, layers: int = 1) -> bytes:
     layer = {"mediaType": SIF_LAYER, "digest": digest, "size": size}
-    return json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                       "config": {"mediaType": "application/vnd.sylabs.sif.config.v1+json",
-                                  "digest": f"sha256:{HEX}", "size": 2},
-                       "layers": [layer] * layers}).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.sylabs.sif.config.v1+json",
+                "digest": f"sha256:{HEX}",
+                "size": 2,
+            },
+            "layers": [layer] * layers,
+        }
+    ).encode()
 
 
 def test_the_sif_layer_of_an_oras_artifact() -> None:
     got = parse_sif_layer(served(oras_manifest(f"sha256:{HEX}", 7)))
     assert (got.digest, got.size) == (f"sha256:{HEX}", 7)
-    for body in (oras_manifest(f"sha256:{HEX}", 7, layers=2), oras_manifest(f"sha256:{HEX}", 7,
-                 layers=0), oras_manifest("md5:x", 7), b"[]", b"not json"):  # fmt: skip
+    for body in (
+        oras_manifest(f"sha256:{HEX}", 7, layers=2),
+        oras_manifest(f"sha256:{HEX}", 7, layers=0),
+        oras_manifest("md5:x", 7),
+        b"[]",
+        b"not json",
+    ):
         with pytest.raises(OperatorError):
             parse_sif_layer(served(body))
 
@@ -136,8 +172,9 @@ class Registry(BaseHTTPRequestHandler):
             return
         if self.token and self.headers.get("Authorization") != f"Bearer {self.token}":
             host = self.headers["Host"]
-            self._send(401, b"", {"WWW-Authenticate":
-                                  f'Bearer realm="http://{host}/token",service="reg"'})  # fmt: skip
+            self._send(
+                401, b"", {"WWW-Authenticate": f'Bearer realm="http://{host}/token",service="reg"'}
+            )
             return
         body = self.manifests.get(self.path.rsplit("/", 1)[-1])
         if body is None:
@@ -172,8 +209,9 @@ def test_fetch_reads_by_digest_follows_the_token_flow_and_is_bounded(server: str
 
     Registry.token = "t0k3n"
     assert fetch_manifest(ref, pin, True).digest == pin
-    assert any(p.startswith("/token?") and "repository%3Ateam%2Fimg%3Apull" in p
-               for p in Registry.seen)  # fmt: skip
+    assert any(
+        p.startswith("/token?") and "repository%3Ateam%2Fimg%3Apull" in p for p in Registry.seen
+    )
 
     with pytest.raises(OperatorError, match="has no manifest for 'sha256:1111"):
         fetch_manifest(ref, "sha256:" + "1" * 64, True)
@@ -214,14 +252,27 @@ def artifact(digest: str, size: int) -> Manifest:
 def test_push_checks_the_registry_holds_the_pushed_file() -> None:
     digest, size = sif_digest(), SIF.stat().st_size
     runner = Apptainer(b"")
-    done = push_image(runner, "apptainer", SIF, "oras://127.0.0.1:1/me/claim:v1", plain_http=True,
-                      fetch=lambda r, ref, p: artifact(digest, size))  # fmt: skip
-    assert runner.streams == [("apptainer", "push", "--no-https", str(SIF),
-                               "oras://127.0.0.1:1/me/claim:v1")]  # fmt: skip
+    done = push_image(
+        runner,
+        "apptainer",
+        SIF,
+        "oras://127.0.0.1:1/me/claim:v1",
+        plain_http=True,
+        fetch=lambda r, ref, p: artifact(digest, size),
+    )
+    assert runner.streams == [
+        ("apptainer", "push", "--no-https", str(SIF), "oras://127.0.0.1:1/me/claim:v1")
+    ]
     assert done.digest == digest and done.reference.startswith("oras://127.0.0.1:1/me/claim:v1@")
     with pytest.raises(InputMismatch, match="raced"):
-        push_image(runner, "apptainer", SIF, "oras://127.0.0.1:1/me/claim:v1", plain_http=True,
-                   fetch=lambda r, ref, p: artifact(f"sha256:{HEX}", size))  # fmt: skip
+        push_image(
+            runner,
+            "apptainer",
+            SIF,
+            "oras://127.0.0.1:1/me/claim:v1",
+            plain_http=True,
+            fetch=lambda r, ref, p: artifact(f"sha256:{HEX}", size),
+        )
     with pytest.raises(UsageError, match="give a tag"):
         push_image(runner, "apptainer", SIF, f"oras://127.0.0.1:1/me/claim@sha256:{HEX}")
     with pytest.raises(UsageError, match="loopback"):
@@ -235,24 +286,44 @@ def test_pull_writes_only_the_pinned_file(tmp_path: Path) -> None:
     uri = f"oras://127.0.0.1:1/me/claim:v1@{manifest.digest}"
     out = tmp_path / "o" / "claim.sif"
     runner = Apptainer(good)
-    done = pull_image(runner, "apptainer", uri, out, plain_http=True,
-                      fetch=lambda r, ref, p: manifest)  # fmt: skip
+    done = pull_image(
+        runner, "apptainer", uri, out, plain_http=True, fetch=lambda r, ref, p: manifest
+    )
     assert out.read_bytes() == good and done.digest == digest
     assert runner.streams[0][:4] == ("apptainer", "pull", "--disable-cache", "--no-https")
     assert runner.streams[0][-1] == f"oras://127.0.0.1:1/me/claim@{manifest.digest}"
 
     tampered = tmp_path / "t.sif"
     with pytest.raises(InputMismatch, match="changed or broken blob"):
-        pull_image(Apptainer(good + b"x"), "apptainer", uri, tampered, plain_http=True,
-                   fetch=lambda r, ref, p: manifest)  # fmt: skip
+        pull_image(
+            Apptainer(good + b"x"),
+            "apptainer",
+            uri,
+            tampered,
+            plain_http=True,
+            fetch=lambda r, ref, p: manifest,
+        )
     assert list(tmp_path.iterdir()) == [out.parent]  # nothing written, no part left
 
     with pytest.raises(InputMismatch, match="serves a manifest"):  # another artifact for the pin
-        pull_image(runner, "apptainer", uri, tampered, plain_http=True,
-                   fetch=lambda r, ref, p: artifact(f"sha256:{HEX}", 3))  # fmt: skip
+        pull_image(
+            runner,
+            "apptainer",
+            uri,
+            tampered,
+            plain_http=True,
+            fetch=lambda r, ref, p: artifact(f"sha256:{HEX}", 3),
+        )
     with pytest.raises(InputMismatch, match="not the pinned"):  # --digest of another file
-        pull_image(runner, "apptainer", uri, tampered, digest=f"sha256:{HEX}", plain_http=True,
-                   fetch=lambda r, ref, p: manifest)  # fmt: skip
+        pull_image(
+            runner,
+            "apptainer",
+            uri,
+            tampered,
+            digest=f"sha256:{HEX}",
+            plain_http=True,
+            fetch=lambda r, ref, p: manifest,
+        )
     with pytest.raises(UsageError, match="--digest sha256:abc: not sha256:<64"):
         pull_image(runner, "apptainer", uri, tampered, digest="sha256:abc")
     with pytest.raises(UsageError, match="nothing pins"):
@@ -265,12 +336,17 @@ def test_pull_writes_only_the_pinned_file(tmp_path: Path) -> None:
 def test_a_bundle_names_an_image_the_registry_holds() -> None:
     digest = sif_digest()
     manifest = artifact(digest, 1)
-    pinned = check_registry_holds("oras://127.0.0.1:1/me/claim:v1", digest, plain_http=True,
-                                  fetch=lambda r, ref, p: manifest)  # fmt: skip
+    pinned = check_registry_holds(
+        "oras://127.0.0.1:1/me/claim:v1", digest, plain_http=True, fetch=lambda r, ref, p: manifest
+    )
     assert pinned == f"oras://127.0.0.1:1/me/claim:v1@{manifest.digest}"
     with pytest.raises(InputMismatch, match="not sha256:"):
-        check_registry_holds("oras://127.0.0.1:1/me/claim:v1", f"sha256:{HEX}", plain_http=True,
-                             fetch=lambda r, ref, p: manifest)  # fmt: skip
+        check_registry_holds(
+            "oras://127.0.0.1:1/me/claim:v1",
+            f"sha256:{HEX}",
+            plain_http=True,
+            fetch=lambda r, ref, p: manifest,
+        )
 
 
 def test_image_ref_text_round_trips() -> None:

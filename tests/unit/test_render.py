@@ -155,19 +155,39 @@ def test_exec_argv_exact() -> None:
     m = manifest(code={"commit": COMMIT, "working_dir": "analysis/sub"}, seed=7)
     (argv,) = apptainer_argvs(job(task(m)))
     assert argv == (
-        "/usr/bin/apptainer", "exec", "--containall", "--no-eval",
-        "--net", "--network", "none", "--writable-tmpfs",
-        "--bind", "/src/code:/work/code:ro",
-        "--bind", "/src/data:/work/data:ro",
-        "--bind", "/src/out0:/work/out:rw",
-        "--pwd", "/work/code/analysis/sub",
-        "--env", "DOTLAB_CLAIM=claim-1",
-        "--env", "DOTLAB_DATA_DIR=/work/data",
-        "--env", "DOTLAB_OUT_DIR=/work/out",
-        "--env", "DOTLAB_SEED=7",
-        "/img/claim.sif", "/bin/sh", "-c", wrapper_script(), "dotlab-wrapper",
-        "600", "4096", "python run.py",
-    )  # fmt: skip
+        "/usr/bin/apptainer",
+        "exec",
+        "--containall",
+        "--no-eval",
+        "--net",
+        "--network",
+        "none",
+        "--writable-tmpfs",
+        "--bind",
+        "/src/code:/work/code:ro",
+        "--bind",
+        "/src/data:/work/data:ro",
+        "--bind",
+        "/src/out0:/work/out:rw",
+        "--pwd",
+        "/work/code/analysis/sub",
+        "--env",
+        "DOTLAB_CLAIM=claim-1",
+        "--env",
+        "DOTLAB_DATA_DIR=/work/data",
+        "--env",
+        "DOTLAB_OUT_DIR=/work/out",
+        "--env",
+        "DOTLAB_SEED=7",
+        "/img/claim.sif",
+        "/bin/sh",
+        "-c",
+        wrapper_script(),
+        "dotlab-wrapper",
+        "600",
+        "4096",
+        "python run.py",
+    )
 
 
 def test_exec_argv_gpu_and_no_tmpfs() -> None:
@@ -190,8 +210,19 @@ def test_bind_needs_absolute_paths() -> None:
 
 
 def test_exec_spec_is_frozen() -> None:
-    spec = ExecSpec("a", Path("/i"), Path("/c"), Path("/d"), Path("/o"), PurePosixPath("/w"),
-                    (), True, False, "w", ())  # fmt: skip
+    spec = ExecSpec(
+        "a",
+        Path("/i"),
+        Path("/c"),
+        Path("/d"),
+        Path("/o"),
+        PurePosixPath("/w"),
+        (),
+        True,
+        False,
+        "w",
+        (),
+    )
     with pytest.raises(AttributeError):
         spec.gpu = True  # type: ignore[misc]
     assert exec_argv(spec)[0] == "a"
@@ -245,8 +276,14 @@ def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
     for t, argv in zip(j.tasks, apptainer_argvs(j), strict=True):
         fields = parse_task_facts(task_facts(t, j))
         assert fields[:7] == (
-            "dotlab-task-facts-1", "/img/claim.sif", SHA, str(t.out_dir), "", "0", str(len(argv))
-        )  # fmt: skip
+            "dotlab-task-facts-1",
+            "/img/claim.sif",
+            SHA,
+            str(t.out_dir),
+            "",
+            "0",
+            str(len(argv)),
+        )
         assert fields[7 : 7 + len(argv)] == argv
         n = len(argv)
         k, m = int(fields[7 + n]), int(fields[8 + n])

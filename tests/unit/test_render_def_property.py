@@ -14,10 +14,32 @@ from tests.support.builds import build_manifest
 from .test_render import split_sections
 
 FRAGMENTS = [
-    "%post", "%runscript", " %files", "\t%labels x", "Bootstrap: docker", "bootstrap:localimage",
-    "From: evil", "{{ ARG }}", "{{x}}", "{% raw %}", "{#", "#", "EOF", "\\", "'", '"', "$(id)",
-    "`id`", "\n", "\r\n", "ünï", "\u2028", "%", "  ", "Stage: two",
-]  # fmt: skip
+    "%post",
+    "%runscript",
+    " %files",
+    "\t%labels x",
+    "Bootstrap: docker",
+    "bootstrap:localimage",
+    "From: evil",
+    "{{ ARG }}",
+    "{{x}}",
+    "{% raw %}",
+    "{#",
+    "#",
+    "EOF",
+    "\\",
+    "'",
+    '"',
+    "$(id)",
+    "`id`",
+    "\n",
+    "\r\n",
+    "ünï",
+    "\u2028",
+    "%",
+    "  ",
+    "Stage: two",
+]
 section_text = st.lists(
     st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=12)), min_size=1, max_size=8
 ).map("".join)

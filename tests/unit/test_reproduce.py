@@ -19,27 +19,46 @@ from tests.unit.test_pack_bundle import make_run_dir
 
 def record(outcome: str, **actuals: float | None) -> ClaimRecord:
     targets: dict[str, Any] = {
-        name: {"expected": 0.9, "actual": a, "abs_tol": 0.01, "rel_tol": 0.0,
-               "within": a is not None and abs(a - 0.9) <= 0.01}
+        name: {
+            "expected": 0.9,
+            "actual": a,
+            "abs_tol": 0.01,
+            "rel_tol": 0.0,
+            "within": a is not None and abs(a - 0.9) <= 0.01,
+        }
         for name, a in actuals.items()
-    }  # fmt: skip
+    }
     return ClaimRecord.model_validate(
         {
-            "record_version": 1, "outcome": outcome, "reason": f"because {outcome}",
-            "claim": "c", "title": None, "run_id": "r", "manifest_sha256": "0" * 64,
+            "record_version": 1,
+            "outcome": outcome,
+            "reason": f"because {outcome}",
+            "claim": "c",
+            "title": None,
+            "run_id": "r",
+            "manifest_sha256": "0" * 64,
             "targets": targets,
             "slurm": {"job_id": "1", "state": "COMPLETED", "exit_code": 0, "node": "n"},
             "inputs": {"commit": "1" * 40, "image_digest": "sha256:" + "2" * 64, "datasets": {}},
             "evidence": {"container_started_at": None, "container_ended_at": None, "gpus": []},
             "tool": {"name": "dotlab-hpc", "version": "0.1.0"},
         }
-    )  # fmt: skip
+    )
 
 
 def test_side_by_side_shows_both_numbers() -> None:
     lines = side_by_side(record("reproduced", acc=0.9), record("not_reproduced", acc=0.5))
-    assert lines[0].split() == ["TARGET", "EXPECTED", "TOLERANCE", "ORIGINAL", "NEW", "WITHIN",
-                                "(orig", "/", "new)"]  # fmt: skip
+    assert lines[0].split() == [
+        "TARGET",
+        "EXPECTED",
+        "TOLERANCE",
+        "ORIGINAL",
+        "NEW",
+        "WITHIN",
+        "(orig",
+        "/",
+        "new)",
+    ]
     assert lines[1].split() == ["acc", "0.9", "abs", "0.01", "0.9", "0.5", "yes", "/", "NO"]
     assert lines[2] == "site: not recorded (authors'); not recorded (here)"  # older records
     assert lines[3] == (

@@ -20,9 +20,18 @@ PROGRAM = "/opt/site/apptainer/bin/apptainer"
 
 
 def test_the_login_environment_cannot_steer_apptainer() -> None:
-    env = shell_env({"APPTAINER_BIND": "/etc", "SINGULARITYENV_X": "1", "HOME": "/h",
-                     "PATH": "/evil", "LANG": "de_DE", "BASH_ENV": "/h/.evil",
-                     "BASH_FUNC_module%%": "() { :; }", "ENV": "/h/.shrc"})  # fmt: skip
+    env = shell_env(
+        {
+            "APPTAINER_BIND": "/etc",
+            "SINGULARITYENV_X": "1",
+            "HOME": "/h",
+            "PATH": "/evil",
+            "LANG": "de_DE",
+            "BASH_ENV": "/h/.evil",
+            "BASH_FUNC_module%%": "() { :; }",
+            "ENV": "/h/.shrc",
+        }
+    )
     assert env == {"HOME": "/h", "PATH": JOB_PATH, "LANG": "de_DE", "LC_ALL": "C"}
 
 
@@ -54,14 +63,29 @@ def test_prepare_lines_run_in_bash_before_the_argv_each_one_word() -> None:
 
 # --------------------------------------------------------------------------- srun
 def test_srun_carries_the_extra_options_before_the_command() -> None:
-    argv = srun_shell_argv(("sh",), time_s=60, cpus=1, mem_mib=64, gres=None,
-                           where=(("partition", "gpu"), ("qos", None)), pty=True,
-                           extra=("--mail-type=END", "--exclusive"))  # fmt: skip
+    argv = srun_shell_argv(
+        ("sh",),
+        time_s=60,
+        cpus=1,
+        mem_mib=64,
+        gres=None,
+        where=(("partition", "gpu"), ("qos", None)),
+        pty=True,
+        extra=("--mail-type=END", "--exclusive"),
+    )
     assert argv[-5:] == ("--partition=gpu", "--mail-type=END", "--exclusive", "--pty", "sh")
     assert not any(a.startswith("--qos") for a in argv)
     with pytest.raises(SlurmError, match="--name"):
-        srun_shell_argv(("sh",), time_s=60, cpus=1, mem_mib=64, gres=None, where=(), pty=False,
-                        extra=("hostname",))  # fmt: skip
+        srun_shell_argv(
+            ("sh",),
+            time_s=60,
+            cpus=1,
+            mem_mib=64,
+            gres=None,
+            where=(),
+            pty=False,
+            extra=("hostname",),
+        )
 
 
 SITE_FILE = """\
@@ -88,9 +112,16 @@ resources: {{time: '1', partition: cpu, account: lab, gpus: 1, gpu_type: a100}}
 @pytest.fixture
 def planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[Site]]:
     """A claim, a site file, and no program run: the inputs pass, the Apptainer is found."""
-    for var in ("SBATCH_PARTITION", "SBATCH_ACCOUNT", "SBATCH_QOS", "SBATCH_CONSTRAINT",
-                "SBATCH_RESERVATION", "DOTLAB_SITE", "DOTLAB_APPTAINER",
-                "DOTLAB_SCRATCH_ROOT"):  # fmt: skip
+    for var in (
+        "SBATCH_PARTITION",
+        "SBATCH_ACCOUNT",
+        "SBATCH_QOS",
+        "SBATCH_CONSTRAINT",
+        "SBATCH_RESERVATION",
+        "DOTLAB_SITE",
+        "DOTLAB_APPTAINER",
+        "DOTLAB_SCRATCH_ROOT",
+    ):
         monkeypatch.delenv(var, raising=False)
     for d in ("code", "data"):
         (tmp_path / d).mkdir()
@@ -109,9 +140,15 @@ def planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list
 
 
 def _plan(root: Path, out: str, **kw: object) -> ShellPlan:
-    return plan_shell(root / "m.yaml", code_dir=root / "code", image=root / "img.sif",
-                      data_dir=root / "data", out_dir=root / out, site=root / "site.toml",
-                      **kw)  # type: ignore[arg-type]  # fmt: skip
+    return plan_shell(
+        root / "m.yaml",
+        code_dir=root / "code",
+        image=root / "img.sif",
+        data_dir=root / "data",
+        out_dir=root / out,
+        site=root / "site.toml",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_srun_asks_for_the_site_settings_over_the_manifests(
@@ -129,8 +166,12 @@ def test_srun_asks_for_the_site_settings_over_the_manifests(
     assert "--mail-type=END" in srun and "--comment=why" in srun  # site file's, then --sbatch-arg
     assert "--gres=gpu:nvidia_a100_80gb:1" in srun  # the site's name for the model
     # on the node, the apptainer runs after the site's preparation line, as in the job
-    assert argv[start + 5 : start + 9] == ("dotlab-hpc-prepare", "1", "module load apptainer",
-                                           PROGRAM)  # fmt: skip
+    assert argv[start + 5 : start + 9] == (
+        "dotlab-hpc-prepare",
+        "1",
+        "module load apptainer",
+        PROGRAM,
+    )
     assert argv[start + 9] == "exec"
     (site,) = asked
     assert site.prepare == ("module load apptainer",) and site.file == root / "site.toml"

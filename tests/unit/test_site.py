@@ -50,11 +50,15 @@ def test_the_shipped_apptainer_conf_drops_nothing() -> None:
         ("allow ipc ns = yes", "allow ipc ns = no", "ipc_namespace", "allow ipc ns = no"),
         ("enable overlay = yes", "enable overlay = no", "writable_tmpfs", "enable overlay = no"),
         ("allow user ns = yes", "allow user ns = no", "user", "allow user ns = no"),
-        ("sessiondir max size = 64", "sessiondir max size = 16", "tmp_size",
-         "sessiondir max size = 16"),
+        (
+            "sessiondir max size = 64",
+            "sessiondir max size = 16",
+            "tmp_size",
+            "sessiondir max size = 16",
+        ),
         ("mount hostfs = no", "mount hostfs = yes", "host_mounts", "mount hostfs = yes"),
     ],
-)  # fmt: skip
+)
 def test_each_weakening_setting_is_found(old: str, new: str, prop: str, setting: str) -> None:
     text = read("apptainer-1.4.5-apptainer.conf")
     assert old in text

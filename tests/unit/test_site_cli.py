@@ -38,8 +38,15 @@ class FakeBash:
     calls: ClassVar[list[tuple[tuple[str, ...], dict[str, str]]]] = []
     answer: ClassVar[tuple[str, int]] = (f"{FOUND}\n", 0)
 
-    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
-            cwd: Path | None = None, stdin: str | None = None) -> Completed:  # fmt: skip
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> Completed:
         self.calls.append((tuple(argv), dict(env or {})))
         out, rc = self.answer
         return Completed(tuple(argv), rc, out, "")
@@ -80,8 +87,20 @@ def settings_of(doc: dict[str, object]) -> dict[str, tuple[object, object]]:
 
 
 def test_site_json(site_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["site", "--site", str(site_env), "--account", "acc", "--qos", "",
-                 "--sbatch-arg", "nice=5", "--json"])  # fmt: skip
+    code = main(
+        [
+            "site",
+            "--site",
+            str(site_env),
+            "--account",
+            "acc",
+            "--qos",
+            "",
+            "--sbatch-arg",
+            "nice=5",
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert (code, err) == (0, "")
     doc = json.loads(out)

@@ -44,18 +44,71 @@ GOOD: dict[str, Any] = {
 assert set(GOOD) == set(KEYS)
 
 HOSTILE = [
-    "\n", "\r", "\r\n", "\0", "\t", " ", "\x0b", "\x0c", "\x1b[2J", "\x7f", "\x85", "\u2028",
-    "\u2029", "\u202e", "\ufeff", "$(id)", "`id`", "; rm -rf ~", "&& id", "| id", "--export=ALL",
-    "export=ALL", "--wrap=id", "-p", "'", '"', "\\", "#", "#SBATCH --wrap=id",
+    "\n",
+    "\r",
+    "\r\n",
+    "\0",
+    "\t",
+    " ",
+    "\x0b",
+    "\x0c",
+    "\x1b[2J",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\u202e",
+    "\ufeff",
+    "$(id)",
+    "`id`",
+    "; rm -rf ~",
+    "&& id",
+    "| id",
+    "--export=ALL",
+    "export=ALL",
+    "--wrap=id",
+    "-p",
+    "'",
+    '"',
+    "\\",
+    "#",
+    "#SBATCH --wrap=id",
     "\n#SBATCH --export=ALL",
-    ")", "(", "${HOME}", "~", "*", "=", "..", "/", ":", "@", "é",
-]  # fmt: skip
+    ")",
+    "(",
+    "${HOME}",
+    "~",
+    "*",
+    "=",
+    "..",
+    "/",
+    ":",
+    "@",
+    "é",
+]
 # Pieces of values that are accepted somewhere, so that accepted values are rendered too.
 PLAIN = [
-    "gpu", "a100", "x", "proj_1", "a&b", "[x]", "END", "mail-type=END", "--mail-type=ALL",
-    "--exclusive", "comment=", "nice=", "1", "hint=compute_bound", "/opt/bin/apptainer", "/local",
-    "module load apptainer", "export PATH=/opt/x:$PATH", "echo 'a b' \"$HOME\"", "source /etc/x",
-]  # fmt: skip
+    "gpu",
+    "a100",
+    "x",
+    "proj_1",
+    "a&b",
+    "[x]",
+    "END",
+    "mail-type=END",
+    "--mail-type=ALL",
+    "--exclusive",
+    "comment=",
+    "nice=",
+    "1",
+    "hint=compute_bound",
+    "/opt/bin/apptainer",
+    "/local",
+    "module load apptainer",
+    "export PATH=/opt/x:$PATH",
+    "echo 'a b' \"$HOME\"",
+    "source /etc/x",
+]
 piece = st.sampled_from(HOSTILE) | st.sampled_from(PLAIN) | st.text(max_size=4)
 BIG = ["x" * (1 << 20), "a" * (1 << 20) + "\n", "--comment=" + "c" * (1 << 20)]  # 1 MiB
 values = st.lists(piece, max_size=4).map("".join) | st.sampled_from(PLAIN + BIG)
@@ -63,15 +116,28 @@ values = st.lists(piece, max_size=4).map("".join) | st.sampled_from(PLAIN + BIG)
 WHOLE: dict[str, list[str]] = {
     "name": ["c1", "hpc-2.x"],
     **{k: ["gpu", "a100&(ib|opa)", "", "x:y,z", "p@q=r+s/t"] for k in WHERE},
-    "sbatch_args": ["--mail-type=END", "mail-user=me@example.org", "exclusive", "--comment=a=b",
-                    "begin=now+60", "nice=-5", "--hint=nomultithread"],
-    "prepare": ["module load apptainer/1.4", "\tset +e # ok", "export X='$(id)'; echo \"`id`\" >&2",
-                "true", "PREPARE=(); exit 0 # )", "echo '\\'\"'\"\\'"],
+    "sbatch_args": [
+        "--mail-type=END",
+        "mail-user=me@example.org",
+        "exclusive",
+        "--comment=a=b",
+        "begin=now+60",
+        "nice=-5",
+        "--hint=nomultithread",
+    ],
+    "prepare": [
+        "module load apptainer/1.4",
+        "\tset +e # ok",
+        "export X='$(id)'; echo \"`id`\" >&2",
+        "true",
+        "PREPARE=(); exit 0 # )",
+        "echo '\\'\"'\"\\'",
+    ],
     "apptainer": ["apptainer", "/opt/apptainer-1.4/bin/apptainer", "singularity+x"],
     "scratch_root": ["/scratch/local.d", "/", "/a/.b/c..d"],
     "gpu_types": ["a100", "nvidia_a100-sxm4-80gb", "h100.80"],
     "preemptible": ["true", "yes", "1"],  # TOML strings: only the booleans true/false are taken
-}  # fmt: skip
+}
 
 
 def values_for(setting: str) -> st.SearchStrategy[str]:
@@ -120,8 +186,13 @@ DIRECTIVE = re.compile(r"#SBATCH --[a-z][a-z-]*(=[A-Za-z0-9_.,:=@&|!*\[\]()+/-]{
 
 def job_for(site: Site, gpu_type: str) -> JobSpec:
     m = manifest(resources={"time": "00:10:00", "gpus": 1, "gpu_type": gpu_type})
-    return JobSpec(tasks=(task(m),), job_name="dotlab-r", apptainer=site.apptainer.value or "x",
-                   scratch_root=site.scratch_root.value or "/tmp", site=site)  # fmt: skip
+    return JobSpec(
+        tasks=(task(m),),
+        job_name="dotlab-r",
+        apptainer=site.apptainer.value or "x",
+        scratch_root=site.scratch_root.value or "/tmp",
+        site=site,
+    )
 
 
 def assert_inert(site: Site, gpu_type: str = GPU) -> None:
@@ -160,15 +231,19 @@ def check_accepted(site: Site, data: dict[str, Any]) -> None:
     assert site.name == data["name"] and site.prepare == tuple(data["prepare"])
     assert {k: s.value for k, s in site.where.items()} == {k: data[k] for k in WHERE}
     assert set(site.sbatch_args) <= {normalised(a) for a in data["sbatch_args"]}
-    assert (site.apptainer.value, site.scratch_root.value) == (data["apptainer"],
-                                                               data["scratch_root"])  # fmt: skip
+    assert (site.apptainer.value, site.scratch_root.value) == (
+        data["apptainer"],
+        data["scratch_root"],
+    )
     assert site.gpu_types == data["gpu_types"]
     assert site.requeues == (3 if data["preemptible"] is True else 0)
 
 
 def file_case(setting: str, chosen: list[str]) -> dict[str, Any]:
-    data = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-            for k, v in GOOD.items()}  # fmt: skip
+    data = {
+        k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+        for k, v in GOOD.items()
+    }
     if setting in ("sbatch_args", "prepare"):
         data[setting] = chosen
     elif setting == "gpu_types":
@@ -201,8 +276,11 @@ def test_every_setting_of_the_site_file_is_refused_or_inert(
 
 
 @FUZZ
-@given(text=st.lists(st.sampled_from([*HOSTILE, *PLAIN, *KEYS, " = ", "[", "]", '"', ",", "\n"]),
-                     max_size=30).map("".join))  # fmt: skip
+@given(
+    text=st.lists(
+        st.sampled_from([*HOSTILE, *PLAIN, *KEYS, " = ", "[", "]", '"', ",", "\n"]), max_size=30
+    ).map("".join)
+)
 def test_any_text_is_a_site_or_one_line(text: str) -> None:
     try:
         spec = parse_site_text(text, FILE)

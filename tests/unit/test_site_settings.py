@@ -74,14 +74,19 @@ def test_a_complete_site_file() -> None:
     )
     assert spec == SiteSpec(
         name="mycluster",
-        where={"partition": "gpu", "account": "proj123", "qos": "normal",
-               "constraint": "a100&ib", "reservation": "paper-week"},
+        where={
+            "partition": "gpu",
+            "account": "proj123",
+            "qos": "normal",
+            "constraint": "a100&ib",
+            "reservation": "paper-week",
+        },
         sbatch_args=("--mail-type=END", "--mail-user=me@example.org"),
         prepare=("source /etc/profile.d/lmod.sh", "module load apptainer/1.4"),
         apptainer="apptainer",
         scratch_root="/local/scratch",
         gpu_types={"a100": "nvidia_a100-sxm4-80gb"},
-    )  # fmt: skip
+    )
     assert parse("") == SiteSpec()
 
 
@@ -128,19 +133,27 @@ def test_an_unknown_key_is_named_with_the_known_ones() -> None:
 
 @pytest.mark.parametrize(
     ("text", "line"),
-    [('partition = "gpu"\naccount = \n', "line 2"), ('name = "a"\n\n\nqos = "x\n', "line 4"),
-     ("[gpu_types]\na = 1\n[gpu_types]\n", "line 3")],
-)  # fmt: skip
+    [
+        ('partition = "gpu"\naccount = \n', "line 2"),
+        ('name = "a"\n\n\nqos = "x\n', "line 4"),
+        ("[gpu_types]\na = 1\n[gpu_types]\n", "line 3"),
+    ],
+)
 def test_bad_toml_names_its_line(text: str, line: str) -> None:
     e = refused(text, "not valid TOML", line)
     assert e.hint is not None and "docs/site.md" in e.hint
 
 
 def test_name_apptainer_scratch_root() -> None:
-    spec = parse('name = "hpc-1.x"\napptainer = "/opt/apptainer/bin/apptainer"\n'
-                 'scratch_root = "/local/scratch.1"')  # fmt: skip
+    spec = parse(
+        'name = "hpc-1.x"\napptainer = "/opt/apptainer/bin/apptainer"\n'
+        'scratch_root = "/local/scratch.1"'
+    )
     assert (spec.name, spec.apptainer, spec.scratch_root) == (
-        "hpc-1.x", "/opt/apptainer/bin/apptainer", "/local/scratch.1")  # fmt: skip
+        "hpc-1.x",
+        "/opt/apptainer/bin/apptainer",
+        "/local/scratch.1",
+    )
     for bad in ["", "-x", "a b", "x" * 65, "a/b", "$(id)"]:
         refused(f"name = {toml(bad)}", "name ")
     for bad in ["", "-x", "a b", "$(id)", "a;b", "a\nb", "x" * 1025]:
@@ -170,11 +183,20 @@ def test_prepare_lines_are_kept_as_given(line: str) -> None:
 
 @pytest.mark.parametrize(
     ("line", "why"),
-    [("", "an empty line"), ("  \t", "an empty line"), ("x" * 4097, "longer than 4096"),
-     ("a\nb", "newline"), ("a\rb", "newline"), ("a\0b", "NUL"), ("a\x1b[2Jb", "control"),
-     ("a\u2028b", "control"), ("a\u2029b", "control"), ("a\x85b", "control"),
-     ("a\x7fb", "control")],
-)  # fmt: skip
+    [
+        ("", "an empty line"),
+        ("  \t", "an empty line"),
+        ("x" * 4097, "longer than 4096"),
+        ("a\nb", "newline"),
+        ("a\rb", "newline"),
+        ("a\0b", "NUL"),
+        ("a\x1b[2Jb", "control"),
+        ("a\u2028b", "control"),
+        ("a\u2029b", "control"),
+        ("a\x85b", "control"),
+        ("a\x7fb", "control"),
+    ],
+)
 def test_prepare_lines_are_one_printable_line(line: str, why: str) -> None:
     e = refused(f"prepare = [{json.dumps(line)}]", "prepare ", why)
     assert str(e).isprintable()
@@ -256,8 +278,9 @@ def test_option_over_environment_over_file_over_manifest() -> None:
     text = 'partition = "file"\naccount = "file"\nqos = "file"\nconstraint = ""\n'
     env = {"SBATCH_PARTITION": "env", "SBATCH_ACCOUNT": "env", "SBATCH_RESERVATION": ""}
     site = site_of(text, SiteOptions(where={"partition": "opt", "qos": ""}), env)
-    res = manifest(resources={"time": "1", "partition": "m", "account": "m", "qos": "m",
-                              "constraint": "m"}).spec.resources  # fmt: skip
+    res = manifest(
+        resources={"time": "1", "partition": "m", "account": "m", "qos": "m", "constraint": "m"}
+    ).spec.resources
     got = {f: site.setting_for(f, res) for f in WHERE}
     assert got == {
         "partition": Setting("opt", "--partition"),
@@ -266,11 +289,18 @@ def test_option_over_environment_over_file_over_manifest() -> None:
         "constraint": Setting("", "site file"),
         "reservation": Setting(None, "unset"),  # set but empty is unset, as for sbatch
     }
-    assert site.where_for(res) == (("partition", "opt"), ("account", "env"), ("qos", None),
-                                   ("constraint", None), ("reservation", None))  # fmt: skip
+    assert site.where_for(res) == (
+        ("partition", "opt"),
+        ("account", "env"),
+        ("qos", None),
+        ("constraint", None),
+        ("reservation", None),
+    )
     lines = job_directives(job_for(site, partition="m", qos="m", constraint="m"))
     assert [d for d in lines if "--partition" in d or "--account" in d] == [
-        "#SBATCH --partition=opt", "#SBATCH --account=env"]  # fmt: skip
+        "#SBATCH --partition=opt",
+        "#SBATCH --account=env",
+    ]
     assert not [d for d in lines if "--qos" in d or "--constraint" in d or "--reserv" in d]
     bare = site_of("")
     assert bare.setting_for("qos", res) == Setting("m", "manifest")
@@ -304,8 +334,10 @@ def test_apptainer_and_scratch_root_precedence() -> None:
     site = site_of(text, env=env)
     assert site.apptainer == Setting("from-env", "$DOTLAB_APPTAINER")
     site = site_of(text)
-    assert (site.apptainer, site.scratch_root) == (Setting("from-file", "site file"),
-                                                   Setting("/file", "site file"))  # fmt: skip
+    assert (site.apptainer, site.scratch_root) == (
+        Setting("from-file", "site file"),
+        Setting("/file", "site file"),
+    )
     site = site_of("")
     assert site.apptainer == Setting(None, "default")
     assert site.scratch_root == Setting(DEFAULT_SCRATCH_ROOT, "default")
@@ -316,9 +348,15 @@ def test_site_settings_reads_dotlab_site(tmp_path: Path) -> None:
     path.write_text('name = "c1"\npartition = "p"\nprepare = ["true"]\n[gpu_types]\na100 = "A"\n')
     site = site_settings(SiteOptions(where={"account": "acc"}), {"DOTLAB_SITE": str(path)})
     assert (site.file, site.name, site.prepare, dict(site.gpu_types)) == (
-        path, "c1", ("true",), {"a100": "A"})  # fmt: skip
-    assert dict(site.where) == {"partition": Setting("p", "site file"),
-                                "account": Setting("acc", "--account")}  # fmt: skip
+        path,
+        "c1",
+        ("true",),
+        {"a100": "A"},
+    )
+    assert dict(site.where) == {
+        "partition": Setting("p", "site file"),
+        "account": Setting("acc", "--account"),
+    }
     assert site_settings(SiteOptions(), {"HOME": str(tmp_path)}) == NO_SITE
     rec = site_record(site, None, "a100", "clusterA", "/opt/apptainer")
     assert (rec.cluster, rec.name, rec.file, rec.prepare) == (
@@ -333,30 +371,51 @@ def test_site_settings_reads_dotlab_site(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- sbatch args
 def test_allowed_sbatch_args_render_as_directives() -> None:
-    site = site_of('sbatch_args = ["mail-type=END", "--exclusive", "comment=a=b"]',
-                   SiteOptions(sbatch_args=("--mail-user=me@example.org", "nice=10")))  # fmt: skip
-    assert site.sbatch_args == ("--mail-type=END", "--exclusive", "--comment=a=b",
-                                "--mail-user=me@example.org", "--nice=10")  # fmt: skip
+    site = site_of(
+        'sbatch_args = ["mail-type=END", "--exclusive", "comment=a=b"]',
+        SiteOptions(sbatch_args=("--mail-user=me@example.org", "nice=10")),
+    )
+    assert site.sbatch_args == (
+        "--mail-type=END",
+        "--exclusive",
+        "--comment=a=b",
+        "--mail-user=me@example.org",
+        "--nice=10",
+    )
     assert site.sbatch_args_source == "site file+--sbatch-arg"
     lines = job_directives(job_for(site))
-    extra = ["#SBATCH --mail-type=END", "#SBATCH --exclusive", "#SBATCH --comment=a=b",
-             "#SBATCH --mail-user=me@example.org", "#SBATCH --nice=10"]  # fmt: skip
+    extra = [
+        "#SBATCH --mail-type=END",
+        "#SBATCH --exclusive",
+        "#SBATCH --comment=a=b",
+        "#SBATCH --mail-user=me@example.org",
+        "#SBATCH --nice=10",
+    ]
     assert list(lines[-5:]) == extra and "#SBATCH --export=NONE" in lines
     script = render_script(job_for(site)).splitlines()
     assert script[: len(lines) + 1] == ["#!/bin/bash", *lines]
 
 
 REFUSED = [
-    ("--export=ALL", "--export is refused"), ("--export", "--export is refused"),
-    ("export=ALL", "--export is refused"), ("--requeue", "--requeue is refused"),
-    ("--wrap=id", "--wrap is refused"), ("--output=/tmp/x", "--output is refused"),
-    ("--open-mode=append", "--open-mode is refused"), ("--chdir=/", "--chdir is refused"),
-    ("--uid=0", "--uid is refused"), ("--container=/x", "--container is refused"),
-    ("--partition=gpu", "--partition: give it as --partition"), ("-p", "'-p'"),
-    ("-pgpu", "'-pgpu'"), ("--no-such-option=1", "--no-such-option is not one"),
-    ("--Mail-type=END", "'--Mail-type=END'"), ("--mail-type=a b", "--mail-type: value 'a b'"),
-    ("--comment=$(id)", "--comment: value '$(id)'"), ("--nice=1\n#SBATCH --wrap=id", "--nice"),
-]  # fmt: skip
+    ("--export=ALL", "--export is refused"),
+    ("--export", "--export is refused"),
+    ("export=ALL", "--export is refused"),
+    ("--requeue", "--requeue is refused"),
+    ("--wrap=id", "--wrap is refused"),
+    ("--output=/tmp/x", "--output is refused"),
+    ("--open-mode=append", "--open-mode is refused"),
+    ("--chdir=/", "--chdir is refused"),
+    ("--uid=0", "--uid is refused"),
+    ("--container=/x", "--container is refused"),
+    ("--partition=gpu", "--partition: give it as --partition"),
+    ("-p", "'-p'"),
+    ("-pgpu", "'-pgpu'"),
+    ("--no-such-option=1", "--no-such-option is not one"),
+    ("--Mail-type=END", "'--Mail-type=END'"),
+    ("--mail-type=a b", "--mail-type: value 'a b'"),
+    ("--comment=$(id)", "--comment: value '$(id)'"),
+    ("--nice=1\n#SBATCH --wrap=id", "--nice"),
+]
 
 
 @pytest.mark.parametrize(("arg", "named"), REFUSED)
@@ -370,11 +429,14 @@ def test_refused_sbatch_args_name_the_option(arg: str, named: str) -> None:
 
 
 def test_merged_sbatch_args_keep_the_last_of_one_name() -> None:
-    merged = merged_sbatch_args(("--mail-type=ALL", "--nice=3", "--exclusive"),
-                                ("--mail-type=END", "--exclusive=user"))  # fmt: skip
+    merged = merged_sbatch_args(
+        ("--mail-type=ALL", "--nice=3", "--exclusive"), ("--mail-type=END", "--exclusive=user")
+    )
     assert merged == ("--nice=3", "--mail-type=END", "--exclusive=user")
-    site = site_of('sbatch_args = ["mail-type=ALL", "mail-type=FAIL"]',
-                   SiteOptions(sbatch_args=("mail-type=END",)))  # fmt: skip
+    site = site_of(
+        'sbatch_args = ["mail-type=ALL", "mail-type=FAIL"]',
+        SiteOptions(sbatch_args=("mail-type=END",)),
+    )
     assert site.sbatch_args == ("--mail-type=END",)
     assert [d for d in job_directives(job_for(site)) if "mail" in d] == ["#SBATCH --mail-type=END"]
 

@@ -188,12 +188,36 @@ def test_names_to_look_up_are_checked(bad: str) -> None:
 def test_srun_shell_argv_asks_what_the_claims_job_asks() -> None:
     from dotlab_hpc.slurm.argv import srun_shell_argv
 
-    argv = srun_shell_argv(("apptainer", "exec", "img.sif"), time_s=3600, cpus=4, mem_mib=2048,
-                           gres="gpu:a100:1", where=(("partition", "gpu"), ("account", None)),
-                           pty=True)  # fmt: skip
-    assert argv == ("srun", "--nodes=1", "--ntasks=1", "--time=01:00:00", "--cpus-per-task=4",
-                    "--mem=2048M", "--gres=gpu:a100:1", "--partition=gpu", "--pty",
-                    "apptainer", "exec", "img.sif")  # fmt: skip
+    argv = srun_shell_argv(
+        ("apptainer", "exec", "img.sif"),
+        time_s=3600,
+        cpus=4,
+        mem_mib=2048,
+        gres="gpu:a100:1",
+        where=(("partition", "gpu"), ("account", None)),
+        pty=True,
+    )
+    assert argv == (
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--time=01:00:00",
+        "--cpus-per-task=4",
+        "--mem=2048M",
+        "--gres=gpu:a100:1",
+        "--partition=gpu",
+        "--pty",
+        "apptainer",
+        "exec",
+        "img.sif",
+    )
     plain = srun_shell_argv(("sh",), time_s=61, cpus=1, mem_mib=1, gres=None, where=(), pty=False)
-    assert plain == ("srun", "--nodes=1", "--ntasks=1", "--time=00:02:00", "--cpus-per-task=1",
-                     "--mem=1M", "sh")  # fmt: skip
+    assert plain == (
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--time=00:02:00",
+        "--cpus-per-task=1",
+        "--mem=1M",
+        "sh",
+    )

@@ -256,8 +256,13 @@ def test_shown_command_quotes_as_a_shell_would() -> None:
 
 def test_shown_command_shortens_a_huge_argv_keeping_its_ends() -> None:
     array = ",".join(str(i) for i in range(0, 20000, 2))  # thousands of claims' task ids
-    argv = ("sbatch", "--parsable", f"--array={array}", *(f"--opt{i}" for i in range(300)),
-            "/r/job.sbatch")  # fmt: skip
+    argv = (
+        "sbatch",
+        "--parsable",
+        f"--array={array}",
+        *(f"--opt{i}" for i in range(300)),
+        "/r/job.sbatch",
+    )
     shown = shown_command(argv)
     assert len(shown) <= SHOWN_COMMAND_CHARS + 60
     assert shown.startswith("sbatch --parsable '--array=0,2,4,")

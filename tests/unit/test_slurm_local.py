@@ -20,13 +20,23 @@ from dotlab_hpc.slurm.states import JobState
 
 
 def test_the_argv_submit_builds_is_read_back() -> None:
-    argv = sbatch_argv(Path("/r/job.sbatch"), job_name="dotlab-x", output=output_path("/r/a%b"),
-                       export="NIL", array="0-2,5%2", extra=("--chdir=/r", "--hold"),
-                       script_args=("1",))  # fmt: skip
+    argv = sbatch_argv(
+        Path("/r/job.sbatch"),
+        job_name="dotlab-x",
+        output=output_path("/r/a%b"),
+        export="NIL",
+        array="0-2,5%2",
+        extra=("--chdir=/r", "--hold"),
+        script_args=("1",),
+    )
     req = parse_sbatch_argv(argv)
     assert (req.script, req.job_name, req.output) == (Path("/r/job.sbatch"), "dotlab-x", "/r/a%%b")
-    assert (req.chdir, req.tasks, req.hold, req.script_args) == (Path("/r"), (0, 1, 2, 5), True,
-                                                                 ("1",))  # fmt: skip
+    assert (req.chdir, req.tasks, req.hold, req.script_args) == (
+        Path("/r"),
+        (0, 1, 2, 5),
+        True,
+        ("1",),
+    )
     plain = parse_sbatch_argv(sbatch_argv(Path("s"), job_name="j", output="o"))
     assert plain.tasks is None and plain.chdir is None and not plain.hold
     with pytest.raises(SlurmError):
@@ -42,19 +52,37 @@ def test_output_patterns_as_slurm_expands_them() -> None:
 
 
 def test_the_job_gets_slurms_variables_and_little_of_the_login_shell() -> None:
-    env = job_env({"HOME": "/h", "PATH": "/evil", "APPTAINER_BIND": "/etc", "LANG": "C"},
-                  job_id="05_1", job_name="dotlab-b", node="n1", array_job_id="05", task=1,
-                  submit_dir=Path("/s"))  # fmt: skip
-    assert env == {"HOME": "/h", "LANG": "C", "SLURM_JOB_ID": "05_1", "SLURM_JOB_NAME": "dotlab-b",
-                   "SLURMD_NODENAME": "n1", "SLURM_SUBMIT_DIR": "/s", "SLURM_JOB_NODELIST": "n1",
-                   "SLURM_ARRAY_JOB_ID": "05", "SLURM_ARRAY_TASK_ID": "1"}  # fmt: skip
+    env = job_env(
+        {"HOME": "/h", "PATH": "/evil", "APPTAINER_BIND": "/etc", "LANG": "C"},
+        job_id="05_1",
+        job_name="dotlab-b",
+        node="n1",
+        array_job_id="05",
+        task=1,
+        submit_dir=Path("/s"),
+    )
+    assert env == {
+        "HOME": "/h",
+        "LANG": "C",
+        "SLURM_JOB_ID": "05_1",
+        "SLURM_JOB_NAME": "dotlab-b",
+        "SLURMD_NODENAME": "n1",
+        "SLURM_SUBMIT_DIR": "/s",
+        "SLURM_JOB_NODELIST": "n1",
+        "SLURM_ARRAY_JOB_ID": "05",
+        "SLURM_ARRAY_TASK_ID": "1",
+    }
 
 
 @pytest.mark.parametrize(
     ("rc", "timed_out", "state", "exit_code", "signal"),
-    [(0, False, JobState.COMPLETED, 0, 0), (3, False, JobState.FAILED, 3, 0),
-     (-9, True, JobState.TIMEOUT, 0, 9), (-15, False, JobState.FAILED, 0, 15)],
-)  # fmt: skip
+    [
+        (0, False, JobState.COMPLETED, 0, 0),
+        (3, False, JobState.FAILED, 3, 0),
+        (-9, True, JobState.TIMEOUT, 0, 9),
+        (-15, False, JobState.FAILED, 0, 15),
+    ],
+)
 def test_what_sacct_would_say(
     rc: int, timed_out: bool, state: JobState, exit_code: int, signal: int
 ) -> None:

@@ -124,8 +124,14 @@ def test_sbatch_parsable_and_version(rec: Recording) -> None:
     )
 
 
-REFUSALS = ("sbatch_invalid_partition", "sbatch_bad_time", "sbatch_node_config_unavailable",
-            "sbatch_bad_array", "sbatch_bad_gres", "sbatch_bad_option")  # fmt: skip
+REFUSALS = (
+    "sbatch_invalid_partition",
+    "sbatch_bad_time",
+    "sbatch_node_config_unavailable",
+    "sbatch_bad_array",
+    "sbatch_bad_gres",
+    "sbatch_bad_option",
+)
 
 
 @pytest.mark.parametrize("case", REFUSALS)
@@ -311,10 +317,18 @@ def test_squeue_gone_ids(rec: Recording) -> None:
 
 # ------------------------------------------------------------------ scontrol show job
 # scontrol_show_job_<case>: the job it shows
-SCONTROL_CASES = {"running": "rec-timeout", "held": "rec-held", "array_throttled": "rec-throttled",
-                  "array_task": "rec-array", "completed": "rec-ok", "failed": "rec-fail",
-                  "cancelled": "rec-cancel", "oom": "rec-oom", "timeout": "rec-timeout",
-                  "export_none": "rec-env-none"}  # fmt: skip
+SCONTROL_CASES = {
+    "running": "rec-timeout",
+    "held": "rec-held",
+    "array_throttled": "rec-throttled",
+    "array_task": "rec-array",
+    "completed": "rec-ok",
+    "failed": "rec-fail",
+    "cancelled": "rec-cancel",
+    "oom": "rec-oom",
+    "timeout": "rec-timeout",
+    "export_none": "rec-env-none",
+}
 
 
 def test_scontrol_24_11_fields(rec: Recording) -> None:

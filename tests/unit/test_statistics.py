@@ -88,5 +88,8 @@ def test_a_bootstrap_interval_holds_its_point(values: list[float]) -> None:
     other = [v * 1.1 for v in values]
     ci = bootstrap_interval("mean", values, other, "ratio", resamples=499)
     assert ci.low <= ci.high
-    assert ci.low - 1e-9 <= compared("ratio", statistic("mean", values),
-                                     statistic("mean", other)) <= ci.high + 1e-9  # fmt: skip
+    assert (
+        ci.low - 1e-9
+        <= compared("ratio", statistic("mean", values), statistic("mean", other))
+        <= ci.high + 1e-9
+    )

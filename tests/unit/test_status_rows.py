@@ -75,18 +75,32 @@ def test_status_json_keeps_the_order_and_marks_bad_entries(
     out, err = capsys.readouterr()
     assert code == 2
     rows = json.loads(out)
-    assert [r["state"] for r in rows] == ["FINISHED", "ERROR", "FINISHED", "ERROR", "ERROR",
-                                          "FINISHED"]  # fmt: skip
-    assert rows[1] == {"run_dir": str(mixed[1]), "state": "ERROR", "hint": None,
-                       "error": f"{mixed[1]}/status.json: is not valid JSON"}  # fmt: skip
+    assert [r["state"] for r in rows] == [
+        "FINISHED",
+        "ERROR",
+        "FINISHED",
+        "ERROR",
+        "ERROR",
+        "FINISHED",
+    ]
+    assert rows[1] == {
+        "run_dir": str(mixed[1]),
+        "state": "ERROR",
+        "hint": None,
+        "error": f"{mixed[1]}/status.json: is not valid JSON",
+    }
     assert len(err.splitlines()) == 3
 
 
 def orphan(path: Path, *, task: int | None, created: datetime) -> RunDir:
     rd = RunDir(path)
     path.mkdir(parents=True)
-    write_run(rd, run_record(job_name="dotlab-b", task_index=task,
-                            created_at=created.strftime("%Y-%m-%dT%H:%M:%SZ")))  # fmt: skip
+    write_run(
+        rd,
+        run_record(
+            job_name="dotlab-b", task_index=task, created_at=created.strftime("%Y-%m-%dT%H:%M:%SZ")
+        ),
+    )
     return rd
 
 
@@ -135,9 +149,12 @@ def test_a_run_kept_after_sbatch_failed_is_never_submitted_without_a_slurm_call(
     from dotlab_hpc.rundir.models import NotSubmittedRecord
 
     rd = orphan(tmp_path / "r", task=None, created=NOW - timedelta(seconds=10))  # in the grace
-    mark = NotSubmittedRecord(failed_at="2026-11-29T07:59:50Z", reason="Slurm refused the job:"
-                              " Invalid partition name specified", sbatch_argv=("sbatch", "x"),
-                              kept_because="the lookup by name failed")  # fmt: skip
+    mark = NotSubmittedRecord(
+        failed_at="2026-11-29T07:59:50Z",
+        reason="Slurm refused the job: Invalid partition name specified",
+        sbatch_argv=("sbatch", "x"),
+        kept_because="the lookup by name failed",
+    )
     atomic_write_all([not_submitted_file(rd, mark)])
     runner = squeue_by_name({})
     (state,) = poll_rows(read_rows([rd.path]), SlurmClient(runner), now=NOW)
@@ -204,9 +221,20 @@ def test_a_bad_follow_knob_is_refused_before_anything_is_submitted(
     example = Path(__file__).resolve().parents[2] / "examples" / "claim"
     monkeypatch.setenv("DOTLAB_FOLLOW_GRACE_S", "abc")
     run_dir = tmp_path / "r"
-    argv = [*verb, str(example / "claim.yaml"), "--code-dir", str(example / "analysis"),
-            "--data-dir", str(example / "data"), "--image", str(example / "image.sif"),
-            "--out-dir", str(tmp_path / "o"), "--run-dir", str(run_dir)]  # fmt: skip
+    argv = [
+        *verb,
+        str(example / "claim.yaml"),
+        "--code-dir",
+        str(example / "analysis"),
+        "--data-dir",
+        str(example / "data"),
+        "--image",
+        str(example / "image.sif"),
+        "--out-dir",
+        str(tmp_path / "o"),
+        "--run-dir",
+        str(run_dir),
+    ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("dotlab-hpc: DOTLAB_FOLLOW_GRACE_S='abc': must be a number"), err

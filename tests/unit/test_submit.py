@@ -80,8 +80,9 @@ ARGV = ("sbatch", "--parsable", "--job-name=dotlab-x", "/r/job.sbatch")
 
 def test_first_try() -> None:
     fake = FakeSlurm(["ok"])
-    assert submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW,
-                       clock=NoSleep()) == ("100", False)  # fmt: skip
+    assert submit_once(
+        SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep()
+    ) == ("100", False)
     assert fake.calls == ["sbatch"]
 
 
@@ -98,8 +99,9 @@ def test_timeout_that_created_the_job_is_adopted_not_resubmitted() -> None:
 def test_timeout_that_created_nothing_is_retried() -> None:
     fake = FakeSlurm(["timeout", "timeout", "ok"])
     clock = NoSleep()
-    job, adopted = submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=clock,
-                               rng=random.Random(1))  # fmt: skip
+    job, adopted = submit_once(
+        SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=clock, rng=random.Random(1)
+    )
     assert (job, adopted) == ("100", False)
     assert fake.calls.count("sbatch") == 3
     assert clock.slept[0] < clock.slept[1]
@@ -148,8 +150,9 @@ def test_a_refusal_whose_lookup_fails_is_not_sure_of_no_job() -> None:
 def test_gives_up_after_the_attempts() -> None:
     fake = FakeSlurm(["timeout"] * 3)
     with pytest.raises(SlurmError, match="failed 3 times"):
-        submit_once(SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep(),
-                    attempts=3)  # fmt: skip
+        submit_once(
+            SlurmClient(fake), ARGV, job_name="dotlab-x", since=NOW, clock=NoSleep(), attempts=3
+        )
 
 
 def test_backoff_grows_with_jitter_and_a_cap() -> None:

@@ -13,8 +13,9 @@ CLAIM = Path("/r/c1-X")
 SCRIPT = "#!/bin/bash\n#SBATCH --time=00:10:00\n#SBATCH --mem=2G\n#SBATCH --hold\n"
 
 
-def result(n: int = 3, job: str | None = "5000", *, claim_dir: Path | None = CLAIM,
-           dry_run: bool = False) -> SubmitResult:  # fmt: skip
+def result(
+    n: int = 3, job: str | None = "5000", *, claim_dir: Path | None = CLAIM, dry_run: bool = False
+) -> SubmitResult:
     runs = tuple(
         SubmittedRun("c1", CLAIM / f"run-{k}", f"{job}_{k}" if job else None, None, claim_dir)
         for k in range(n)

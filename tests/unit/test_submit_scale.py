@@ -60,8 +60,10 @@ def test_beyond_max_array_size_the_submission_is_several_arrays(tmp_path: Path) 
     batch = names[0].removeprefix("dotlab-").removesuffix(".0")
     assert names == [f"dotlab-{batch}.{k}" for k in range(3)]
     assert [a for c in calls for a in c if a.startswith("--array=")] == [
-        "--array=0-1", "--array=0-1", "--array=0"
-    ]  # fmt: skip
+        "--array=0-1",
+        "--array=0-1",
+        "--array=0",
+    ]
     assert [c[-1] for c in calls] == ["0", "1", "2"]  # the script's argument: the array number
     assert all(c[-2].endswith(SCRIPT_NAME) for c in calls) and len({c[-2] for c in calls}) == 1
     outputs = [a for c in calls for a in c if a.startswith("--output=")]
@@ -199,8 +201,13 @@ def test_a_refused_later_array_says_which_claims_were_not_submitted(tmp_path: Pa
             if args[0] == "sbatch" and args[1] != "--version" and self.jobs == 1:
                 from dotlab_hpc.proc import Completed
 
-                return Completed(args, 1, "", "sbatch: error: Batch job submission failed:"
-                                 " Invalid partition name specified\n")  # fmt: skip
+                return Completed(
+                    args,
+                    1,
+                    "",
+                    "sbatch: error: Batch job submission failed:"
+                    " Invalid partition name specified\n",
+                )
             return super().answer(args)
 
     fake = Refusing(max_array_size=2)
@@ -275,8 +282,25 @@ def test_run_directories_appear_whole_with_no_temporary_left(tmp_path: Path) -> 
 def test_the_array_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     from dotlab_hpc.cli import main
 
-    assert main(["submit", "m.yaml", "--code-dir", ".", "--data-dir", ".", "--image", "x",
-                 "--out-dir", "o", "--array-limit", "0"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "submit",
+                "m.yaml",
+                "--code-dir",
+                ".",
+                "--data-dir",
+                ".",
+                "--image",
+                "x",
+                "--out-dir",
+                "o",
+                "--array-limit",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err == "dotlab-hpc: --array-limit 0: must be at least 1\n"
 
 
@@ -419,8 +443,14 @@ def test_a_submission_indexes_each_run_json_as_written_in_one_file_of_no_run(
         rec = rd.run()
         st = rd.file("run.json").stat()
         assert index["runs"][run.run_dir.name] == [
-            task, 0, rec.run_id, rec.claim, st.st_ino, st.st_size, st.st_mtime_ns,
-        ]  # fmt: skip
+            task,
+            0,
+            rec.run_id,
+            rec.claim,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+        ]
         assert (index["created_at"], index["ends_dir"]) == (rec.created_at, rec.ends_dir)
         sub = rd.submission()
         assert sub is not None and sub.run_index == whole["run_index"]
@@ -461,8 +491,13 @@ def test_a_refused_submission_leaves_nothing_or_its_marked_runs_and_their_index(
             if args[0] == "sbatch" and args[1] != "--version":
                 from dotlab_hpc.proc import Completed
 
-                return Completed(args, 1, "", "sbatch: error: Batch job submission failed:"
-                                 " Invalid partition name specified\n")  # fmt: skip
+                return Completed(
+                    args,
+                    1,
+                    "",
+                    "sbatch: error: Batch job submission failed:"
+                    " Invalid partition name specified\n",
+                )
             return super().answer(args)
 
     class Unsure(Refusing):  # ... and the lookup by name cannot tell whether a job exists
@@ -470,8 +505,12 @@ def test_a_refused_submission_leaves_nothing_or_its_marked_runs_and_their_index(
             if args[0] == "squeue":
                 from dotlab_hpc.proc import Completed
 
-                return Completed(args, 1, "", "slurm_load_jobs error: Unable to contact slurm"
-                                 " controller (connect failure)\n")  # fmt: skip
+                return Completed(
+                    args,
+                    1,
+                    "",
+                    "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n",
+                )
             return super().answer(args)
 
     # no job under its name: nothing of the submission is left

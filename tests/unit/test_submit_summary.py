@@ -33,8 +33,13 @@ class _Mismatch:
 
 
 def result(*runs: SubmittedRun, dry_run: bool = True) -> SubmitResult:
-    return SubmitResult(runs=runs, script=SCRIPT, apptainer_argvs=(ARGV,) * len(runs),
-                        dry_run=dry_run, sbatch_argvs=(SBATCH,))  # fmt: skip
+    return SubmitResult(
+        runs=runs,
+        script=SCRIPT,
+        apptainer_argvs=(ARGV,) * len(runs),
+        dry_run=dry_run,
+        sbatch_argvs=(SBATCH,),
+    )
 
 
 INPUTS: dict[str, Path | None] = {
@@ -47,8 +52,11 @@ INPUTS: dict[str, Path | None] = {
 
 def test_resources_are_the_requests_of_the_script() -> None:
     assert resources(SCRIPT) == [
-        "--time=00:07:00", "--cpus-per-task=2", "--mem=1024M", "--gres=gpu:1"
-    ]  # fmt: skip
+        "--time=00:07:00",
+        "--cpus-per-task=2",
+        "--mem=1024M",
+        "--gres=gpu:1",
+    ]
 
 
 def test_the_dry_run_summary_is_short_and_aligned() -> None:
@@ -81,11 +89,13 @@ def test_the_summary_of_many_claims_names_a_few_and_each_mismatch() -> None:
 
 def test_the_dry_run_json() -> None:
     res = result(SubmittedRun("c1", Path("/runs/c1"), None, None))
-    doc: dict[str, Any] = documents.dry_run(res, inputs=INPUTS, resources=resources(SCRIPT),
-                                            show_script=False)  # fmt: skip
+    doc: dict[str, Any] = documents.dry_run(
+        res, inputs=INPUTS, resources=resources(SCRIPT), show_script=False
+    )
     assert doc["dry_run"] is True and doc["claims"] == ["c1"]
-    assert doc["runs"] == [{"claim": "c1", "run_dir": "/runs/c1", "inputs_verified": True,
-                            "input_mismatch": None}]  # fmt: skip
+    assert doc["runs"] == [
+        {"claim": "c1", "run_dir": "/runs/c1", "inputs_verified": True, "input_mismatch": None}
+    ]
     assert doc["apptainer"] == ARGV[0] and doc["apptainer_argvs"] == [list(ARGV)]
     assert doc["sbatch_argvs"] == [list(SBATCH)] and doc["script"] is None
     assert doc["out_dir"] == "/work/dotlab-out/c1-20250304T050607Z"

@@ -380,8 +380,11 @@ def test_image_through_a_symlink_is_fine(tmp_path: Path) -> None:
     (tmp_path / "real.sif").write_bytes(b"SIF")
     (tmp_path / "link.sif").symlink_to("real.sif")
     assert _verify(tmp_path, data, [], image=tmp_path / "link.sif").ok
-    check = next(c for c in _verify(tmp_path, data, [], image=tmp_path / "link.sif").checks
-                 if c.kind == "image")  # fmt: skip
+    check = next(
+        c
+        for c in _verify(tmp_path, data, [], image=tmp_path / "link.sif").checks
+        if c.kind == "image"
+    )
     assert check.actual == "sha256:" + hashlib.sha256(b"SIF").hexdigest()
 
 

@@ -102,8 +102,13 @@ def test_every_git_call_has_overrides_and_a_clean_environment(
         assert env["GIT_NO_REPLACE_OBJECTS"] == "1"
         assert not {"GIT_CONFIG_PARAMETERS", "GIT_EXTERNAL_DIFF", "GIT_SSH_COMMAND"} & set(env)
         if argv[1] == "config":
-            assert argv[2:] == ("--file", str(checkout / ".git" / "config"), "--no-includes",
-                                "--list", "-z")  # fmt: skip
+            assert argv[2:] == (
+                "--file",
+                str(checkout / ".git" / "config"),
+                "--no-includes",
+                "--list",
+                "-z",
+            )
             continue
         assert argv[:3] == ("git", "--no-pager", "--no-optional-locks")
         pairs = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
@@ -171,8 +176,9 @@ def test_an_include_that_cannot_be_vetted_fails_closed(checkout: Path) -> None:
 def test_unreadable_config_is_a_mismatch_and_stops_there(checkout: Path) -> None:
     git = ScriptedGit({"config": (128, "", "fatal: bad config line 3 in file .git/config\n")})
     c_commit, _ = verify.check_checkout(checkout, HEAD, runner=git)
-    assert c_commit.reason.endswith("git cannot read this config file: fatal: bad config line 3 "
-                                    "in file .git/config")  # fmt: skip
+    assert c_commit.reason.endswith(
+        "git cannot read this config file: fatal: bad config line 3 in file .git/config"
+    )
     assert [a[1] for a, _, _ in git.calls] == ["config"]
 
 
