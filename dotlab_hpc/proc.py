@@ -30,9 +30,9 @@ class Runner(Protocol):
         argv: Sequence[str],
         *,
         timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
+        env: Mapping[str, str] | None = ...,
+        cwd: Path | None = ...,
+        stdin: str | None = ...,
     ) -> Completed: ...
 
 

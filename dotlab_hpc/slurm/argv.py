@@ -143,17 +143,7 @@ def _sacct(since: datetime, *select: str) -> tuple[str, ...]:
 
 def sacct_by_name_argv(name: str, *, since: datetime) -> tuple[str, ...]:
     """``sacct`` for every job named ``name`` since ``since`` (exactly-once submission check)."""
-    return (
-        "sacct",
-        "-X",
-        "-P",
-        "-n",
-        "-S",
-        slurm_time(since),
-        f"--name={_one_name(name)}",
-        "-o",
-        ",".join(SACCT_FIELDS),
-    )
+    return _sacct(since, f"--name={_one_name(name)}")
 
 
 def squeue_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
