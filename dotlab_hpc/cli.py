@@ -53,7 +53,9 @@ def _on_attempt(run_dir: Path, attempt: int) -> None:
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options ``api.submission`` and ``api.run_all`` share, from the command line, with
     the defaults of --out-dir and --data-dir filled in (``api.with_defaults``)."""
-    where = api.with_defaults(
+    from .api.submitting import with_defaults  # the command line's own helper
+
+    where = with_defaults(
         args.manifest,
         {
             "code_dir": args.code_dir,
@@ -91,7 +93,9 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         if not given:
             raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
     where = _run_options(args)
-    res = api.submission(
+    from .api.submitting import submission  # the command line's own helper
+
+    res = submission(
         args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait, **where
     )
     if args.dry_run:
@@ -140,7 +144,9 @@ def _exit_code(results: Sequence[Collected]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    _, collected = api.run_all(
+    from .api.submitting import run_all  # the command line's own helper
+
+    _, collected = run_all(
         args.manifest,
         record=args.record,
         on_cycle=_live_table(),
@@ -200,9 +206,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
             _print_json_rows([])
         return 0
     if args.watch:
-        rows = api.watch_rows(run_dirs, on_cycle=_live_table())
+        from .api.runs import watch_rows  # the command line's own helper
+
+        rows = watch_rows(run_dirs, on_cycle=_live_table())
     else:
-        rows = api.status_rows(run_dirs)
+        from .api.runs import status_rows  # the command line's own helper
+
+        rows = status_rows(run_dirs)
     good = [r for r in rows if not isinstance(r, api.BadRun)]
     if args.json:
         _print_json_rows([r.as_json() for r in rows])
@@ -250,13 +260,17 @@ def _rerun_lost(args: argparse.Namespace) -> int:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    collected = api.collect_all(args.run_dirs, record=args.record, log_file=args.log_file)
+    from .api.runs import collect_all  # the command line's own helper
+
+    collected = collect_all(args.run_dirs, record=args.record, log_file=args.log_file)
     return _print_collected(collected, args.json)
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
     """scancel each run's job; a run whose submission.json is missing is found by its name."""
-    done = api.cancel_all(args.run_dirs)
+    from .api.runs import cancel_all  # the command line's own helper
+
+    done = cancel_all(args.run_dirs)
     for row in done.unreadable:
         _print_error(row.message)
     for path in done.never_submitted:

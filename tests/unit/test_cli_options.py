@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from dotlab_hpc import api
+from dotlab_hpc.api import runs as api_runs
 from dotlab_hpc.api.defaults import (
     NO_DATA,
     data_dir_needed,
@@ -21,6 +22,7 @@ from dotlab_hpc.api.defaults import (
     default_run_dirs,
     empty_data_dir,
 )
+from dotlab_hpc.api.submitting import with_defaults
 from dotlab_hpc.cli import main
 from dotlab_hpc.cli_args import SHELLS, build_parser
 from dotlab_hpc.cli_output import completion_script
@@ -150,14 +152,14 @@ def test_the_output_folder_goes_beside_a_given_run_dir(tmp_path: Path) -> None:
 
 def test_with_defaults_fills_in_what_was_not_given(tmp_path: Path) -> None:
     """submit, run and reproduce (through ``submission``) share these defaults."""
-    where = api.with_defaults(
+    where = with_defaults(
         [MINIMAL], {"code_dir": "c", "image": "i.sif", "runs_root": tmp_path / "runs"}
     )
     out = Path(str(where["out_dir"]))
     assert out.parent == tmp_path / "dotlab-out" and out.name.startswith("c1-")
     assert where["data_dir"] == tmp_path / "runs" / NO_DATA
     given = {"code_dir": "c", "image": "i", "data_dir": "d", "out_dir": "o"}
-    assert api.with_defaults([GOOD], given) == given  # type: ignore[arg-type]
+    assert with_defaults([GOOD], given) == given  # type: ignore[arg-type]
 
 
 def test_data_dir_is_required_when_the_manifest_lists_data() -> None:
@@ -232,7 +234,7 @@ def test_status_without_arguments_reads_dotlab_runs(
         asked.append(list(run_dirs))
         return []
 
-    monkeypatch.setattr(api, "status_rows", rows)
+    monkeypatch.setattr(api_runs, "status_rows", rows)
     assert main(["status"]) == 0
     assert asked == [["dotlab-runs/r1", "dotlab-runs/r2"]]
 

@@ -147,8 +147,8 @@ def _plan(root: Path, out: str, **kw: object) -> ShellPlan:
         data_dir=root / "data",
         out_dir=root / out,
         site=root / "site.toml",
-        **kw,
-    )  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def test_srun_asks_for_the_site_settings_over_the_manifests(
