@@ -13,15 +13,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from . import TOOL_NAME, api, cli_inputs
-from . import cli_output as out
-from .cli_inputs import site_options
-from .cli_output import live_table as _live_table
-from .cli_output import print_error as _print_error
-from .cli_output import print_error_lines as _print_error_lines
-from .cli_output import print_json as _print_json
-from .cli_output import print_json_rows as _print_json_rows
-from .errors import DotlabError, UsageError
+from .. import TOOL_NAME, api
+from ..errors import DotlabError, UsageError
+from . import inputs as cli_inputs
+from . import output as out
+from .inputs import site_options
+from .output import live_table as _live_table
+from .output import print_error as _print_error
+from .output import print_error_lines as _print_error_lines
+from .output import print_json as _print_json
+from .output import print_json_rows as _print_json_rows
 
 # Imported where used: `dotlab-hpc hash` starts in ~50 ms and must not pay for pydantic,
 # subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, NoReturn
 
-    from .api import Collected
+    from ..api import Collected
 
 
 # --------------------------------------------------------------------------- inputs
@@ -153,7 +154,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from .printers.reports import side_by_side, signature_note
+    from ..printers.reports import side_by_side, signature_note
 
     def note(line: str | None) -> None:
         # the first line printed: what the bundle's signature does (not) prove without --key
@@ -207,7 +208,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json_rows([r.as_json() for r in rows])
     else:
-        from .printers.runs import status_lines
+        from ..printers.runs import status_lines
 
         for line in status_lines(good):
             print(line)
@@ -345,7 +346,7 @@ def _cmd_verify_bundle(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_json())
     else:
-        from .printers.reports import bundle_table
+        from ..printers.reports import bundle_table
 
         sys.stdout.write(bundle_table(report))
     return 0 if report.ok else 1
@@ -356,7 +357,7 @@ def _cmd_site(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_json())
     else:
-        from .printers.reports import site_table
+        from ..printers.reports import site_table
 
         sys.stdout.write(site_table(report))
     return report.exit_code
@@ -375,7 +376,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_json())
     else:
-        from .printers.reports import doctor_table
+        from ..printers.reports import doctor_table
 
         sys.stdout.write(doctor_table(report.rows))
     return report.exit_code
@@ -424,8 +425,8 @@ def entry() -> NoReturn:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from .cli_args import build_parser
-    from .cli_inputs import joined_sbatch_args
+    from .inputs import joined_sbatch_args
+    from .verbs import build_parser
 
     args = build_parser().parse_args(joined_sbatch_args(sys.argv[1:] if argv is None else argv))
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import TOOL_NAME, __version__
+from .. import TOOL_NAME, __version__
 
 # where --out-dir goes when not given (api.defaults.default_out_dir)
 OUT_DIR_DEFAULT = "a fresh dotlab-out/<claim>-<time> beside the runs root"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import TOOL_NAME
-from .api.inputs import PLACEHOLDER_ROOT
-from .cli_options import (
+from .. import TOOL_NAME
+from ..api.inputs import PLACEHOLDER_ROOT
+from .options import (
     add_apptainer,
     add_globals,
     add_init_options,

@@ -7,18 +7,18 @@ import contextlib
 import os
 import sys
 
-from . import api
-from . import cli_output as out
-from .cli_output import print_error as _print_error
-from .cli_output import print_json as _print_json
-from .errors import UsageError
+from .. import api
+from ..errors import UsageError
+from . import output as out
+from .output import print_error as _print_error
+from .output import print_json as _print_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-    from .api.where import SiteInputs
+    from ..api.where import SiteInputs
 
 
 def joined_sbatch_args(argv: Sequence[str]) -> list[str]:
@@ -61,7 +61,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_hash(args: argparse.Namespace) -> int:
-    from .printers.table import hash_line
+    from ..printers.table import hash_line
 
     digests = api.hash_paths(args.paths, jobs=args.jobs)
     if args.json:
@@ -78,7 +78,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_json())
     else:
-        from .printers.reports import verify_table
+        from ..printers.reports import verify_table
 
         sys.stdout.write(verify_table(report))
     return 0 if report.ok else 1
@@ -147,7 +147,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .printers.reports import pin_lines
+    from ..printers.reports import pin_lines
 
     with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
         res = api.build(
@@ -184,7 +184,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(image.as_dict())
     else:
-        from .printers.sif import format_summary
+        from ..printers.sif import format_summary
 
         sys.stdout.write(format_summary(image))
     return 0
