@@ -1,6 +1,6 @@
 """What the command line writes: one line per error on stderr, one JSON document (``--json``)
-or lines for people on stdout, the live status table. ``cli.py`` calls these and picks the exit
-codes; nothing here decides one.
+or lines for people on stdout, the live status table. The verbs' handlers call these and pick
+the exit codes; nothing here decides one.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from ..errors import DotlabError, one_line
 # subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Iterator
     from pathlib import Path
     from typing import Any, TextIO
@@ -55,49 +54,6 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
     out.write(text.encode("utf-8"))
     out.flush()
-
-
-def print_document(name: str, *args: Any) -> int:
-    """``--json``: the document ``printers.documents.NAME(*args)`` builds; 0 (printed)."""
-    from ..printers import documents
-
-    print_json(getattr(documents, name)(*args))
-    return 0
-
-
-def print_completion(shell: str) -> int:
-    """The shell's completion script (``completion_script``); 0."""
-    sys.stdout.write(completion_script(shell))
-    return 0
-
-
-def completion_script(shell: str) -> str:
-    """The ``shell``'s completion script of the whole command line, generated from the parser
-    by shtab: every verb and option; a path where the option takes one."""
-    from pathlib import Path
-
-    import shtab  # only here: every other command starts without it
-
-    from .verbs import build_parser
-
-    parser = build_parser()
-    for action in _actions(parser):
-        if action.type is Path and not hasattr(action, "complete"):
-            action.complete = shtab.FILE  # type: ignore[attr-defined]
-    return str(shtab.complete(parser, shell=shell))
-
-
-def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """Every argument of the parser and of its verbs' parsers."""
-    import argparse
-
-    out = []
-    for action in parser._actions:
-        out.append(action)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                out.extend(_actions(sub))
-    return out
 
 
 def print_json_rows(rows: Sequence[Any]) -> None:
