@@ -24,8 +24,7 @@ from dotlab_hpc.api.defaults import (
 )
 from dotlab_hpc.api.submitting import with_defaults
 from dotlab_hpc.cli import main
-from dotlab_hpc.cli_args import SHELLS, build_parser
-from dotlab_hpc.cli_output import completion_script
+from dotlab_hpc.cli.verbs import SHELLS, build_parser, completion_script
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.manifest.models import load
 
@@ -352,7 +351,7 @@ def test_every_verb_that_submits_takes_the_where_to_run_options(verb: str) -> No
 
 
 def test_sbatch_arg_takes_sbatchs_own_spelling() -> None:
-    from dotlab_hpc.cli_inputs import joined_sbatch_args
+    from dotlab_hpc.cli.options import joined_sbatch_args
 
     argv = ["site", "--sbatch-arg", "--mail-type=END", "--sbatch-arg", "comment=x", "--json"]
     assert joined_sbatch_args(argv) == [

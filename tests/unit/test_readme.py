@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc import api, cli
-from dotlab_hpc.cli_args import build_parser
+from dotlab_hpc.cli.verbs import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

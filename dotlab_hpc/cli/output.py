@@ -1,6 +1,6 @@
 """What the command line writes: one line per error on stderr, one JSON document (``--json``)
-or lines for people on stdout, the live status table. ``cli.py`` calls these and picks the exit
-codes; nothing here decides one.
+or lines for people on stdout, the live status table. The verbs' handlers call these and pick
+the exit codes; nothing here decides one.
 """
 
 from __future__ import annotations
@@ -11,19 +11,18 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from . import TOOL_NAME
-from .errors import DotlabError, one_line
+from .. import TOOL_NAME
+from ..errors import DotlabError, one_line
 
 # Imported where used: `dotlab-hpc hash` starts in ~50 ms and must not pay for pydantic,
 # subprocess or even typing (issue 3's speed targets count start-up). mypy reads this block.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Iterator
     from pathlib import Path
     from typing import Any, TextIO
 
-    from .api import Collected, RunState, SubmitResult
+    from ..api import Collected, RunState, SubmitResult
 
 
 def print_error(line: str) -> None:
@@ -45,7 +44,7 @@ def print_error_lines(error: DotlabError, prefix: str = "") -> None:
 
 def print_json(obj: Any) -> None:
     """One JSON document on stdout (``--json``), in the project's one layout, as UTF-8."""
-    from .printers.documents import json_text
+    from ..printers.documents import json_text
 
     text = json_text(obj)
     out = getattr(sys.stdout, "buffer", None)
@@ -55,49 +54,6 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
     out.write(text.encode("utf-8"))
     out.flush()
-
-
-def print_document(name: str, *args: Any) -> int:
-    """``--json``: the document ``printers.documents.NAME(*args)`` builds; 0 (printed)."""
-    from .printers import documents
-
-    print_json(getattr(documents, name)(*args))
-    return 0
-
-
-def print_completion(shell: str) -> int:
-    """The shell's completion script (``completion_script``); 0."""
-    sys.stdout.write(completion_script(shell))
-    return 0
-
-
-def completion_script(shell: str) -> str:
-    """The ``shell``'s completion script of the whole command line, generated from the parser
-    by shtab: every verb and option; a path where the option takes one."""
-    from pathlib import Path
-
-    import shtab  # only here: every other command starts without it
-
-    from .cli_args import build_parser
-
-    parser = build_parser()
-    for action in _actions(parser):
-        if action.type is Path and not hasattr(action, "complete"):
-            action.complete = shtab.FILE  # type: ignore[attr-defined]
-    return str(shtab.complete(parser, shell=shell))
-
-
-def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """Every argument of the parser and of its verbs' parsers."""
-    import argparse
-
-    out = []
-    for action in parser._actions:
-        out.append(action)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                out.extend(_actions(sub))
-    return out
 
 
 def print_json_rows(rows: Sequence[Any]) -> None:
@@ -131,7 +87,7 @@ def live_table() -> Callable[[list[RunState]], None] | None:
     gc.enable()  # following may take hours: collect as usual (``main`` turned it off)
     if not sys.stderr.isatty():
         return None
-    from .printers.runs import status_lines
+    from ..printers.runs import status_lines
 
     drawn = 0
 
@@ -150,7 +106,7 @@ def live_table() -> Callable[[list[RunState]], None] | None:
 def print_paths(paths: Sequence[Path], as_json: bool, warnings: Sequence[str] = ()) -> None:
     """The files written, one a line (``--json``: with the warnings, as one document)."""
     if as_json:
-        from .printers.documents import written
+        from ..printers.documents import written
 
         print_json(written(paths, warnings))
     else:
@@ -159,7 +115,7 @@ def print_paths(paths: Sequence[Path], as_json: bool, warnings: Sequence[str] = 
 
 def print_submitted(res: SubmitResult, to: TextIO | None = None) -> None:
     """The run directories and job ids, on stdout (or ``to``: stderr under ``--json``)."""
-    from .printers.runs import submission_lines
+    from ..printers.runs import submission_lines
 
     out = to or sys.stdout
     out.write("\n".join(submission_lines(res)) + "\n")
@@ -176,8 +132,8 @@ def print_dry_run(
 ) -> None:
     """``submit --dry-run``: the summary (``--show-script``: then the script and every
     command), or its JSON document."""
-    from .printers import documents
-    from .printers.runs import dry_run_lines, dry_run_text, resources
+    from ..printers import documents
+    from ..printers.runs import dry_run_lines, dry_run_text, resources
 
     if as_json:
         asked = resources(res.pairs_script or res.script)  # paired: the one job's request
@@ -193,11 +149,11 @@ def print_next(
 ) -> None:
     """After ``submit``: the commands to run next, on stderr (stdout stays the runs), and under
     ``--json`` the submission's one document (with them) on stdout."""
-    from .printers.runs import next_commands
+    from ..printers.runs import next_commands
 
     commands = next_commands(res, waited=waited)
     if as_json:
-        from .printers.documents import submitted
+        from ..printers.documents import submitted
 
         print_json(submitted(res, out_dir=out_dir, next_commands=commands))
     if commands:
@@ -206,15 +162,15 @@ def print_next(
 
 def print_result(res: Any) -> None:
     """A verb's result (a dataclass: ``build``, ``pack``) as one JSON document, field by field."""
-    from .printers.documents import plain
+    from ..printers.documents import plain
 
     print_json(plain(res))
 
 
 def print_collected(results: Sequence[Collected], as_json: bool) -> None:
     """One line per run: claim, outcome, reason (``--json``: one document, records and all)."""
-    from .printers import documents
-    from .printers.runs import collected_lines
+    from ..printers import documents
+    from ..printers.runs import collected_lines
 
     if as_json:
         print_json(documents.collected(results))

@@ -1,5 +1,6 @@
-"""The command line's option groups, shared by several verbs (``cli_args`` puts them together):
-the inputs, where to run, the run options, --json, --apptainer, --plain-http.
+"""The command line's option groups, shared by several verbs: the inputs, where to run, the run
+options, --json, --apptainer, --plain-http; and the two readings of them every verb that
+submits needs (``site_options``, ``joined_sbatch_args``).
 
 Pure: argparse only.
 """
@@ -9,7 +10,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import TOOL_NAME, __version__
+from .. import TOOL_NAME, __version__
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..api.where import SiteInputs
 
 # where --out-dir goes when not given (api.defaults.default_out_dir)
 OUT_DIR_DEFAULT = "a fresh dotlab-out/<claim>-<time> beside the runs root"
@@ -101,46 +108,66 @@ def add_run_options(
     command checks that the others are given).
     """
     if bundle:
-        p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
-        add_inputs(p, image=False)
-        p.add_argument(
-            "--image", type=Path, help="the .sif (default: the bundle's; must match its digest)"
-        )
-        p.add_argument(
-            "--out-dir",
-            type=Path,
-            help=f"where the analysis writes; must be empty (default: {OUT_DIR_DEFAULT})",
-        )
-        p.add_argument(
-            "--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it"
-        )
-        add_plain_http(p, "an image the bundle names by oras://")
-        p.add_argument("--run-dir", type=Path, help="the run directory to create")
+        _add_bundle_inputs(p)
     else:
+        _add_manifest_inputs(p, rerun=rerun)
+    _add_run_outputs(p, bundle=bundle)
+    if not bundle:
         p.add_argument(
-            "manifest",
-            nargs="*" if rerun else "+",
+            "--array-limit",
+            type=int,
+            metavar="N",
+            help="at most N claims of the job array run at once (sbatch --array=...%%N; per"
+            " array where a submission beyond MaxArraySize is split into several)",
+        )
+
+
+def _add_bundle_inputs(p: argparse.ArgumentParser) -> None:
+    """reproduce's inputs: the bundle, the code and data, its image and output by default."""
+    p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
+    add_inputs(p, image=False)
+    p.add_argument(
+        "--image", type=Path, help="the .sif (default: the bundle's; must match its digest)"
+    )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        help=f"where the analysis writes; must be empty (default: {OUT_DIR_DEFAULT})",
+    )
+    p.add_argument("--key", type=Path, metavar="KEY.pub", help="require the bundle signed by it")
+    add_plain_http(p, "an image the bundle names by oras://")
+    p.add_argument("--run-dir", type=Path, help="the run directory to create")
+
+
+def _add_manifest_inputs(p: argparse.ArgumentParser, *, rerun: bool) -> None:
+    """submit's and run's inputs: the manifests, the code, data and image, the output folder."""
+    p.add_argument(
+        "manifest",
+        nargs="*" if rerun else "+",
+        type=Path,
+        help="one or more manifests (many → one job array)",
+    )
+    add_inputs(p, required=not rerun)
+    if rerun:
+        p.add_argument(
+            "--rerun-lost",
             type=Path,
-            help="one or more manifests (many → one job array)",
+            metavar="CLAIM_DIR",
+            help="submit again, into the same claim, the runs of a claim over many runs that"
+            " the cluster lost (no manifest: its runs' code, data and image are used again)",
         )
-        add_inputs(p, required=not rerun)
-        if rerun:
-            p.add_argument(
-                "--rerun-lost",
-                type=Path,
-                metavar="CLAIM_DIR",
-                help="submit again, into the same claim, the runs of a claim over many runs that"
-                " the cluster lost (no manifest: its runs' code, data and image are used again)",
-            )
-        p.add_argument(
-            "--out-dir",
-            type=Path,
-            help="where the analysis writes; must be empty (created if missing). "
-            f"With several manifests, one subfolder per claim (default: {OUT_DIR_DEFAULT})",
-        )
-        p.add_argument(
-            "--run-dir", type=Path, help="the run directory to create (one manifest only)"
-        )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        help="where the analysis writes; must be empty (created if missing). "
+        f"With several manifests, one subfolder per claim (default: {OUT_DIR_DEFAULT})",
+    )
+    p.add_argument("--run-dir", type=Path, help="the run directory to create (one manifest only)")
+
+
+def _add_run_outputs(p: argparse.ArgumentParser, *, bundle: bool) -> None:
+    """Where the runs go and what they leave: the runs root, the record, the log, where to
+    run, the requeues, --json."""
     p.add_argument(
         "--runs-root",
         type=Path,
@@ -163,38 +190,6 @@ def add_run_options(
         " preemptible = true, else 0)",
     )
     add_json(p)
-    if not bundle:
-        p.add_argument(
-            "--array-limit",
-            type=int,
-            metavar="N",
-            help="at most N claims of the job array run at once (sbatch --array=...%%N; per"
-            " array where a submission beyond MaxArraySize is split into several)",
-        )
-
-
-def add_init_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--code-dir", type=Path, required=True, help="the analysis (a git checkout)")
-    p.add_argument("--data-dir", type=Path, help="each entry in it becomes a dataset, hashed")
-    image = p.add_mutually_exclusive_group()  # neither: api.init says what to give, in one line
-    image.add_argument("--image", type=Path, help="an image you have: its digest is pinned")
-    image.add_argument(
-        "--from",
-        dest="base",
-        metavar="BASE",
-        help="the base to build on: a local .sif (beside the manifest) or"
-        " docker://NAME@sha256:…; then `build --pin` writes image.digest",
-    )
-    p.add_argument(
-        "--results",
-        type=Path,
-        help="an earlier results.json: each number becomes a target (confirm its tolerance)",
-    )
-    p.add_argument("--entrypoint", help='how the analysis starts (default "python3 run.py")')
-    p.add_argument("--claim", help="the claim's id (default: the manifest's folder's name)")
-    p.add_argument("--working-dir", help="the folder in the checkout the entrypoint starts in")
-    p.add_argument("-o", "--output", type=Path, required=True, help="the manifest to write (.yaml)")
-    p.add_argument("--force", action="store_true", help="replace an existing manifest")
 
 
 def add_plain_http(p: argparse.ArgumentParser, what: str) -> None:
@@ -205,3 +200,31 @@ def add_plain_http(p: argparse.ArgumentParser, what: str) -> None:
         help=f"read {what} over plain HTTP; accepted only for a registry on loopback"
         " (127.0.0.1, ::1, localhost)",
     )
+
+
+def site_options(args: argparse.Namespace) -> SiteInputs:
+    """Where to run, as the command line gave it (``add_site_options``): the keywords of
+    ``api.SiteInputs``."""
+    return {
+        "site": args.site,
+        "partition": args.partition,
+        "account": args.account,
+        "qos": args.qos,
+        "constraint": args.constraint,
+        "reservation": args.reservation,
+        "sbatch_args": args.sbatch_args,
+        "apptainer": args.apptainer,
+        "requeue_on_preemption": getattr(args, "requeue_on_preemption", None),
+    }
+
+
+def joined_sbatch_args(argv: Sequence[str]) -> list[str]:
+    """``--sbatch-arg --mail-type=END`` as ``--sbatch-arg=--mail-type=END``: argparse takes no
+    value that starts with ``-``, and the first thing a user types is sbatch's own spelling."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] == "--sbatch-arg" and word.startswith("--") and word != "--":
+            out[-1] = f"--sbatch-arg={word}"
+        else:
+            out.append(word)
+    return out

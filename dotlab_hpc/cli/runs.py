@@ -1,0 +1,341 @@
+"""The command line's verbs over runs: submit, run, reproduce, status, collect, cancel. Each
+verb's grammar (``*_args``) stands beside its handler (``cmd_*``); ``cli.verbs`` puts them in
+its table. The exit code of a collected run is decided here, once (``_exit_code``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .. import api
+from ..errors import UsageError
+from . import output as out
+from .options import add_json, add_run_options, site_options
+from .output import live_table, print_error, print_error_lines, print_json_rows
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+    from ..api import Collected
+
+
+def _on_retry(attempt: int, error: Exception, delay: float) -> None:
+    print_error(f"sbatch attempt {attempt} failed ({error}); retrying in {delay:.0f} s")
+
+
+def _on_attempt(run_dir: Path, attempt: int) -> None:
+    print_error(
+        f"{run_dir}: Slurm preempted the job; submitted again, attempt {attempt}"
+        f" (the earlier one kept in {run_dir}/attempts/{attempt - 1})"
+    )
+
+
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options ``submission`` and ``run_all`` (api.submitting) share, from the command line,
+    with the defaults of --out-dir and --data-dir filled in (``with_defaults``)."""
+    from ..api.submitting import with_defaults  # the command line's own helper
+
+    where = with_defaults(
+        args.manifest,
+        {
+            "code_dir": args.code_dir,
+            "data_dir": args.data_dir,
+            "image": args.image,
+            "out_dir": args.out_dir,
+            "runs_root": args.runs_root,
+            "run_dir": args.run_dir,
+            "array_limit": args.array_limit,
+            **site_options(args),
+        },
+    )
+    return {**where, "log_file": args.log_file, "on_retry": _on_retry}
+
+
+# --------------------------------------------------------------------------- submit
+def submit_args(p: argparse.ArgumentParser) -> None:
+    """``submit``: the run options (or --rerun-lost), --dry-run, --show-script, --wait, --hold."""
+    add_run_options(p, rerun=True)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check everything and print a summary of what would be submitted; submit nothing",
+    )
+    p.add_argument(
+        "--show-script",
+        action="store_true",
+        help="with --dry-run: also print the job script, the sbatch and each apptainer command",
+    )
+    p.add_argument("--wait", action="store_true", help="wait for the job to finish")
+    p.add_argument(
+        "--hold",
+        action="store_true",
+        help="submit held: nothing runs until `scontrol release JOBID` (sbatch --hold)",
+    )
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """The runs submitted, then the commands to run next on stderr; ``--dry-run``: a summary
+    (``--show-script``: and every command); ``--json``: one document instead, on stdout."""
+    _refuse_submit_options(args)
+    if args.rerun_lost is not None:
+        return _rerun_lost(args)
+    for given, flag in (
+        (args.manifest, "MANIFEST"),
+        (args.code_dir, "--code-dir"),
+        (args.image, "--image"),
+    ):
+        if not given:
+            raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
+    where = _run_options(args)
+    from ..api.submitting import submission  # the command line's own helper
+
+    res = submission(
+        args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait, **where
+    )
+    if args.dry_run:
+        inputs = {k: where[k] for k in ("code_dir", "data_dir", "out_dir", "image")}
+        out.print_dry_run(res, inputs, as_json=args.json, show_script=args.show_script)
+        return 1 if any(r.mismatch for r in res.runs) else 0
+    if not args.json:
+        out.print_submitted(res)
+    # each run's own directory (a claim over many runs: its runs, as `run` follows them)
+    submitted = [r.run_dir for r in res.runs if r.job_id] if args.wait else []
+    if submitted:
+        api.wait(submitted, on_cycle=live_table(), log_file=args.log_file)
+    out.print_next(res, waited=args.wait, as_json=args.json, out_dir=where["out_dir"])
+    return 1 if any(r.mismatch for r in res.runs) else 0
+
+
+def _refuse_submit_options(args: argparse.Namespace) -> None:
+    """The options of ``submit`` that do not go together, refused before anything is read."""
+    if args.requeue_on_preemption is not None:
+        raise UsageError(
+            "--requeue-on-preemption: submit does not follow its jobs to their end; `dotlab-hpc"
+            " run` does, and submits a preempted claim again"
+        )
+    # run_all refuses the same for `run`; submission takes no record, so it is here
+    if args.record is not None and len(args.manifest) > 1:
+        raise UsageError("--record takes one claim; each run directory holds its own record")
+    if args.show_script and not args.dry_run:
+        raise UsageError("--show-script goes with --dry-run (a submission writes the script)")
+
+
+def _rerun_lost(args: argparse.Namespace) -> int:
+    """``submit --rerun-lost CLAIM_DIR``: only the claim's folder, and how to submit."""
+    others = [
+        flag
+        for flag, v in (
+            ("MANIFEST", args.manifest),
+            ("--code-dir", args.code_dir),
+            ("--data-dir", args.data_dir),
+            ("--image", args.image),
+            ("--out-dir", args.out_dir),
+            ("--run-dir", args.run_dir),
+            ("--dry-run", args.dry_run),
+        )
+        if v
+    ]
+    if others:
+        raise UsageError(
+            f"--rerun-lost takes the claim's folder alone, not {others[0]}: its runs' code, data"
+            " and image are used again, checked against the manifest's pins"
+        )
+    res = api.rerun_lost(
+        args.rerun_lost, hold=args.hold, log_file=args.log_file, on_retry=_on_retry
+    )
+    if not args.json:
+        out.print_submitted(res)
+    out.print_next(res, waited=False, as_json=args.json, out_dir=None)
+    return 0
+
+
+# --------------------------------------------------------------------------- run
+def run_args(p: argparse.ArgumentParser) -> None:
+    """``run``: the run options, --local."""
+    add_run_options(p)
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="run the same job script, Apptainer flags and probe on this machine, without"
+        " Slurm (no memory or CPU bound here); the record says where: local",
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Submit, follow, collect: one line per run (``_print_collected``)."""
+    from ..api.submitting import run_all  # the command line's own helper
+
+    _, collected = run_all(
+        args.manifest,
+        record=args.record,
+        on_cycle=live_table(),
+        on_submitted=out.submitted_to(args.json),
+        local=args.local,
+        on_attempt=_on_attempt,
+        **_run_options(args),
+    )
+    return _print_collected(collected, args.json)
+
+
+def _print_collected(results: Sequence[Collected], as_json: bool = False) -> int:
+    """One line per run (``--json``: one document), then each run's error: ``_exit_code``."""
+    out.print_collected(results, as_json)
+    return _exit_code(results)
+
+
+def _exit_code(results: Sequence[Collected]) -> int:
+    """Each run's error on stderr; 0 all reproduced, 1 another outcome, 2 an error."""
+    code = 0
+    for c in results:
+        if c.error is not None:
+            code = 2
+            print_error_lines(c.error, prefix=f"{c.run_dir}: ")
+        elif c.record is not None and c.record.outcome != "reproduced":
+            code = max(code, 1)
+            if c.record.outcome == "spec_issue":
+                _print_stderr_tail(c.run_dir)
+    return code
+
+
+def _print_stderr_tail(run_dir: Path) -> None:
+    """The analysis's last stderr lines and the file's path: why a ``spec_issue`` happened."""
+    path, lines = api.analysis_stderr(run_dir)
+    if lines:
+        print_error(f"{run_dir}: the analysis's stderr ends with ({path}):")
+        sys.stderr.write("".join(f"  {line}\n" for line in lines))
+    else:
+        print_error(f"{run_dir}: the analysis wrote nothing to its stderr ({path})")
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- reproduce
+def reproduce_args(p: argparse.ArgumentParser) -> None:
+    """``reproduce``: the bundle and the run options."""
+    add_run_options(p, bundle=True)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Check the bundle, run it, collect; each record beside the bundle's original."""
+    from ..printers.reports import side_by_side, signature_note
+
+    def note(line: str | None) -> None:
+        # the first line printed: what the bundle's signature does (not) prove without --key
+        if line is not None:
+            print_error(line)
+
+    done = api.reproduce(
+        args.bundle,
+        code_dir=args.code_dir,
+        data_dir=args.data_dir,
+        out_dir=args.out_dir,
+        image=args.image,
+        key=args.key,
+        plain_http=args.plain_http,
+        runs_root=args.runs_root,
+        run_dir=args.run_dir,
+        record=args.record,
+        log_file=args.log_file,
+        on_submitted=out.submitted_to(args.json),
+        on_cycle=live_table(),
+        on_checked=lambda report: note(signature_note(report)),
+        **site_options(args),
+    )
+    if args.json:
+        from ..printers.documents import reproduction
+
+        out.print_json(reproduction(done.original, done.collected))
+        return _exit_code(done.collected)
+    code = _print_collected(done.collected)
+    for c in done.collected:
+        if c.record is not None:
+            print()
+            print("\n".join(side_by_side(done.original, c.record)))
+    return code
+
+
+# --------------------------------------------------------------------------- status
+def status_args(p: argparse.ArgumentParser) -> None:
+    """``status``: the run directories, --json, --watch."""
+    p.add_argument(  # strings: a Path each costs at 10,000 runs
+        "run_dirs",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="run directories (default: ./dotlab-runs/*, where submit makes them)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--watch", action="store_true", help="keep watching until all finished")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Every good run's line (or JSON object), one error line per unreadable run directory.
+
+    No RUN_DIR: the run directories of ./dotlab-runs; none there is an empty answer (exit 0).
+    """
+    run_dirs = args.run_dirs or api.default_run_dirs()
+    if not run_dirs:
+        print_error("no run directories in ./dotlab-runs (give RUN_DIR…, or submit a claim here)")
+        if args.json:
+            print_json_rows([])
+        return 0
+    if args.watch:
+        from ..api.runs import watch_rows  # the command line's own helper
+
+        rows = watch_rows(run_dirs, on_cycle=live_table())
+    else:
+        from ..api.runs import status_rows  # the command line's own helper
+
+        rows = status_rows(run_dirs)
+    good = [r for r in rows if not isinstance(r, api.BadRun)]
+    if args.json:
+        print_json_rows([r.as_json() for r in rows])
+    else:
+        from ..printers.runs import status_lines
+
+        for line in status_lines(good):
+            print(line)
+    bad = [r for r in rows if isinstance(r, api.BadRun)]
+    for r in bad:
+        print_error(r.message)
+    lost = api.lost_error(good) if args.watch else None
+    if lost is not None:
+        print_error_lines(lost)
+    return 2 if bad or lost is not None else 0
+
+
+# --------------------------------------------------------------------------- collect, cancel
+def collect_args(p: argparse.ArgumentParser) -> None:
+    """``collect``: the run directories, --record, --log-file, --json."""
+    p.add_argument("run_dirs", nargs="+", type=Path)
+    p.add_argument("--record", type=Path)
+    p.add_argument("--log-file", type=Path)
+    add_json(p)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Classify each finished run and write its record; one line per run."""
+    from ..api.runs import collect_all  # the command line's own helper
+
+    collected = collect_all(args.run_dirs, record=args.record, log_file=args.log_file)
+    return _print_collected(collected, args.json)
+
+
+def cancel_args(p: argparse.ArgumentParser) -> None:
+    """``cancel``: the run directories."""
+    p.add_argument("run_dirs", nargs="+", type=Path)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """scancel each run's job; a run whose submission.json is missing is found by its name."""
+    from ..api.runs import cancel_all  # the command line's own helper
+
+    done = cancel_all(args.run_dirs)
+    for row in done.unreadable:
+        print_error(row.message)
+    for path in done.never_submitted:
+        print_error(f"{path}: never submitted; nothing to cancel")
+    if done.job_ids:
+        print(f"cancelled {' '.join(done.job_ids)}")
+    return 2 if done.unreadable else 0

@@ -1,0 +1,232 @@
+"""The one table of the command line's verbs (docs/contract.md, "Command line"): each verb's
+name and help, its grammar and its handler side by side; the parser built from it, and the
+shell completion generated from that parser.
+
+Each group of verbs keeps its grammars and handlers together (``inputs``, ``runs``,
+``bundles``, ``sites``); this table orders them and is the only place a verb is named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import TOOL_NAME
+from . import bundles, inputs, runs, sites
+from .options import add_globals
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Grammar = Callable[[argparse.ArgumentParser], None]  # adds a verb's arguments to its parser
+    Handler = Callable[[argparse.Namespace], int]  # runs the verb: its exit code
+
+
+class Verb:
+    """One verb of the command line: its name, its help, its grammar and its handler (read-only)."""
+
+    __slots__ = ("grammar", "handler", "help", "name")
+    name: str
+    help: str
+    grammar: Grammar
+    handler: Handler
+
+    def __init__(self, name: str, help: str, grammar: Grammar, handler: Handler) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "help", help)
+        object.__setattr__(self, "grammar", grammar)
+        object.__setattr__(self, "handler", handler)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Verb is read-only ({name})")
+
+
+def no_arguments(p: argparse.ArgumentParser) -> None:
+    """The grammar of a verb that takes only the global options."""
+
+
+# --------------------------------------------------------------------------- completion
+SHELLS = ("bash", "zsh")
+
+
+def completion_args(p: argparse.ArgumentParser) -> None:
+    """``completion``: the shell."""
+    p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """The shell's completion script on stdout (``completion_script``)."""
+    sys.stdout.write(completion_script(args.shell))
+    return 0
+
+
+def completion_script(shell: str) -> str:
+    """The ``shell``'s completion script of the whole command line, generated from the parser
+    by shtab: every verb and option; a path where the option takes one."""
+    from pathlib import Path
+
+    import shtab  # only here: every other command starts without it
+
+    parser = build_parser()
+    for action in _actions(parser):
+        if action.type is Path and not hasattr(action, "complete"):
+            action.complete = shtab.FILE  # type: ignore[attr-defined]
+    return str(shtab.complete(parser, shell=shell))
+
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Every argument of the parser and of its verbs' parsers."""
+    out = []
+    for action in parser._actions:
+        out.append(action)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out.extend(_actions(sub))
+    return out
+
+
+# --------------------------------------------------------------------------- the table
+VERBS: tuple[Verb, ...] = (
+    Verb(
+        "init",
+        "write a first manifest that pins what is there (code, data, image)",
+        inputs.init_args,
+        inputs.cmd_init,
+    ),
+    Verb(
+        "validate",
+        "check manifests; print nothing but errors",
+        inputs.validate_args,
+        inputs.cmd_validate,
+    ),
+    Verb("schema", "print the manifest's JSON Schema", no_arguments, inputs.cmd_schema),
+    Verb(
+        "hash",
+        "print `sha256  path` for files and directories",
+        inputs.hash_args,
+        inputs.cmd_hash,
+    ),
+    Verb(
+        "verify",
+        "run the pre-flight checks; submit nothing",
+        inputs.verify_args,
+        inputs.cmd_verify,
+    ),
+    Verb(
+        "render",
+        "write the sbatch script (and the .def) without submitting",
+        inputs.render_args,
+        inputs.cmd_render,
+    ),
+    Verb(
+        "submit",
+        "verify, render and sbatch; print the run directory and job id",
+        runs.submit_args,
+        runs.cmd_submit,
+    ),
+    Verb("run", "submit --wait, then collect", runs.run_args, runs.cmd_run),
+    Verb(
+        "doctor",
+        "what this site's Apptainer and Slurm give: exit 0/1/2",
+        sites.doctor_args,
+        sites.cmd_doctor,
+    ),
+    Verb(
+        "site",
+        "the site settings in force (where jobs run) and where each came from",
+        sites.site_args,
+        sites.cmd_site,
+    ),
+    Verb(
+        "status",
+        "state of one or many runs (one Slurm query for all)",
+        runs.status_args,
+        runs.cmd_status,
+    ),
+    Verb(
+        "collect",
+        "classify a finished run and write its record",
+        runs.collect_args,
+        runs.cmd_collect,
+    ),
+    Verb(
+        "shell",
+        "open sh in a claim's exact sandbox: on a compute node, or --local",
+        inputs.shell_args,
+        inputs.cmd_shell,
+    ),
+    Verb("cancel", "scancel the jobs of runs", runs.cancel_args, runs.cmd_cancel),
+    Verb(
+        "inspect",
+        "read a .sif in pure Python: header, objects, .def, digest",
+        inputs.inspect_args,
+        inputs.cmd_inspect,
+    ),
+    Verb(
+        "push",
+        "push a .sif to an OCI registry (oras://), checked after the push",
+        bundles.push_args,
+        bundles.cmd_push,
+    ),
+    Verb(
+        "pull",
+        "pull a pinned .sif from an OCI registry (oras://), checked before and after",
+        bundles.pull_args,
+        bundles.cmd_pull,
+    ),
+    Verb(
+        "build",
+        "render the .def and run `apptainer build --fakeroot`",
+        inputs.build_args,
+        inputs.cmd_build,
+    ),
+    Verb(
+        "pack",
+        "the paper's handoff bundle of a collected run",
+        bundles.pack_args,
+        bundles.cmd_pack,
+    ),
+    Verb(
+        "verify-bundle",
+        "check a handoff bundle (folder or .tar)",
+        bundles.verify_bundle_args,
+        bundles.cmd_verify_bundle,
+    ),
+    Verb(
+        "reproduce",
+        "a reviewer's rerun of a bundle: check it, run it, show both results side by side",
+        runs.reproduce_args,
+        runs.cmd_reproduce,
+    ),
+    Verb(
+        "keygen",
+        "write an Ed25519 key pair for signing bundles",
+        bundles.keygen_args,
+        bundles.cmd_keygen,
+    ),
+    Verb(
+        "completion",
+        "print the shell completion script: bash or zsh",
+        completion_args,
+        cmd_completion,
+    ),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; one subparser per verb of the table (docs/contract.md §2), its
+    handler kept on the parsed arguments (``args.handler``)."""
+    parser = argparse.ArgumentParser(
+        prog=TOOL_NAME,
+        description="Reproduce a paper's claim on Slurm inside Apptainer, with pinned inputs.",
+    )
+    add_globals(parser, on_verb=False)
+    common = argparse.ArgumentParser(add_help=False)
+    add_globals(common, on_verb=True)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb in VERBS:
+        p = sub.add_parser(verb.name, help=verb.help, description=verb.help, parents=[common])
+        verb.grammar(p)
+        p.set_defaults(handler=verb.handler)
+    return parser
