@@ -143,13 +143,13 @@ def render(
     /dotlab. With ``run_dir`` equal to ``output`` the two are a complete job. ``site_inputs``: the
     site settings (``SiteInputs``), as ``submit`` takes them; the Apptainer is not looked for
     (what the job will find is ``submit``'s and ``dotlab-hpc site``'s to check)."""
-    from ..container.apptainer import find_apptainer
     from ..fsio.write import atomic_write_all
     from ..render.deffile import render_def
     from ..render.facts import task_facts
     from ..render.job import render_script
     from ..render.spec import JobSpec, TaskSpec
     from ..rundir.names import DEF_NAME, FACTS_FILE, SCRIPT_NAME
+    from ..site.resolve import locate_apptainer
     from ..site.settings import DEFAULT_SCRATCH_ROOT
     from .where import site_settings
 
@@ -175,7 +175,7 @@ def render(
     job = JobSpec(
         (task,),
         job_name=f"dotlab-{m.spec.claim}",
-        apptainer=find_apptainer(site.apptainer.value),
+        apptainer=locate_apptainer(site).apptainer_program,
         site=site,
         scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT,
     )

@@ -67,7 +67,7 @@ def plan_shell(
     from ..render.facts import shell_exec_spec
     from ..render.job import gres_value
     from ..render.spec import TaskSpec
-    from ..site.resolve import prepared_argv, resolve_apptainer
+    from ..site.resolve import locate_apptainer, prepared_argv
     from ..site.settings import DEFAULT_SCRATCH_ROOT
     from ..slurm.argv import srun_shell_argv
     from ..verify.inputs import verify_inputs
@@ -97,8 +97,8 @@ def plan_shell(
             raise UsageError(f"--out-dir {out}: not empty; the shell's /work/out starts empty")
     except OSError as e:
         raise UsageError(f"--out-dir {out}: cannot make it ({e.strerror})") from e
-    site = resolve_apptainer(site, SubprocessRunner())
-    program = site.apptainer.value or "apptainer"  # resolved: an absolute path
+    site = locate_apptainer(site, SubprocessRunner())
+    program = site.apptainer_program  # located: an absolute path
     task = TaskSpec(
         manifest=m,
         run_dir=out.absolute(),

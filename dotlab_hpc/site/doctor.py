@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,7 +33,7 @@ from ..container.isolation import State, fatal_cause, parse_probe, remedy
 from ..errors import DotlabError, UsageError
 from ..fsio.read import read_window
 from ..fsio.sha256 import sha256_file
-from ..proc import Runner
+from ..proc import Runner, find_program
 from ..rundir.names import PROBE_OUT, SUBMISSION_FILE
 from ..slurm.argv import (
     sacct_answers_argv,
@@ -56,7 +55,7 @@ from .report import NotMeasured as NotMeasured
 from .report import Row as Row
 from .report import exit_code as exit_code
 from .report import report_json as report_json
-from .resolve import resolve_apptainer
+from .resolve import locate_apptainer
 from .settings import NO_SITE, Site
 from .workdir import probe_folder
 
@@ -187,7 +186,7 @@ def apptainer_rows(runner: Runner, apptainer: str, conf_path: Path | None) -> li
         state = NOT_HELD if f.drops else INFO
         rows.append(Row(sec, f.setting, state, f"{f.property}: {f.effect}", f.remedy))
     fuse = os.access("/dev/fuse", os.R_OK | os.W_OK)
-    squash = shutil.which("squashfuse_ll") or shutil.which("squashfuse")
+    squash = find_program("squashfuse_ll") or find_program("squashfuse")
     detail = f"/dev/fuse {'usable' if fuse else 'not usable'}; squashfuse {squash or 'missing'}"
     fix = "" if fuse and squash else "without both, Apptainer extracts the image first (slower)"
     rows.append(Row(sec, "fuse", INFO, detail, fix))
@@ -398,7 +397,7 @@ def doctor(runner: Runner, opts: DoctorOptions, env: Mapping[str, str] | None = 
         rows = [site_row(opts.site)]
         apptainer: str | None = None
         try:  # as a job resolves it: after the site's preparation lines
-            apptainer = resolve_apptainer(opts.site, runner, env).apptainer.value
+            apptainer = locate_apptainer(opts.site, runner, env).apptainer.value
         except DotlabError as e:
             rows.append(Row("apptainer", "apptainer", NOT_HELD, e.message, e.hint or ""))
         if apptainer is not None:
