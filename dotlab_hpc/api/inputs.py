@@ -127,6 +127,11 @@ def verify(
         )
 
 
+def _or_placeholder(given: PathLike | None, placeholder: str) -> Path:
+    """The path given, else its placeholder under /dotlab; absolute."""
+    return (Path(given) if given is not None else PLACEHOLDER_ROOT / placeholder).absolute()
+
+
 def render(
     manifest: PathLike,
     output: PathLike,
@@ -160,16 +165,13 @@ def render(
     except OSError as e:
         raise UsageError(f"-o {out}: cannot create the folder ({e.strerror})") from e
 
-    def where(given: PathLike | None, placeholder: str) -> Path:
-        return (Path(given) if given is not None else PLACEHOLDER_ROOT / placeholder).absolute()
-
     task = TaskSpec(
         manifest=m,
-        run_dir=where(run_dir, "run"),
-        code_dir=where(code_dir, "code"),
-        data_dir=where(data_dir, "data"),
-        out_dir=where(out_dir, "out"),
-        image=where(image, "image.sif"),
+        run_dir=_or_placeholder(run_dir, "run"),
+        code_dir=_or_placeholder(code_dir, "code"),
+        data_dir=_or_placeholder(data_dir, "data"),
+        out_dir=_or_placeholder(out_dir, "out"),
+        image=_or_placeholder(image, "image.sif"),
     )
     site = site_settings(site_inputs)
     job = JobSpec(

@@ -220,6 +220,15 @@ def slurm_rows(
     cfg = parse_scontrol_show_config(out) if rc == 0 else {}
     for key in ("MaxArraySize", "MinJobAge"):
         rows.append(Row(sec, key, INFO, cfg.get(key, f"unknown ({_first_line(err)})")))
+    rows.append(_partition_row(runner, env, partition, gpus))
+    return rows
+
+
+def _partition_row(
+    runner: Runner, env: Mapping[str, str] | None, partition: str | None, gpus: int
+) -> Row:
+    """The partition's limits (``partition``, else the cluster's default), or why there are none."""
+    sec = "slurm"
     rc1, scontrol, _ = _run(runner, scontrol_show_partitions_argv(), env)
     rc2, sinfo, _ = _run(runner, sinfo_partitions_argv(), env)
     parts = parse_partitions(scontrol, sinfo) if rc1 == 0 and rc2 == 0 else {}
@@ -227,34 +236,27 @@ def slurm_rows(
     part = parts.get(name) if name else None
     if part is None:
         state = NOT_HELD if partition and parts else UNKNOWN
-        rows.append(
-            Row(
-                sec,
-                f"partition {name or '?'}",
-                state,
-                "not found",
-                f"one of: {', '.join(sorted(parts)) or '?'}",
-            )
+        return Row(
+            sec,
+            f"partition {name or '?'}",
+            state,
+            "not found",
+            f"one of: {', '.join(sorted(parts)) or '?'}",
         )
-        return rows
     has = gpu_count(part.gres)
     detail = (
         f"MaxTime {part.max_time}, MaxMemPerNode {part.max_mem_per_node},"
         f" GPUs {','.join(part.gres) or 'none'}"
     )
     if gpus and has < gpus:
-        rows.append(
-            Row(
-                sec,
-                f"partition {part.name}",
-                NOT_HELD,
-                detail,
-                f"--gpus {gpus}: no node of {part.name} has that many GPUs",
-            )
+        return Row(
+            sec,
+            f"partition {part.name}",
+            NOT_HELD,
+            detail,
+            f"--gpus {gpus}: no node of {part.name} has that many GPUs",
         )
-    else:
-        rows.append(Row(sec, f"partition {part.name}", INFO if not gpus else HELD, detail))
-    return rows
+    return Row(sec, f"partition {part.name}", INFO if not gpus else HELD, detail)
 
 
 # --------------------------------------------------------------------------- the probe job
