@@ -12,6 +12,13 @@ from typing import Protocol
 from .errors import ProcTimeout, ToolMissing
 
 
+def find_program(name: str, path: str | None = None) -> str | None:
+    """Where ``name`` is on ``path`` (default ``$PATH``), as ``shutil.which`` finds it, or None."""
+    import shutil  # the one lookup on a PATH: here, beside the one Runner that runs programs
+
+    return shutil.which(name, path=path)
+
+
 @dataclass(frozen=True)
 class Completed:
     """What a finished program left behind."""

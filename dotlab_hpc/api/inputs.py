@@ -127,6 +127,11 @@ def verify(
         )
 
 
+def _or_placeholder(given: PathLike | None, placeholder: str) -> Path:
+    """The path given, else its placeholder under /dotlab; absolute."""
+    return (Path(given) if given is not None else PLACEHOLDER_ROOT / placeholder).absolute()
+
+
 def render(
     manifest: PathLike,
     output: PathLike,
@@ -143,13 +148,13 @@ def render(
     /dotlab. With ``run_dir`` equal to ``output`` the two are a complete job. ``site_inputs``: the
     site settings (``SiteInputs``), as ``submit`` takes them; the Apptainer is not looked for
     (what the job will find is ``submit``'s and ``dotlab-hpc site``'s to check)."""
-    from ..container.apptainer import find_apptainer
     from ..fsio.write import atomic_write_all
     from ..render.deffile import render_def
     from ..render.facts import task_facts
     from ..render.job import render_script
     from ..render.spec import JobSpec, TaskSpec
     from ..rundir.names import DEF_NAME, FACTS_FILE, SCRIPT_NAME
+    from ..site.resolve import locate_apptainer
     from ..site.settings import DEFAULT_SCRATCH_ROOT
     from .where import site_settings
 
@@ -160,22 +165,19 @@ def render(
     except OSError as e:
         raise UsageError(f"-o {out}: cannot create the folder ({e.strerror})") from e
 
-    def where(given: PathLike | None, placeholder: str) -> Path:
-        return (Path(given) if given is not None else PLACEHOLDER_ROOT / placeholder).absolute()
-
     task = TaskSpec(
         manifest=m,
-        run_dir=where(run_dir, "run"),
-        code_dir=where(code_dir, "code"),
-        data_dir=where(data_dir, "data"),
-        out_dir=where(out_dir, "out"),
-        image=where(image, "image.sif"),
+        run_dir=_or_placeholder(run_dir, "run"),
+        code_dir=_or_placeholder(code_dir, "code"),
+        data_dir=_or_placeholder(data_dir, "data"),
+        out_dir=_or_placeholder(out_dir, "out"),
+        image=_or_placeholder(image, "image.sif"),
     )
     site = site_settings(site_inputs)
     job = JobSpec(
         (task,),
         job_name=f"dotlab-{m.spec.claim}",
-        apptainer=find_apptainer(site.apptainer.value),
+        apptainer=locate_apptainer(site).apptainer_program,
         site=site,
         scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT,
     )

@@ -22,6 +22,9 @@ from ..site.settings import JOB_PATH  # the job's own PATH: the same programs, f
 from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
+    from ..manifest.models import Manifest
+    from ..render.spec import TaskSpec
+    from ..site.settings import Site
     from .inputs import PathLike
 
 
@@ -61,31 +64,55 @@ def plan_shell(
 ) -> ShellPlan:
     """Check the inputs and build the shell's argv; ``InputMismatch`` (with the fixes) when an
     input is not the pinned one, UsageError when the site's Apptainer cannot be found."""
-    from ..clock import SystemClock
-    from ..container.apptainer import exec_argv
-    from ..proc import SubprocessRunner
-    from ..render.facts import shell_exec_spec
-    from ..render.job import gres_value
     from ..render.spec import TaskSpec
-    from ..site.resolve import prepared_argv, resolve_apptainer
-    from ..site.settings import DEFAULT_SCRATCH_ROOT
-    from ..slurm.argv import srun_shell_argv
-    from ..verify.inputs import verify_inputs
-    from .defaults import data_dir_needed, default_out_dir, empty_data_dir
     from .inputs import load_manifest
 
     site = site_settings(site_inputs)
     m = load_manifest(manifest)
+    data = _data_dir(m, data_dir)
+    _check_inputs(m, Path(code_dir), data, Path(image))
+    out = _fresh_out_dir(m, out_dir)
+    task = TaskSpec(
+        manifest=m,
+        run_dir=out.absolute(),
+        code_dir=Path(code_dir).absolute(),
+        data_dir=data.absolute(),
+        out_dir=out.absolute(),
+        image=Path(image).absolute(),
+    )
+    argv = _exec_argv(task, site)
+    if not local:
+        argv = _on_a_node(argv, m, site, pty)
+    return ShellPlan(argv, shell_env(dict(os.environ)), out)
+
+
+def _data_dir(m: Manifest, data_dir: PathLike | None) -> Path:
+    """The data folder given, else an empty one (refused when the manifest lists data)."""
+    from .defaults import data_dir_needed, empty_data_dir
+
     if data_dir is None:
         data_dir_needed([m])
-        data = empty_data_dir()
-    else:
-        data = Path(data_dir)
+        return empty_data_dir()
+    return Path(data_dir)
+
+
+def _check_inputs(m: Manifest, code_dir: Path, data_dir: Path, image: Path) -> None:
+    """The inputs are the pinned ones, as ``submit`` checks them; InputMismatch with the fixes."""
+    from ..proc import SubprocessRunner
+    from ..verify.inputs import verify_inputs
+
     report = verify_inputs(
-        m.spec, code_dir=Path(code_dir), data_dir=data, image=Path(image), runner=SubprocessRunner()
+        m.spec, code_dir=code_dir, data_dir=data_dir, image=image, runner=SubprocessRunner()
     )
     if not report.ok:
         raise InputMismatch([*report.mismatches(), *(f"fix: {f}" for f in report.fixes())])
+
+
+def _fresh_out_dir(m: Manifest, out_dir: PathLike | None) -> Path:
+    """The shell's /work/out: the folder given (made, and empty), else a new one."""
+    from ..clock import SystemClock
+    from .defaults import default_out_dir
+
     out = (
         Path(out_dir)
         if out_dir is not None
@@ -97,35 +124,44 @@ def plan_shell(
             raise UsageError(f"--out-dir {out}: not empty; the shell's /work/out starts empty")
     except OSError as e:
         raise UsageError(f"--out-dir {out}: cannot make it ({e.strerror})") from e
-    site = resolve_apptainer(site, SubprocessRunner())
-    program = site.apptainer.value or "apptainer"  # resolved: an absolute path
-    task = TaskSpec(
-        manifest=m,
-        run_dir=out.absolute(),
-        code_dir=Path(code_dir).absolute(),
-        data_dir=data.absolute(),
-        out_dir=out.absolute(),
-        image=Path(image).absolute(),
-    )
+    return out
+
+
+def _exec_argv(task: TaskSpec, site: Site) -> tuple[str, ...]:
+    """The analysis's own ``apptainer exec`` with ``sh``, after the site's preparation lines, as
+    the job runs it; the Apptainer located as the job finds it (UsageError when it finds none)."""
+    from ..container.apptainer import exec_argv
+    from ..proc import SubprocessRunner
+    from ..render.facts import shell_exec_spec
+    from ..site.resolve import locate_apptainer, prepared_argv
+    from ..site.settings import DEFAULT_SCRATCH_ROOT
+
+    site = locate_apptainer(site, SubprocessRunner())
+    program = site.apptainer_program  # located: an absolute path
     spec = shell_exec_spec(task, program, site.scratch_root.value or DEFAULT_SCRATCH_ROOT)
     if spec.scratch_dir is not None:  # the job makes it on the node; a shell has no job
         import dataclasses
 
         spec = dataclasses.replace(spec, scratch_dir=None)
-    argv = prepared_argv(site.prepare, exec_argv(spec))  # after the site's lines, as the job
-    if not local:
-        r = m.spec.resources
-        argv = srun_shell_argv(
-            argv,
-            time_s=r.time_s,
-            cpus=r.cpus,
-            mem_mib=r.memory_mib,
-            gres=gres_value([m.spec], r.gpus, site) if r.gpus else None,
-            where=site.where_for(r),
-            extra=site.sbatch_args,
-            pty=sys.stdin.isatty() if pty is None else pty,
-        )
-    return ShellPlan(argv, shell_env(dict(os.environ)), out)
+    return prepared_argv(site.prepare, exec_argv(spec))  # after the site's lines, as the job
+
+
+def _on_a_node(argv: tuple[str, ...], m: Manifest, site: Site, pty: bool | None) -> tuple[str, ...]:
+    """``argv`` under ``srun`` with the claim's request and the site's settings over it."""
+    from ..render.job import gres_value
+    from ..slurm.argv import srun_shell_argv
+
+    r = m.spec.resources
+    return srun_shell_argv(
+        argv,
+        time_s=r.time_s,
+        cpus=r.cpus,
+        mem_mib=r.memory_mib,
+        gres=gres_value([m.spec], r.gpus, site) if r.gpus else None,
+        where=site.where_for(r),
+        extra=site.sbatch_args,
+        pty=sys.stdin.isatty() if pty is None else pty,
+    )
 
 
 def shell(plan: ShellPlan) -> int:

@@ -21,7 +21,7 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
     from ..errors import DotlabError
     from ..proc import SubprocessRunner
     from ..site.report import SiteReport, SiteRow
-    from ..site.resolve import resolve_apptainer
+    from ..site.resolve import locate_apptainer
     from ..site.sitefile import WHERE
     from .inputs import load_manifest
     from .runs import slurm_client
@@ -42,7 +42,7 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
     rows += [SiteRow("prepare", line, "site file") for line in settings.prepare]
     problem = fix = None
     try:
-        program = resolve_apptainer(settings, SubprocessRunner()).apptainer
+        program = locate_apptainer(settings, SubprocessRunner()).apptainer
         rows.append(SiteRow("apptainer", program.value or "", program.source))
     except DotlabError as e:
         problem, fix = e.message, e.hint

@@ -162,14 +162,14 @@ def submission(
     from ..clock import SystemClock
     from ..proc import SubprocessRunner
     from ..rundir.events import step_logger
-    from ..site.resolve import resolve_apptainer
+    from ..site.resolve import locate_apptainer
     from ..site.settings import DEFAULT_SCRATCH_ROOT
     from ..submit.execute import execute
     from ..submit.plan import SubmitOptions, env_knobs
     from ..verify.inputs import submission_verifier
 
     def resolve(s: Site) -> Site:
-        return resolve_apptainer(s, SubprocessRunner())
+        return locate_apptainer(s, SubprocessRunner())
 
     inspected = answers()  # the thread is done: the cluster's name is asked at most once
     opts = SubmitOptions(

@@ -202,12 +202,11 @@ def signed_by(key_ids: tuple[str, ...]) -> str:
 def check_image_signature(s: CheckState) -> None:
     """``image-signature``: a signed image (``build --sign-image``) is verified by Apptainer
     against ``--key`` where Apptainer is installed; an unsigned image has no such row."""
-    import shutil
-
     from cryptography.hazmat.primitives import serialization
 
     from ..container.sign import signature_count, verify_image
-    from ..proc import SubprocessRunner
+    from ..proc import SubprocessRunner, find_program
+    from ..site.resolve import locate_apptainer
     from .layout import IMAGE
 
     if IMAGE not in s.digests:
@@ -222,9 +221,7 @@ def check_image_signature(s: CheckState) -> None:
     if s.public_key is None:
         s.add("image-signature", [], f"{count} Apptainer signature(s); not checked: give --key")
         return
-    from ..container.apptainer import find_apptainer
-
-    program = shutil.which(find_apptainer(None))
+    program = find_program(locate_apptainer().apptainer_program)
     if program is None:
         s.add("image-signature", [], "not checked: no apptainer here to run `apptainer verify`")
         return

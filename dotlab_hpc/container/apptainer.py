@@ -7,8 +7,6 @@ https://apptainer.org/docs/user/latest/bind_paths_and_mounts.html.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -166,25 +164,6 @@ def version_argv(apptainer: str) -> tuple[str, ...]:
 def buildcfg_argv(apptainer: str) -> tuple[str, ...]:
     """`apptainer buildcfg`: the install's build settings, ``KEY=value`` lines."""
     return (apptainer, "buildcfg")
-
-
-def find_apptainer(explicit: str | None) -> str:
-    """The apptainer program a job runs: --apptainer, $DOTLAB_APPTAINER, PATH, or the bare name.
-
-    The path is written into the job script, whose PATH is fixed (the login environment is not
-    exported), so an absolute path found here is what the compute node runs.
-    """
-    if explicit:
-        return explicit
-    from_env = os.environ.get("DOTLAB_APPTAINER")
-    if from_env:
-        return from_env
-    for name in ("apptainer", "singularity"):
-        found = shutil.which(name)
-        if found:
-            return str(Path(found).absolute())
-    # Not on this login node: leave it to the job's PATH on the compute node.
-    return "apptainer"
 
 
 def shared_prefix(argv: Sequence[str], wrapper_args: int) -> int:

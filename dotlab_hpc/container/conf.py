@@ -66,6 +66,11 @@ def _last(conf: Mapping[str, list[str]], key: str) -> str | None:
 
 def conf_findings(conf: Mapping[str, list[str]]) -> list[ConfFinding]:
     """Each setting of apptainer.conf that drops or weakens a property of docs/contract.md §4."""
+    return [*_dropping(conf), *_undone_by_containall(conf)]
+
+
+def _dropping(conf: Mapping[str, list[str]]) -> list[ConfFinding]:
+    """The settings that drop a property outright, whatever dotlab-hpc asks for."""
     found: list[ConfFinding] = []
 
     def no(key: str, prop: str, effect: str) -> None:
@@ -95,6 +100,13 @@ def conf_findings(conf: Mapping[str, list[str]]) -> list[ConfFinding]:
                 "set `mount hostfs = no`",
             )
         )
+    return found
+
+
+def _undone_by_containall(conf: Mapping[str, list[str]]) -> list[ConfFinding]:
+    """The settings that weaken Apptainer in general, undone by the flags dotlab-hpc always
+    gives (``--containall``, ``--network none``): the probe measures whether they are."""
+    found: list[ConfFinding] = []
     for value in conf.get("bind path", []):
         src = value.split(":", 1)[0].strip()
         if src and src not in DEFAULT_BIND_PATHS:

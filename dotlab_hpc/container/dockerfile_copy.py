@@ -42,6 +42,28 @@ _DROPPED_COPY_FLAGS = ("--chown", "--chmod", "--link")
 def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
     """Add a COPY/ADD to the current stage: %files lines, and %post steps when staged."""
     stage, kw = stages[-1], ins.keyword
+    paths, layer, unpack = _copy_words(ins, stages, where, warnings)
+    if len(paths) < 2:
+        raise UsageError(f"{where}: {kw} needs a source and a destination")
+    sources, dest = paths[:-1], paths[-1]
+    for p in sources:
+        _check_source(p, kw, where, ins.keyword == "ADD" and layer is None)
+    archives = [unpack and layer is None and _archive(p, where) for p in sources]
+    folder, target = _destination(stage, sources, dest, where, kw, warnings)
+    prefix = f"COPY --from={layer} " if layer else "COPY "
+    if not any(archives) and _direct(stage, sources, folder, target):
+        stage.copied_to.add(target)
+        stage.spython_lines.append(prefix + checked_text(f"{sources[0]} {target}", where, kw))
+        return
+    _staged(stage, sources, archives, prefix, target, folder, where, kw)
+
+
+def _copy_words(
+    ins: Instruction, stages: list[Stage], where: str, warnings: list[str]
+) -> tuple[list[str], str | None, bool]:
+    """A COPY/ADD's paths (expanded, literal), the stage it copies from (``--from``) and
+    whether an archive is unpacked (ADD's ``--unpack``); a flag %files cannot keep, warned of."""
+    stage, kw = stages[-1], ins.keyword
     if ins.heredoc:
         raise UsageError(
             f"{where}: {kw} with a heredoc is not supported",
@@ -64,12 +86,13 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
             warnings.append(f"{where}: {kw} {flag} left out: %files copies as root")
         else:
             raise UsageError(f"{where}: {kw} {flag} is not supported")
-    if len(paths) < 2:
-        raise UsageError(f"{where}: {kw} needs a source and a destination")
-    sources, dest = paths[:-1], paths[-1]
-    for p in sources:
-        _check_source(p, kw, where, ins.keyword == "ADD" and layer is None)
-    archives = [unpack and layer is None and _archive(p, where) for p in sources]
+    return paths, layer, unpack
+
+
+def _destination(
+    stage: Stage, sources: list[str], dest: str, where: str, kw: str, warnings: list[str]
+) -> tuple[bool, str]:
+    """Whether the destination is a folder, and its absolute path (relative to the WORKDIR)."""
     if not dest:
         raise UsageError(f"{where}: {kw} with an empty destination")
     folder = dest.endswith("/") or posixpath.basename(dest) in (".", "..")
@@ -85,11 +108,21 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
             f"{where}: {kw} of several files (or a wildcard) into {dest}, which does not end in /",
             hint=f"end the destination with / ({dest}/), as Docker requires",
         )
-    prefix = f"COPY --from={layer} " if layer else "COPY "
-    if not any(archives) and _direct(stage, sources, folder, target):
-        stage.copied_to.add(target)
-        stage.spython_lines.append(prefix + checked_text(f"{sources[0]} {target}", where, kw))
-        return
+    return folder, target
+
+
+def _staged(
+    stage: Stage,
+    sources: list[str],
+    archives: list[bool],
+    prefix: str,
+    target: str,
+    folder: bool,
+    where: str,
+    kw: str,
+) -> None:
+    """Each source through %files into its staging folder, then put in place (or unpacked) by a
+    %post step at the COPY's own position."""
     n = stage.copies
     stage.copies += 1
     for i, src in enumerate(sources):

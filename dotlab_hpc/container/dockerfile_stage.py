@@ -90,31 +90,13 @@ def instruction(
             f"{where}: `{{{{ name }}}}` in {kw} will be read by Apptainer as a build argument"
         )
     if kw == "RUN":
-        if stage.user is not None:
-            line, user = stage.user
-            raise UsageError(
-                f"{where}: RUN after USER {user} (line {line}) would run as root when "
-                "Apptainer builds, not as that user",
-                hint=f"move USER {user} after the last RUN (the container runs as whoever "
-                "starts it), or install into a folder every user can read instead of $HOME",
-            )
-        stage.spython_lines.append("RUN " + checked_text(_run(ins, where, warnings), where, kw))
-        stage.runs += 1
+        _run_step(ins, stage, where, warnings)
     elif kw in ("COPY", "ADD"):
         copy(ins, stages, where, warnings)
     elif kw == "WORKDIR":
         _workdir(ins, stage, where, warnings)
     elif kw == "ENV":
-        new = [
-            (k, fixed(expand(v, stage.scope, where, warnings), where, kw))
-            for k, v in env_items(ins, where)
-        ]
-        pairs = [checked_text(f"{k}={shell(v)}", where, kw) for k, v in new]
-        for k, v in new:  # every value was read before any is set, as Docker does
-            stage.scope.values[k] = v
-            stage.scope.env.add(k)
-        stage.environ += pairs
-        stage.spython_lines.append("RUN export " + " ".join(pairs))
+        _env(ins, stage, where, warnings)
     elif kw == "ARG":
         _arg(ins, stage, glob, where, warnings)
     elif kw == "LABEL":
@@ -125,23 +107,64 @@ def instruction(
     elif kw == "MAINTAINER":
         stage.labels.append(_label("maintainer", ins.joined, where))
     elif kw in ("CMD", "ENTRYPOINT"):
-        argv = exec_or_shell(ins.joined)
-        checked_text(shlex.join(argv), where, kw)
-        if kw == "CMD":
-            stage.cmd = argv
-        else:
-            stage.entrypoint, stage.cmd = argv, None  # Docker: ENTRYPOINT resets CMD
-            stage.shell_entrypoint = json_list(ins.joined) is None
+        _command(ins, stage, where)
     elif kw == "USER":
-        user = literal(expand(ins.joined, stage.scope, where, warnings), where, kw)
-        stage.user = None if user.split(":", 1)[0] in _ROOT else (ins.line, one_line(user))
-        warnings.append(
-            f"{where}: USER left out: an Apptainer container runs as the user who starts it"
-        )
+        _user(ins, stage, where, warnings)
     elif kw in _DROPPED:
         warnings.append(f"{where}: {kw} left out: {_DROPPED[kw]}")
     else:
         raise UsageError(f"{where}: unknown instruction {kw}")
+
+
+def _run_step(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
+    """A RUN as a %post step; refused after a USER, which Apptainer's build would not honour."""
+    if stage.user is not None:
+        line, user = stage.user
+        raise UsageError(
+            f"{where}: RUN after USER {user} (line {line}) would run as root when "
+            "Apptainer builds, not as that user",
+            hint=f"move USER {user} after the last RUN (the container runs as whoever "
+            "starts it), or install into a folder every user can read instead of $HOME",
+        )
+    stage.spython_lines.append(
+        "RUN " + checked_text(_run(ins, where, warnings), where, ins.keyword)
+    )
+    stage.runs += 1
+
+
+def _env(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
+    """An ENV: each value expanded before any is set, exported in %post and %environment."""
+    kw = ins.keyword
+    new = [
+        (k, fixed(expand(v, stage.scope, where, warnings), where, kw))
+        for k, v in env_items(ins, where)
+    ]
+    pairs = [checked_text(f"{k}={shell(v)}", where, kw) for k, v in new]
+    for k, v in new:  # every value was read before any is set, as Docker does
+        stage.scope.values[k] = v
+        stage.scope.env.add(k)
+    stage.environ += pairs
+    stage.spython_lines.append("RUN export " + " ".join(pairs))
+
+
+def _command(ins: Instruction, stage: Stage, where: str) -> None:
+    """A CMD or ENTRYPOINT, as the argv it gives (an ENTRYPOINT resets CMD, as in Docker)."""
+    argv = exec_or_shell(ins.joined)
+    checked_text(shlex.join(argv), where, ins.keyword)
+    if ins.keyword == "CMD":
+        stage.cmd = argv
+    else:
+        stage.entrypoint, stage.cmd = argv, None  # Docker: ENTRYPOINT resets CMD
+        stage.shell_entrypoint = json_list(ins.joined) is None
+
+
+def _user(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
+    """A USER is left out (the container runs as whoever starts it); a RUN after it is refused."""
+    user = literal(expand(ins.joined, stage.scope, where, warnings), where, ins.keyword)
+    stage.user = None if user.split(":", 1)[0] in _ROOT else (ins.line, one_line(user))
+    warnings.append(
+        f"{where}: USER left out: an Apptainer container runs as the user who starts it"
+    )
 
 
 def _arg(ins: Instruction, stage: Stage, glob: Scope, where: str, warnings: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""Build: render the .def from ``image.build``, run ``apptainer build --fakeroot``, read the digest.
+"""Build: render the .def from ``image.build``, check the build's inputs, have Apptainer build
+it (``container.build``: the ``apptainer build --fakeroot`` run), read the digest, write the lock.
 
 ``build MANIFEST -o OUT.sif`` writes ``OUT.def`` beside the image (the stem of the output with
 ``.def``: ``-o claim.sif`` gives ``claim.def``), streams Apptainer's own output to the terminal,
@@ -30,7 +31,6 @@ nothing usable).
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -38,7 +38,7 @@ from typing import Any
 
 from .. import TOOL_NAME, __version__
 from ..clock import utc_text
-from ..container.apptainer import build_argv, find_apptainer, version_argv
+from ..container.build import build_from_def, builder_version
 from ..container.deffile import local_base
 from ..container.registry import (
     Fetch,
@@ -53,12 +53,12 @@ from ..fsio.read import FileRefused, read_regular
 from ..fsio.sha256 import sha256_file
 from ..fsio.write import atomic_write_json, atomic_write_text
 from ..manifest.models import Manifest
-from ..proc import StreamingRunner
+from ..proc import StreamingRunner, find_program
+from ..site.resolve import locate_apptainer
 from .deffile import def_view, local_base_path, render_def
 
 LOCK_VERSION = 1
 LOCK_SUFFIX = ".lock.json"
-VERSION_TIMEOUT_S = 30.0
 INSTALL_URL = "https://apptainer.org/docs/admin/latest/installation.html"
 
 
@@ -96,7 +96,7 @@ def def_path_for(output: Path) -> Path:
 
 def find_builder(explicit: str | None) -> str:
     """The apptainer (or singularity) to build with; ToolMissing when there is none."""
-    chosen = find_apptainer(explicit)
+    chosen = locate_apptainer(given=explicit).apptainer_program
     if os.sep in chosen:
         p = Path(chosen)
         if p.is_file() and os.access(p, os.X_OK):
@@ -106,7 +106,7 @@ def find_builder(explicit: str | None) -> str:
             " `apptainer build --fakeroot`",
             hint="fix --apptainer / $DOTLAB_APPTAINER, or leave both unset to use the one on PATH",
         )
-    found = shutil.which(chosen)
+    found = find_program(chosen)
     if found is None:
         raise ToolMissing(
             "Apptainer is not installed here (neither `apptainer` nor `singularity` is on PATH);"
@@ -115,16 +115,6 @@ def find_builder(explicit: str | None) -> str:
             " copy the .sif here; --apptainer PATH or $DOTLAB_APPTAINER name a program directly",
         )
     return found
-
-
-def builder_version(runner: StreamingRunner, program: str) -> str | None:
-    """What ``program --version`` printed (one line), or None."""
-    try:
-        done = runner.run(version_argv(program), timeout=VERSION_TIMEOUT_S)
-    except OperatorError:
-        return None
-    line = done.stdout.strip().splitlines()[0:1]
-    return line[0].strip() if done.returncode == 0 and line and line[0].strip() else None
 
 
 def _relative(path: Path, base: Path) -> str:
@@ -234,6 +224,65 @@ def _check_output(output: Path, deffile: Path, rendered: str, *, force: bool) ->
             )
 
 
+def _buildable(m: Manifest) -> None:
+    """UsageError when the manifest says nothing to build (no ``image.build``)."""
+    if m.spec.image.build is None:
+        raise UsageError(
+            f"{m.path}: image.build is not set; there is nothing to build",
+            hint="add image.build.from (pinned by digest) to the manifest, or build the .sif"
+            " yourself and pin it with image.digest",
+        )
+
+
+def _write_def(deffile: Path, output: Path, rendered: str) -> None:
+    """The .def written (atomically) where the build reads it, the output's folder made."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(deffile, rendered)
+    except OSError as e:
+        raise UsageError(f"{deffile}: cannot write the .def ({e.strerror})") from e
+
+
+def _built_digest(output: Path) -> tuple[str, int, bytes | None]:
+    """The new image's sha256 digest, its size and the .def embedded in it (read back)."""
+    image = read_sif(output)
+    if image.digest is None:  # read_sif computes it unless asked not to
+        raise OperatorError(f"{output}: no digest computed")
+    return image.digest, image.file_size, image.deffile
+
+
+def _write_lock(
+    m: Manifest,
+    *,
+    image: Path,
+    digest: str,
+    size: int,
+    deffile: Path,
+    program: str,
+    version: str | None,
+    now: datetime,
+) -> Path:
+    """The lock file beside the manifest (``lock_data``), written atomically; its path."""
+    written = lock_path(m.path)
+    data = lock_data(
+        m,
+        lock=written,
+        image=image,
+        digest=digest,
+        size=size,
+        deffile=deffile,
+        def_sha256=sha256_file(deffile),
+        program=program,
+        version=version,
+        now=now,
+    )
+    try:
+        atomic_write_json(written, data)
+    except OSError as e:
+        raise UsageError(f"{written}: cannot write the lock file ({e.strerror})") from e
+    return written
+
+
 def build_image(
     m: Manifest,
     output: Path,
@@ -254,12 +303,7 @@ def build_image(
     is read from its registry first (``fetch``) and refused unless it is the pinned one;
     ``plain_http``: over HTTP, for a registry on loopback only.
     """
-    if m.spec.image.build is None:
-        raise UsageError(
-            f"{m.path}: image.build is not set; there is nothing to build",
-            hint="add image.build.from (pinned by digest) to the manifest, or build the .sif"
-            " yourself and pin it with image.digest",
-        )
+    _buildable(m)
     rendered = render_def(m)
     check_local_base(m)
     deffile = def_path_for(output)
@@ -267,52 +311,33 @@ def build_image(
     program = find_builder(apptainer)
     base_checked = check_registry_base(m, plain_http=plain_http, fetch=fetch or fetch_manifest)
     version = builder_version(runner, program)
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(deffile, rendered)
-    except OSError as e:
-        raise UsageError(f"{deffile}: cannot write the .def ({e.strerror})") from e
-
-    code = runner.stream(build_argv(program, deffile, output, force=force, no_https=plain_http))
-    if code != 0:
-        raise OperatorError(
-            f"`{Path(program).name} build` failed with exit status {code}; its output is above",
-            hint=f"the .def it was given is {deffile}",
-        )
+    _write_def(deffile, output, rendered)  # everything checked first; then the one build
+    build_from_def(runner, program, deffile, output, force=force, no_https=plain_http)
     if sign_key is not None:
         from ..container.sign import sign_image
 
         sign_image(runner, program, sign_key, output)
-    image = read_sif(output)
-    if image.digest is None:  # read_sif computes it unless asked not to
-        raise OperatorError(f"{output}: no digest computed")
+    digest, size, embedded = _built_digest(output)
     written = None
     if lock:
-        written = lock_path(m.path)
-        data = lock_data(
+        written = _write_lock(
             m,
-            lock=written,
             image=output,
-            digest=image.digest,
-            size=image.file_size,
+            digest=digest,
+            size=size,
             deffile=deffile,
-            def_sha256=sha256_file(deffile),
             program=program,
             version=version,
             now=now,
         )
-        try:
-            atomic_write_json(written, data)
-        except OSError as e:
-            raise UsageError(f"{written}: cannot write the lock file ({e.strerror})") from e
     return BuildResult(
         image=output,
         deffile=deffile,
-        digest=image.digest,
-        size=image.file_size,
+        digest=digest,
+        size=size,
         builder_version=version,
         lock=written,
         manifest_digest=m.spec.image.digest,
-        embedded_def_matches=image.deffile == rendered.encode("utf-8"),
+        embedded_def_matches=embedded == rendered.encode("utf-8"),
         base_checked=base_checked,
     )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,7 +33,7 @@ from ..container.isolation import State, fatal_cause, parse_probe, remedy
 from ..errors import DotlabError, UsageError
 from ..fsio.read import read_window
 from ..fsio.sha256 import sha256_file
-from ..proc import Runner
+from ..proc import Runner, find_program
 from ..rundir.names import PROBE_OUT, SUBMISSION_FILE
 from ..slurm.argv import (
     sacct_answers_argv,
@@ -56,7 +55,7 @@ from .report import NotMeasured as NotMeasured
 from .report import Row as Row
 from .report import exit_code as exit_code
 from .report import report_json as report_json
-from .resolve import resolve_apptainer
+from .resolve import locate_apptainer
 from .settings import NO_SITE, Site
 from .workdir import probe_folder
 
@@ -187,7 +186,7 @@ def apptainer_rows(runner: Runner, apptainer: str, conf_path: Path | None) -> li
         state = NOT_HELD if f.drops else INFO
         rows.append(Row(sec, f.setting, state, f"{f.property}: {f.effect}", f.remedy))
     fuse = os.access("/dev/fuse", os.R_OK | os.W_OK)
-    squash = shutil.which("squashfuse_ll") or shutil.which("squashfuse")
+    squash = find_program("squashfuse_ll") or find_program("squashfuse")
     detail = f"/dev/fuse {'usable' if fuse else 'not usable'}; squashfuse {squash or 'missing'}"
     fix = "" if fuse and squash else "without both, Apptainer extracts the image first (slower)"
     rows.append(Row(sec, "fuse", INFO, detail, fix))
@@ -221,6 +220,15 @@ def slurm_rows(
     cfg = parse_scontrol_show_config(out) if rc == 0 else {}
     for key in ("MaxArraySize", "MinJobAge"):
         rows.append(Row(sec, key, INFO, cfg.get(key, f"unknown ({_first_line(err)})")))
+    rows.append(_partition_row(runner, env, partition, gpus))
+    return rows
+
+
+def _partition_row(
+    runner: Runner, env: Mapping[str, str] | None, partition: str | None, gpus: int
+) -> Row:
+    """The partition's limits (``partition``, else the cluster's default), or why there are none."""
+    sec = "slurm"
     rc1, scontrol, _ = _run(runner, scontrol_show_partitions_argv(), env)
     rc2, sinfo, _ = _run(runner, sinfo_partitions_argv(), env)
     parts = parse_partitions(scontrol, sinfo) if rc1 == 0 and rc2 == 0 else {}
@@ -228,34 +236,27 @@ def slurm_rows(
     part = parts.get(name) if name else None
     if part is None:
         state = NOT_HELD if partition and parts else UNKNOWN
-        rows.append(
-            Row(
-                sec,
-                f"partition {name or '?'}",
-                state,
-                "not found",
-                f"one of: {', '.join(sorted(parts)) or '?'}",
-            )
+        return Row(
+            sec,
+            f"partition {name or '?'}",
+            state,
+            "not found",
+            f"one of: {', '.join(sorted(parts)) or '?'}",
         )
-        return rows
     has = gpu_count(part.gres)
     detail = (
         f"MaxTime {part.max_time}, MaxMemPerNode {part.max_mem_per_node},"
         f" GPUs {','.join(part.gres) or 'none'}"
     )
     if gpus and has < gpus:
-        rows.append(
-            Row(
-                sec,
-                f"partition {part.name}",
-                NOT_HELD,
-                detail,
-                f"--gpus {gpus}: no node of {part.name} has that many GPUs",
-            )
+        return Row(
+            sec,
+            f"partition {part.name}",
+            NOT_HELD,
+            detail,
+            f"--gpus {gpus}: no node of {part.name} has that many GPUs",
         )
-    else:
-        rows.append(Row(sec, f"partition {part.name}", INFO if not gpus else HELD, detail))
-    return rows
+    return Row(sec, f"partition {part.name}", INFO if not gpus else HELD, detail)
 
 
 # --------------------------------------------------------------------------- the probe job
@@ -398,7 +399,7 @@ def doctor(runner: Runner, opts: DoctorOptions, env: Mapping[str, str] | None = 
         rows = [site_row(opts.site)]
         apptainer: str | None = None
         try:  # as a job resolves it: after the site's preparation lines
-            apptainer = resolve_apptainer(opts.site, runner, env).apptainer.value
+            apptainer = locate_apptainer(opts.site, runner, env).apptainer.value
         except DotlabError as e:
             rows.append(Row("apptainer", "apptainer", NOT_HELD, e.message, e.hint or ""))
         if apptainer is not None:

@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..container.apptainer import build_argv
-from ..container.isolation import FATAL_PREFIX
+from ..container.build import build_from_folder
 from ..errors import DotlabError
-from ..proc import Runner
+from ..proc import Runner, find_program
 
 # every program run inside the container by templates/probe.sh, templates/wrapper.sh and the
 # probe claim's entrypoint (the rest are sh builtins)
@@ -107,16 +106,12 @@ def _copy_all(root: Path, files: Mapping[str, str]) -> None:
         dest.chmod(0o755)
 
 
-def _first_line(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-
-
 def make_probe_image(
     runner: Runner,
     apptainer: str,
     work: Path,
     *,
-    which: Callable[[str], str | None] = shutil.which,
+    which: Callable[[str], str | None] = find_program,
     tools: Iterable[str] = IMAGE_TOOLS,
 ) -> tuple[Path, RootPlan]:
     """``work/probe.sif``, built by ``apptainer build`` from ``work/probe-root``.
@@ -137,18 +132,11 @@ def make_probe_image(
         _copy_all(root, plan.files)
     except OSError as e:
         raise ProbeImageError(f"{e.filename or root}: cannot copy: {e.strerror}") from e
-    env = {**os.environ, "APPTAINER_TMPDIR": str(work)}
     try:
-        done = runner.run(
-            build_argv(apptainer, root, sif, force=True, fakeroot=False),
-            timeout=BUILD_TIMEOUT_S,
-            env=env,
-            cwd=work,
-        )
+        failed = build_from_folder(runner, apptainer, root, sif, work=work, timeout=BUILD_TIMEOUT_S)
     except DotlabError as e:
         raise ProbeImageError(f"apptainer build: {e.message}") from e
-    if done.returncode != 0 or not sif.is_file():
-        said = _first_line(done.stderr.replace(FATAL_PREFIX, "")) or f"exit {done.returncode}"
-        raise ProbeImageError(f"apptainer build of the probe image failed: {said}")
+    if failed is not None:
+        raise ProbeImageError(f"apptainer build of the probe image failed: {failed}")
     shutil.rmtree(root, ignore_errors=True)
     return sif, plan

@@ -6,16 +6,16 @@ submitted, so that a job that would not find one is refused here, not after its 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from ..errors import ProcTimeout, UsageError, one_line
-from ..proc import Runner
-from .settings import JOB_PATH, Setting, Site
+from ..proc import Completed, Runner, find_program
+from .settings import APPTAINER_ENV, JOB_PATH, NO_SITE, Setting, Site, apptainer_from_env
 
 RESOLVE_TIMEOUT_S = 60.0
+DEFAULT_NAMES = ("apptainer", "singularity")  # looked for in this order when none is named
 _PREPARE_FAILED = 3
 _NOT_FOUND = 4
 _TIMED_OUT = 124  # coreutils timeout: the command did not end in time
@@ -136,54 +136,70 @@ def job_like_env(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None = None) -> Site:
-    """``site`` with the Apptainer its jobs will run: an absolute path found after the
-    preparation lines, on the job's PATH (else, with no preparation lines, on this login
-    node's PATH: the job then runs it by that path). UsageError, with the fix, when there is
-    none, or a preparation line fails here."""
+def locate_apptainer(
+    site: Site = NO_SITE,
+    runner: Runner | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    given: str | None = None,
+) -> Site:
+    """``site`` with the Apptainer its jobs run: ``given`` (``--apptainer``), the site setting,
+    then ``$DOTLAB_APPTAINER``, then the job's PATH.
+
+    With a ``runner``, checked as the job will find it: an absolute path found after the
+    preparation lines on the job's PATH (else, with no preparation lines, on this login node's
+    PATH: the job then runs it by that path); UsageError, with the fix, when there is none or a
+    preparation line fails here. Without one, nothing is run: a program asked for is taken as
+    it is, else the one on this login node's PATH by its absolute path (the job's PATH is fixed,
+    so that is what the node runs), else none (``Site.apptainer_program``: the bare name).
+    """
     env = os.environ if env is None else env
-    wanted = site.apptainer.value
-    names = (wanted,) if wanted else ("apptainer", "singularity")
-    if wanted and "/" in wanted and not site.prepare:
-        if not (Path(wanted).is_file() and os.access(wanted, os.X_OK)):
-            raise UsageError(
-                f"apptainer {one_line(wanted)} ({site.apptainer.source}): no such program here",
-                hint=NOT_FOUND_HINT,
-            )
-        found = str(Path(wanted).absolute())
-        return replace(site, apptainer=Setting(found, site.apptainer.source))
-    try:
-        done = runner.run(
-            resolve_argv(names, site.prepare, RESOLVE_TIMEOUT_S),
-            timeout=RESOLVE_TIMEOUT_S + 10,
-            env=job_like_env(env),
-        )
-    except ProcTimeout as e:
-        raise _too_long() from e
-    if done.returncode in (_TIMED_OUT, 128 + 9):  # timeout's own status; its KILL
-        raise _too_long()
+    wanted = _wanted(site, given, env)
+    if runner is None:
+        return replace(site, apptainer=wanted if wanted.value else _on_login_path(env))
+    return replace(site, apptainer=_as_the_job_finds_it(site, wanted, runner, env))
+
+
+def _wanted(site: Site, given: str | None, env: Mapping[str, str]) -> Setting:
+    """The Apptainer asked for, and by whom; value None: the default names, on the job's PATH."""
+    if given:
+        return Setting(given, "--apptainer")
+    if site.apptainer.value:
+        return site.apptainer
+    from_env = apptainer_from_env(env)
+    return Setting(from_env, f"${APPTAINER_ENV}") if from_env else site.apptainer
+
+
+def _on_login_path(env: Mapping[str, str]) -> Setting:
+    """The default names on this login node's PATH, by absolute path; else none (the job's)."""
+    for name in DEFAULT_NAMES:
+        found = find_program(name, env.get("PATH"))
+        if found:
+            return Setting(str(Path(found).absolute()), "this login node's PATH")
+    return Setting(None, "the job's PATH")  # not here: left to the job's PATH on its node
+
+
+def _as_the_job_finds_it(
+    site: Site, wanted: Setting, runner: Runner, env: Mapping[str, str]
+) -> Setting:
+    """``wanted`` (or the default names) as the job finds it: by its path, or on the job's PATH
+    after the preparation lines; UsageError with the fix when the job would find none."""
+    names = (wanted.value,) if wanted.value else DEFAULT_NAMES
+    if wanted.value and "/" in wanted.value and not site.prepare:
+        return _by_path(wanted)
+    done = _run_lookup(names, site.prepare, runner, env)
     out = done.stdout.strip().splitlines()
     if done.returncode == 0 and out and out[-1].startswith("/"):
-        how = site.apptainer.source if wanted else "the job's PATH"
-        how += " after prepare" if site.prepare else ""
-        return replace(site, apptainer=Setting(out[-1], how))
+        how = wanted.source if wanted.value else "the job's PATH"
+        return Setting(out[-1], how + (" after prepare" if site.prepare else ""))
     if done.returncode == _PREPARE_FAILED and out:
-        number, _, rc = out[-1].partition(" ")
-        known = number.isdigit() and 0 < int(number) <= len(site.prepare)
-        line = site.prepare[int(number) - 1] if known else "?"
-        said = one_line(done.stderr.strip().splitlines()[-1]) if done.stderr.strip() else ""
-        raise UsageError(
-            f"site file: prepare line {number} ({line[:120]!r}) failed here with status"
-            f" {rc}" + (f": {said[:200]}" if said else ""),
-            hint="fix the line (it runs in bash before the container, on the node as here)",
-        )
+        raise _prepare_failed(site.prepare, out[-1], done.stderr)
     if done.returncode == _NOT_FOUND and not site.prepare:  # the login node's PATH, by path
         for name in names:
-            on_login = shutil.which(name, path=env.get("PATH", ""))
+            on_login = find_program(name, env.get("PATH", ""))
             if on_login:
-                found = str(Path(on_login).absolute())
-                how = f"{site.apptainer.source}, on " if wanted else ""
-                return replace(site, apptainer=Setting(found, how + "this login node's PATH"))
+                how = f"{wanted.source}, on " if wanted.value else ""
+                return Setting(str(Path(on_login).absolute()), how + "this login node's PATH")
     if done.returncode not in (0, _NOT_FOUND):
         said = one_line(done.stderr.strip())[:200]
         raise UsageError(
@@ -196,4 +212,45 @@ def resolve_apptainer(site: Site, runner: Runner, env: Mapping[str, str] | None 
         f"no {looked} on the job's PATH{after}: a job would fail on its node after its wait"
         " in the queue",
         hint=NOT_FOUND_HINT,
+    )
+
+
+def _by_path(wanted: Setting) -> Setting:
+    """A program named by its path, with no preparation lines: it must be executable here."""
+    program = wanted.value or ""
+    if not (Path(program).is_file() and os.access(program, os.X_OK)):
+        raise UsageError(
+            f"apptainer {one_line(program)} ({wanted.source}): no such program here",
+            hint=NOT_FOUND_HINT,
+        )
+    return Setting(str(Path(program).absolute()), wanted.source)
+
+
+def _run_lookup(
+    names: tuple[str, ...], prepare: tuple[str, ...], runner: Runner, env: Mapping[str, str]
+) -> Completed:
+    """``resolve_argv`` run in the job's environment; UsageError when it did not end in time."""
+    try:
+        done = runner.run(
+            resolve_argv(names, prepare, RESOLVE_TIMEOUT_S),
+            timeout=RESOLVE_TIMEOUT_S + 10,
+            env=job_like_env(env),
+        )
+    except ProcTimeout as e:
+        raise _too_long() from e
+    if done.returncode in (_TIMED_OUT, 128 + 9):  # timeout's own status; its KILL
+        raise _too_long()
+    return done
+
+
+def _prepare_failed(prepare: tuple[str, ...], said_last: str, stderr: str) -> UsageError:
+    """The error naming the preparation line that failed (``said_last``: ``N STATUS``)."""
+    number, _, rc = said_last.partition(" ")
+    known = number.isdigit() and 0 < int(number) <= len(prepare)
+    line = prepare[int(number) - 1] if known else "?"
+    said = one_line(stderr.strip().splitlines()[-1]) if stderr.strip() else ""
+    return UsageError(
+        f"site file: prepare line {number} ({line[:120]!r}) failed here with status"
+        f" {rc}" + (f": {said[:200]}" if said else ""),
+        hint="fix the line (it runs in bash before the container, on the node as here)",
     )

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 # may add to it (a ``module load`` does), and the Apptainer is looked up after them.
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+# The variable naming the Apptainer to run (over the site file; ``--apptainer`` over it).
+APPTAINER_ENV = "DOTLAB_APPTAINER"
+
 # Where a claim's scratch folder goes on the node (docs/contract.md: the node's local disk),
 # unless the site file's scratch_root or $DOTLAB_SCRATCH_ROOT names another local file system.
 DEFAULT_SCRATCH_ROOT = "/tmp"  # noqa: S108 - the job makes its folder with mkdir -m 700, never reuses one
@@ -85,6 +88,11 @@ class Site:
     # where that came from (--requeue-on-preemption, the site file's preemptible, default)
     requeues: int = 0
     requeues_source: str = "default"
+
+    @property
+    def apptainer_program(self) -> str:
+        """The Apptainer a job runs: the one set or located, else the bare name its PATH finds."""
+        return self.apptainer.value or "apptainer"
 
     def where_for(self, resources: Any) -> tuple[tuple[str, str | None], ...]:
         """(option, value) for each of ``WHERE``: the site's setting, else the manifest's
@@ -146,13 +154,15 @@ def merged_sbatch_args(first: Sequence[str], then: Sequence[str]) -> tuple[str, 
     return tuple(by_name.values())
 
 
-def resolve_site(
-    opts: SiteOptions, spec: SiteSpec, path: Path | None, env: Mapping[str, str]
-) -> Site:
-    """Merge: an option wins over the environment (``$SBATCH_PARTITION`` …), which wins over
-    the site file; the manifest's resources come last (``Site.where_for``)."""
-    check_options(opts)
-    extra = tuple(check_sbatch_arg("--sbatch-arg", arg) for arg in opts.sbatch_args)
+def apptainer_from_env(env: Mapping[str, str]) -> str | None:
+    """``$DOTLAB_APPTAINER``, or None when it is unset or empty (empty is unset, as for sbatch)."""
+    return env.get(APPTAINER_ENV) or None
+
+
+def _where_settings(
+    opts: SiteOptions, spec: SiteSpec, env: Mapping[str, str]
+) -> dict[str, Setting]:
+    """Each of ``WHERE`` given: the option, else ``$SBATCH_<NAME>``, else the site file."""
     where: dict[str, Setting] = {}
     for key in WHERE:
         option, from_env, in_file = opts.where.get(key), env.get(ENV_OF[key]), spec.where.get(key)
@@ -164,50 +174,71 @@ def resolve_site(
             )
         elif in_file is not None:
             where[key] = Setting(in_file, "site file")
-    env_program = env.get("DOTLAB_APPTAINER")
+    return where
+
+
+def _apptainer_setting(opts: SiteOptions, spec: SiteSpec, env: Mapping[str, str]) -> Setting:
+    """The Apptainer asked for: ``--apptainer``, else ``$DOTLAB_APPTAINER``, else the site file."""
+    env_program = apptainer_from_env(env)
     if opts.apptainer:
-        apptainer = Setting(opts.apptainer, "--apptainer")
-    elif env_program:
-        apptainer = Setting(check_program("$DOTLAB_APPTAINER", env_program), "$DOTLAB_APPTAINER")
-    elif spec.apptainer:
-        apptainer = Setting(spec.apptainer, "site file")
-    else:
-        apptainer = Setting(None, "default")
+        return Setting(opts.apptainer, "--apptainer")
+    if env_program:
+        return Setting(check_program(f"${APPTAINER_ENV}", env_program), f"${APPTAINER_ENV}")
+    if spec.apptainer:
+        return Setting(spec.apptainer, "site file")
+    return Setting(None, "default")
+
+
+def _scratch_setting(spec: SiteSpec, env: Mapping[str, str]) -> Setting:
+    """The node-local scratch root: ``$DOTLAB_SCRATCH_ROOT``, else the site file, else /tmp."""
     env_scratch = env.get("DOTLAB_SCRATCH_ROOT")
     if env_scratch:
-        scratch = Setting(
+        return Setting(
             check_scratch_root("$DOTLAB_SCRATCH_ROOT", env_scratch), "$DOTLAB_SCRATCH_ROOT"
         )
-    elif spec.scratch_root:
-        scratch = Setting(spec.scratch_root, "site file")
-    else:
-        scratch = Setting(DEFAULT_SCRATCH_ROOT, "default")
+    if spec.scratch_root:
+        return Setting(spec.scratch_root, "site file")
+    return Setting(DEFAULT_SCRATCH_ROOT, "default")
+
+
+def _requeues(opts: SiteOptions, spec: SiteSpec) -> tuple[int, str]:
+    """How many times a preempted claim is submitted again, and where that came from."""
     if opts.requeue_on_preemption is not None:
-        requeues = (opts.requeue_on_preemption, "--requeue-on-preemption")
-    elif spec.preemptible:
-        requeues = (PREEMPTIBLE_ATTEMPTS, "site file (preemptible)")
-    else:
-        requeues = (0, "default")
-    args_source = (
-        "+".join(
-            s
-            for s, given in (("site file", spec.sbatch_args), ("--sbatch-arg", opts.sbatch_args))
-            if given
-        )
-        or "unset"
-    )
+        return opts.requeue_on_preemption, "--requeue-on-preemption"
+    if spec.preemptible:
+        return PREEMPTIBLE_ATTEMPTS, "site file (preemptible)"
+    return 0, "default"
+
+
+def _sbatch_args_source(opts: SiteOptions, spec: SiteSpec) -> str:
+    """Where the extra sbatch options came from: ``site file``, ``--sbatch-arg``, both, unset."""
+    given = (("site file", spec.sbatch_args), ("--sbatch-arg", opts.sbatch_args))
+    return "+".join(source for source, args in given if args) or "unset"
+
+
+def resolve_site(
+    opts: SiteOptions, spec: SiteSpec, path: Path | None, env: Mapping[str, str]
+) -> Site:
+    """Merge: an option wins over the environment (``$SBATCH_PARTITION`` …), which wins over
+    the site file; the manifest's resources come last (``Site.where_for``)."""
+    check_options(opts)
+    extra = tuple(check_sbatch_arg("--sbatch-arg", arg) for arg in opts.sbatch_args)
+    where = _where_settings(opts, spec, env)
+    apptainer = _apptainer_setting(opts, spec, env)
+    scratch = _scratch_setting(spec, env)
+    requeues, requeues_source = _requeues(opts, spec)
     return Site(
         file=path,
         name=spec.name,
         where=where,
         sbatch_args=merged_sbatch_args(spec.sbatch_args, extra),
-        sbatch_args_source=args_source,
+        sbatch_args_source=_sbatch_args_source(opts, spec),
         prepare=spec.prepare,
         apptainer=apptainer,
         scratch_root=scratch,
         gpu_types=dict(spec.gpu_types),
-        requeues=requeues[0],
-        requeues_source=requeues[1],
+        requeues=requeues,
+        requeues_source=requeues_source,
     )
 
 

@@ -17,7 +17,6 @@ from functools import partial
 from pathlib import Path
 from typing import TypedDict
 
-from ..container.apptainer import find_apptainer
 from ..errors import UsageError
 from ..manifest import models as manifest_mod
 from ..manifest.models import Manifest
@@ -31,6 +30,7 @@ from ..rundir.names import (
     new_batch_id,
     new_run_id,
 )
+from ..site.resolve import locate_apptainer
 from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
 from ..slurm.argv import array_task_output, output_path
 from ..verify.overlap import check_overlaps
@@ -210,7 +210,7 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
         code_dir=code_dir,
         data_dir=data_dir,
         image=image,
-        apptainer=find_apptainer(opts.apptainer or opts.site.apptainer.value),
+        apptainer=locate_apptainer(opts.site, given=opts.apptainer).apptainer_program,
         margin_s=opts.margin_s,
         scratch_root=opts.scratch_root,
         hold=opts.hold,

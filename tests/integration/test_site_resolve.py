@@ -13,7 +13,7 @@ import pytest
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.proc import SubprocessRunner
 from dotlab_hpc.site import resolve
-from dotlab_hpc.site.resolve import resolve_apptainer
+from dotlab_hpc.site.resolve import locate_apptainer
 from dotlab_hpc.site.settings import JOB_PATH, NO_SITE, Setting, Site
 
 NAME = "dotlab-fake-apptainer"  # a name no machine has: the lookups are the fake's alone
@@ -36,7 +36,7 @@ def site(*prepare: str, apptainer: str | None = NAME) -> Site:
 
 def resolved(s: Site, login_path: str = JOB_PATH) -> Setting:
     env = {"PATH": login_path, "HOME": "/nonexistent"}
-    return resolve_apptainer(s, SubprocessRunner(), env).apptainer
+    return locate_apptainer(s, SubprocessRunner(), env).apptainer
 
 
 def add_to_path(folder: Path) -> str:

@@ -135,7 +135,7 @@ def planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list
         return replace(site, apptainer=Setting(PROGRAM, "the job's PATH after prepare"))
 
     monkeypatch.setattr("dotlab_hpc.verify.inputs.verify_inputs", lambda *a, **k: VerifyReport(()))
-    monkeypatch.setattr("dotlab_hpc.site.resolve.resolve_apptainer", resolve)
+    monkeypatch.setattr("dotlab_hpc.site.resolve.locate_apptainer", resolve)
     return tmp_path, asked
 
 
