@@ -66,4 +66,6 @@ def submit_groups(
         sbatch_argvs=tuple(a for d in done for a in d.sbatch_argvs),
         claim_dir=None,
         pairs_script=None,
+        request=next((d.request for d in done if d.script is not None), {}),
+        pairs_request={},
     )

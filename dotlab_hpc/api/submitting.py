@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from ..site.settings import Site
     from ..slurm.client import SlurmClient
     from ..submit.execute import SubmitResult
+    from ..submit.plan import SubmitOptions
     from .inputs import PathLike
     from .runs import OnCycle, OnRetry, Run
 
@@ -128,13 +130,7 @@ def submission(
         Knobs.from_env()
 
     manifests = as_path_list(manifests)  # one path is one manifest, never its characters
-    run_dir, array_limit = where.get("run_dir"), where.get("array_limit")
-    if not manifests:
-        raise UsageError("give at least one manifest")
-    if run_dir is not None and len(manifests) > 1:
-        raise UsageError("--run-dir names one run; with several manifests use --runs-root")
-    if array_limit is not None and array_limit < 1:
-        raise UsageError(f"--array-limit {array_limit}: must be at least 1")
+    _refuse_early(manifests, where)
     where = with_defaults(manifests, where)
     data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
     if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both in
@@ -154,6 +150,44 @@ def submission(
                 on_retry=on_retry,
                 **where,
             )
+    asked = _Asked(hold, rerun, rerun_of, attempt, Path(data_dir), Path(out_dir))
+    return _one_job(manifests, where, asked, dry_run=dry_run, log_file=log_file, on_retry=on_retry)
+
+
+def _refuse_early(manifests: Sequence[PathLike], where: RunInputs) -> None:
+    """What no submission takes, refused before anything is looked at (UsageError)."""
+    run_dir, array_limit = where.get("run_dir"), where.get("array_limit")
+    if not manifests:
+        raise UsageError("give at least one manifest")
+    if run_dir is not None and len(manifests) > 1:
+        raise UsageError("--run-dir names one run; with several manifests use --runs-root")
+    if array_limit is not None and array_limit < 1:
+        raise UsageError(f"--array-limit {array_limit}: must be at least 1")
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What ``submission`` was asked beyond ``RunInputs``, and its two folders filled in."""
+
+    hold: bool
+    rerun: tuple[int, ...]
+    rerun_of: str | None
+    attempt: int
+    data_dir: Path
+    out_dir: Path
+
+
+def _one_job(
+    manifests: Sequence[PathLike],
+    where: RunInputs,
+    asked: _Asked,
+    *,
+    dry_run: bool,
+    log_file: PathLike | None,
+    on_retry: OnRetry | None,
+) -> SubmitResult:
+    """One job (or one array, several beyond MaxArraySize): ``submit.execute``'s chain, with
+    what the submission needs whatever its claims asked early, in a thread."""
     from .runs import slurm_client
 
     site = site_settings(where)
@@ -163,32 +197,14 @@ def submission(
     from ..proc import SubprocessRunner
     from ..rundir.events import step_logger
     from ..site.resolve import locate_apptainer
-    from ..site.settings import DEFAULT_SCRATCH_ROOT
     from ..submit.execute import execute
-    from ..submit.plan import SubmitOptions, env_knobs
     from ..verify.inputs import submission_verifier
 
     def resolve(s: Site) -> Site:
         return locate_apptainer(s, SubprocessRunner())
 
     inspected = answers()  # the thread is done: the cluster's name is asked at most once
-    opts = SubmitOptions(
-        manifests=tuple(m if isinstance(m, Path) else Path(m) for m in manifests),
-        code_dir=Path(where["code_dir"]),
-        data_dir=Path(data_dir),
-        out_dir=Path(out_dir),
-        image=Path(where["image"]),
-        run_dir=None if run_dir is None else Path(run_dir),
-        runs_root=Path(where.get("runs_root", "dotlab-runs")),
-        hold=hold,
-        array_limit=array_limit,
-        scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT,
-        site=site,
-        rerun=rerun,
-        rerun_of=rerun_of,
-        attempt=attempt,
-        **env_knobs(),
-    )
+    opts = _options(manifests, where, asked, site)
     verify_run = submission_verifier(opts.code_dir, opts.data_dir, opts.image, inspected=inspected)
     return execute(
         opts,
@@ -199,6 +215,33 @@ def submission(
         log=step_logger(None if log_file is None else Path(log_file)),
         on_retry=on_retry,
         resolve=resolve,
+    )
+
+
+def _options(
+    manifests: Sequence[PathLike], where: RunInputs, asked: _Asked, site: Site
+) -> SubmitOptions:
+    """The ``SubmitOptions`` of one job, the site's knobs from the environment checked."""
+    from ..site.settings import DEFAULT_SCRATCH_ROOT
+    from ..submit.plan import SubmitOptions, env_knobs
+
+    run_dir = where.get("run_dir")
+    return SubmitOptions(
+        manifests=tuple(m if isinstance(m, Path) else Path(m) for m in manifests),
+        code_dir=Path(where["code_dir"]),
+        data_dir=asked.data_dir,
+        out_dir=asked.out_dir,
+        image=Path(where["image"]),
+        run_dir=None if run_dir is None else Path(run_dir),
+        runs_root=Path(where.get("runs_root", "dotlab-runs")),
+        hold=asked.hold,
+        array_limit=where.get("array_limit"),
+        scratch_root=site.scratch_root.value or DEFAULT_SCRATCH_ROOT,
+        site=site,
+        rerun=asked.rerun,
+        rerun_of=asked.rerun_of,
+        attempt=asked.attempt,
+        **env_knobs(),
     )
 
 
@@ -260,40 +303,70 @@ def run_all(
                 on_cycle=on_cycle,
                 **where,
             )
-    from .runs import collect_all, follow
+    from .runs import collect_all
 
     res = submission(manifests, log_file=log_file, on_retry=on_retry, follows=True, **where)
     if on_submitted is not None:
         on_submitted(res)
     submitted = [r.run_dir for r in res.runs if r.job_id]
-    lost: dict[Path, OperatorError] = {}
-    if submitted:
-        from ..follow.lost import lost_runs
-
-        lost = lost_runs(follow(submitted, on_cycle=on_cycle, log_file=log_file))
+    lost = _lost(submitted, on_cycle, log_file) if submitted else {}
     dirs = [r.run_dir for r in res.shown]  # a claim over many runs: its folder
     got = collect_all(dirs, record=record, log_file=log_file, lost=lost)
     requeues = site_settings(where).requeues
     if requeues == 0 or not any(isinstance(c.error, Preempted) for c in got):
         return res, got
+    again = _Again(record, log_file, on_retry, on_cycle)
+    return res, again.requeued(got, where, requeues, on_attempt)
+
+
+def _lost(
+    dirs: list[Path], on_cycle: OnCycle | None, log_file: PathLike | None
+) -> dict[Path, OperatorError]:
+    """Follow ``dirs`` until every run is final; the lost ones' errors, by run directory."""
     from ..follow.lost import lost_runs
-    from .attempts import requeue_preempted
+    from .runs import follow
 
-    def follow_and_collect(again: list[Path]) -> list[Collected]:
-        lost = lost_runs(follow(again, on_cycle=on_cycle, log_file=log_file))
-        return collect_all(again, record=record, log_file=log_file, lost=lost)
+    return lost_runs(follow(dirs, on_cycle=on_cycle, log_file=log_file))
 
-    def submit(manifests: list[PathLike], **kw: Any) -> SubmitResult:
-        return submission(manifests, log_file=log_file, on_retry=on_retry, **kw)
 
-    return res, requeue_preempted(
-        got,
-        dict(where),
-        requeues,
-        submit=submit,
-        follow_and_collect=follow_and_collect,
-        on_attempt=on_attempt,
-    )
+@dataclass(frozen=True)
+class _Again:
+    """How ``run_all`` submits, follows and collects the new attempts of preempted claims."""
+
+    record: PathLike | None
+    log_file: PathLike | None
+    on_retry: OnRetry | None
+    on_cycle: OnCycle | None
+
+    def requeued(
+        self,
+        got: list[Collected],
+        where: RunInputs,
+        requeues: int,
+        on_attempt: Callable[[Path, int], None] | None,
+    ) -> list[Collected]:
+        """``got``, each preempted claim submitted again (at most ``requeues`` times)."""
+        from .attempts import requeue_preempted
+
+        return requeue_preempted(
+            got,
+            dict(where),
+            requeues,
+            submit=self.submit,
+            follow_and_collect=self.follow_and_collect,
+            on_attempt=on_attempt,
+        )
+
+    def submit(self, manifests: list[PathLike], **kw: Any) -> SubmitResult:
+        """One new attempt's submission."""
+        return submission(manifests, log_file=self.log_file, on_retry=self.on_retry, **kw)
+
+    def follow_and_collect(self, again: list[Path]) -> list[Collected]:
+        """The new attempts followed until final, then collected."""
+        from .runs import collect_all
+
+        lost = _lost(again, self.on_cycle, self.log_file)
+        return collect_all(again, record=self.record, log_file=self.log_file, lost=lost)
 
 
 def run(

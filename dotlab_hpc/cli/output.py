@@ -136,7 +136,7 @@ def print_dry_run(
     from ..printers.runs import dry_run_lines, dry_run_text, resources
 
     if as_json:
-        asked = resources(res.pairs_script or res.script)  # paired: the one job's request
+        asked = resources(res)  # paired: the one job's request
         print_json(documents.dry_run(res, inputs=inputs, resources=asked, show_script=show_script))
         return
     sys.stdout.write("\n".join(dry_run_lines(res, inputs=inputs)) + "\n")

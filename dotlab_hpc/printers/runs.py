@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import TOOL_NAME
+from ..slurm.directives import asked_args
 from ..slurm.units import duration
 from .table import table
 
@@ -82,29 +83,10 @@ def collected_lines(results: Sequence[Collected]) -> list[str]:
     return table(rows)
 
 
-# The #SBATCH options that say what the job asks for (not how Slurm treats it); read back from
-# the rendered script, so the summary shows exactly what Slurm will be given.
-_RESOURCE_OPTIONS = (
-    "--time",
-    "--cpus-per-task",
-    "--mem",
-    "--gres",
-    "--tmp",
-    "--partition",
-    "--account",
-    "--qos",
-    "--constraint",
-)
-
-
-def resources(script: str | None) -> list[str]:
-    """The job's resource requests (``--time=…``, ``--mem=…`` …) from its #SBATCH lines."""
-    found = []
-    for line in (script or "").splitlines():
-        option = line.removeprefix("#SBATCH ")
-        if option != line and option.split("=", 1)[0] in _RESOURCE_OPTIONS:
-            found.append(option)
-    return found
+def resources(res: SubmitResult) -> list[str]:
+    """The job's resource requests (``--time=…``, ``--mem=…`` …): what the submission asks for
+    (a paired measurement's: its one job's)."""
+    return asked_args(res.pairs_request or res.request)
 
 
 def _some(items: Sequence[str], shown: int = 3) -> str:
@@ -138,7 +120,7 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
     )
     rows = [
         ["claims", _some([r.claim for r in runs])],
-        ["resources", " ".join(resources(res.pairs_script or res.script)) or "-"],
+        ["resources", " ".join(resources(res)) or "-"],
         ["run dirs", where],
         *([["runs", _runs_row(res)]] if res.claim_dir is not None else []),
         *([name, str(path)] for name, path in inputs.items() if path is not None),

@@ -24,7 +24,7 @@ from ..rundir.names import (
     STATUS_FILE,
 )
 from ..site.settings import JOB_PATH, NO_SITE, Site
-from ..slurm.directives import directive_lines, gres_gpus
+from ..slurm.directives import JobRequest, directive_lines, gres_gpus
 from .facts import PROBE_NAME
 from .spec import JobSpec
 from .templates import environment, probe_script, sh_quote, view_fields
@@ -71,8 +71,19 @@ class ScriptView:
 
 
 def job_directives(job: JobSpec, samples: int = 1) -> tuple[str, ...]:
-    """The #SBATCH lines: the largest request of any task, since an array shares one request;
-    where to run from the site's settings, else the manifests' defaults (``Site.where_for``).
+    """The #SBATCH lines: the job's request (``job_request``), USR1 before the limit, the
+    environment passed, the site's extra options. ``samples``: as for ``job_request``."""
+    return directive_lines(
+        job_request(job, samples),
+        usr1_lead_s=min(USR1_LEAD_S, max(30, job.margin_s // 2)),
+        export=job.export,
+        extra=job.site.sbatch_args,
+    )
+
+
+def job_request(job: JobSpec, samples: int = 1) -> JobRequest:
+    """The largest request of any task, since an array shares one request; where to run from
+    the site's settings, else the manifests' defaults (``Site.where_for``).
     ``samples``: that many runs one after the other in the one job (paired measurements)."""
     specs = [t.manifest.spec for t in job.tasks]
     wheres = {job.site.where_for(s.resources) for s in specs}
@@ -87,16 +98,13 @@ def job_directives(job: JobSpec, samples: int = 1) -> tuple[str, ...]:
                 )
     gpus = max(s.resources.gpus for s in specs)
     per_sample = SAMPLE_START_S if samples > 1 else 0
-    return directive_lines(
+    return JobRequest(
         time_s=samples * (max(s.resources.time_s for s in specs) + per_sample) + job.margin_s,
         cpus=max(s.resources.cpus for s in specs),
         mem_mib=max(s.resources.memory_mib for s in specs),
         gres=gres_value(specs, gpus, job.site) if gpus else None,
         tmp_mib=max((s.sandbox.scratch_mib or 0) for s in specs) or None,
         where=wheres.pop(),
-        usr1_lead_s=min(USR1_LEAD_S, max(30, job.margin_s // 2)),
-        export=job.export,
-        extra=job.site.sbatch_args,
     )
 
 

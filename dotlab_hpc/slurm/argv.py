@@ -52,11 +52,14 @@ def sbatch_argv(
     error: str | None = None,
     export: str = "NONE",
     array: str | None = None,
+    chdir: Path | None = None,
+    hold: bool = False,
     extra: Sequence[str] = (),
     script_args: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """``sbatch --parsable`` for ``script`` (and its arguments), ``--opt=value`` form: no value
-    reads as an option."""
+    reads as an option. ``chdir``: the job's working folder; ``hold``: submitted held,
+    released with ``scontrol release``."""
     argv = [
         "sbatch",
         "--parsable",
@@ -68,6 +71,10 @@ def sbatch_argv(
     argv.append(f"--export={_no_option(export, '--export value')}")
     if array is not None:
         argv.append(f"--array={_no_option(array, 'array spec')}")
+    if chdir is not None:
+        argv.append(f"--chdir={_no_option(str(chdir), '--chdir path')}")
+    if hold:
+        argv.append("--hold")
     argv.extend(extra)
     path = str(script)
     # a script path starting with "-" would be read as an option

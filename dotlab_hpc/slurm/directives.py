@@ -4,7 +4,8 @@ job's whole request as those lines."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..errors import UsageError
 from .units import slurm_minutes
@@ -172,35 +173,69 @@ def gres_gpus(count: int, gpu_type: str | None = None) -> str:
     return f"gpu:{gpu_type}:{count}" if gpu_type else f"gpu:{count}"
 
 
+@dataclass(frozen=True)
+class JobRequest:
+    """What one job asks Slurm for, beyond one node and one task (``request_options``)."""
+
+    time_s: int
+    cpus: int
+    mem_mib: int
+    gres: str | None = None
+    tmp_mib: int | None = None
+    where: tuple[tuple[str, str | None], ...] = ()  # partition, account, qos, constraint, ...
+
+
+def request_options(request: JobRequest) -> dict[str, str]:
+    """The request as sbatch options and their values, in the order of its #SBATCH lines: one
+    node, one task; its time (whole minutes, rounded up), CPUs, memory, GRES and local disk
+    (``--tmp``); ``where`` (partition, account, qos, constraint: those set)."""
+    options = {
+        "time": slurm_minutes(request.time_s),
+        "nodes": "1",
+        "ntasks": "1",
+        "cpus-per-task": str(request.cpus),
+        "mem": f"{request.mem_mib}M",
+    }
+    if request.gres:
+        options["gres"] = request.gres
+    if request.tmp_mib:
+        options["tmp"] = f"{request.tmp_mib}M"
+    options.update((option, value) for option, value in request.where if value is not None)
+    return options
+
+
+# The options that say what a job asks for (not how Slurm treats it): what people are shown.
+ASKED_OPTIONS = (
+    "time",
+    "cpus-per-task",
+    "mem",
+    "gres",
+    "tmp",
+    "partition",
+    "account",
+    "qos",
+    "constraint",
+)
+
+
+def asked_args(options: Mapping[str, str]) -> list[str]:
+    """``--option=value`` of each of ``options`` (``request_options``) that says what the job
+    asks for (``ASKED_OPTIONS``), in their order."""
+    return [f"--{option}={value}" for option, value in options.items() if option in ASKED_OPTIONS]
+
+
 def directive_lines(
+    request: JobRequest,
     *,
-    time_s: int,
-    cpus: int,
-    mem_mib: int,
-    gres: str | None,
-    tmp_mib: int | None,
-    where: Sequence[tuple[str, str | None]],
     usr1_lead_s: int,
     export: str,
     extra: Sequence[str] = (),
 ) -> tuple[str, ...]:
-    """A job's #SBATCH lines: one node, one task; its time (whole minutes, rounded up), CPUs,
-    memory, GRES and local disk (``--tmp``); ``where`` (partition, account, qos, constraint:
-    those set); never requeued, Slurm's log appended to; USR1 to the batch shell
-    ``usr1_lead_s`` before the time limit (``--signal=B:USR1@N``); the environment passed
-    (``--export``); then the site's ``extra`` options (``parse_extra_sbatch_arg``)."""
-    lines = [
-        sbatch_directive("time", slurm_minutes(time_s)),
-        sbatch_directive("nodes", "1"),
-        sbatch_directive("ntasks", "1"),
-        sbatch_directive("cpus-per-task", str(cpus)),
-        sbatch_directive("mem", f"{mem_mib}M"),
-    ]
-    if gres:
-        lines.append(sbatch_directive("gres", gres))
-    if tmp_mib:
-        lines.append(sbatch_directive("tmp", f"{tmp_mib}M"))
-    lines += [sbatch_directive(option, value) for option, value in where if value is not None]
+    """A job's #SBATCH lines: its ``request`` (``request_options``); never requeued, Slurm's
+    log appended to; USR1 to the batch shell ``usr1_lead_s`` before the time limit
+    (``--signal=B:USR1@N``); the environment passed (``--export``); then the site's ``extra``
+    options (``parse_extra_sbatch_arg``)."""
+    lines = [sbatch_directive(option, value) for option, value in request_options(request).items()]
     lines += [
         sbatch_directive("no-requeue"),
         # a controller that lost its state may start an ended job again: the run directory's

@@ -3,8 +3,9 @@
 Every file goes through one batched atomic write (``fsio.atomic_write_all``: temporaries, one
 sync per file system, renames), so 10,000 run directories cost two syncs, not 60,000 fsyncs.
 When writing fails (a full disk, a quota, a read-only file system), everything this submission
-created is removed again and the error names the path; when writing ``submission.json`` fails
-after sbatch, the job is not lost: its run.json stays, and its name finds it.
+created is removed again (``NewRuns.undo``, called by ``rollback.taken_back``) and the error
+names the path; when writing ``submission.json`` fails after sbatch, the job is not lost: its
+run.json stays, and its name finds it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DotlabError, OperatorError, UsageError, one_line
+from ..errors import DotlabError, one_line
 from ..fsio.write import (
     FileBytes,
     NewFolders,
@@ -28,16 +30,41 @@ from ..fsio.write import (
     sync_file_systems,
     write_new_file,
 )
-from ..render.deffile import render_def
 from ..rundir.directory import RunDir
 from ..rundir.files import claim_files, new_run_files, not_submitted_file
 from ..rundir.names import ENDS_SUBDIR, PAIRS_SCRIPT, SCRIPT_NAME
+from .outdirs import check_out_dirs
 from .plan import missing_parents
 
 if TYPE_CHECKING:
+    from ..rundir.models import ClaimRuns, RunRecord
     from ..rundir.records import ClaimRecord
     from .once import NotSubmitted
     from .plan import Plan, PlannedRun
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """What one new run directory holds before sbatch: its run.json, its task's facts (None:
+    its inputs did not match, and ``mismatch`` is its record), its image's .def, its first
+    events."""
+
+    run: PlannedRun
+    record: RunRecord
+    facts: bytes | None
+    def_text: str | None
+    mismatch: ClaimRecord | None
+    events: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Contents:
+    """Every file of a submission's new run directories, decided before any is written."""
+
+    runs: tuple[NewRun, ...]  # in the plan's order
+    script: str | None  # the job script: in the first good run directory, linked elsewhere
+    claim: ClaimRuns | None = None  # claim.json of a new claim over many runs
+    pairs: str | None = None  # paired measurements: the one job's script, in the claim's folder
 
 
 def write_new_files(files: Sequence[FileBytes]) -> None:
@@ -77,107 +104,73 @@ def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> No
 _NO_LINK = {errno.EMLINK, errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 
-def _advice(err: int | None) -> str:
-    if err in (errno.ENOSPC, errno.EDQUOT):
-        return "free space there (or raise the quota), or give --runs-root on another file system"
-    if err == errno.EROFS:
-        return "that file system is read-only; give --runs-root (and --out-dir) elsewhere"
-    return "check that file system (its log may say why), or give --runs-root elsewhere"
-
-
-def _where_and_why(e: BaseException) -> tuple[str, str, int | None]:
-    """The path, the reason and the errno of a failed write."""
-    if isinstance(e, WriteFailed):
-        return str(e.path), e.message.rpartition(": cannot write: ")[2], e.errno
-    if isinstance(e, OSError):
-        return str(e.filename or "the run directory"), e.strerror or str(e), e.errno
-    message = e.message if isinstance(e, DotlabError) else str(e)
-    return "", message, None
-
-
 class NewRuns:
     """The folders and files one submission makes, and how to take them back."""
 
-    def __init__(self, plan: Plan, write_new: Writer = write_new_files) -> None:
+    def __init__(self, plan: Plan, now: datetime, *, write_new: Writer, write_all: Writer) -> None:
         self.plan = plan
+        self.now = now  # the submission's time: a never-submitted mark's
         self.write_new = write_new
+        self.write_all = write_all
+        self.folders = NewFolders()
         self.made_dirs: dict[int, Path] = {}  # run index -> run directory made
         self.made_out: list[Path] = []
         self.made_ends: list[Path] = []
         self.made_index: Path | None = None  # the submission's RunIndex file, once written
         self.made_claim: Path | None = None  # a claim over many runs: its folder, once made
 
-    def write(
-        self,
-        now: datetime,
-        *,
-        facts: Mapping[int, bytes],
-        script: str | None,
-        records: Mapping[int, ClaimRecord],
-        events: Mapping[int, Sequence[dict[str, Any]]],
-        pairs: str | None = None,
-    ) -> dict[int, RunDir]:
-        """Make every run directory whole, with all its files; on failure none of them is left.
+    def write(self, contents: Contents) -> dict[int, RunDir]:
+        """Make every run directory whole, with all its files (``undo`` takes them back).
 
-        Each is filled under a hidden temporary name and renamed into place after one sync
-        (``fsio.NewFolders``): no run directory is ever seen half-written.
+        Each is filled under a hidden temporary name and renamed into place after one
+        sync (``fsio.NewFolders``): no run directory is ever seen half-written.
         """
-        from .outdirs import check_out_dirs
-        from .records import claim_runs_record, run_record
-
         p = self.plan
-        folders = NewFolders()
-        try:
-            check_out_dirs(p, create_missing=True, made=self.made_out)
-            files: list[FileBytes] = []
-            if p.claim_dir is not None and not p.rerun:
-                self._make_claim_dir(p.claim_dir)
-                files += claim_files(
-                    RunDir(p.claim_dir), claim_runs_record(p, now), p.runs[0].manifest
-                )
-                if pairs is not None:  # paired measurements: the one job's script
-                    files.append((p.claim_dir / PAIRS_SCRIPT, pairs.encode("utf-8"), 0o644))
-            if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
-                self._make_ends(p.ends_dir)
-            tmp = {r.index: RunDir(folders.add(r.run_dir)) for r in p.runs}
-            if not p.is_array:
-                (tmp[0].path / ENDS_SUBDIR).mkdir()
-            good = [r for r in p.runs if r.index in facts]
-            first = tmp[good[0].index] if good else None
-            if script is not None and first is not None:
-                files.append((first.file(SCRIPT_NAME), script.encode("utf-8"), 0o644))
-            for r in p.runs:
-                m = r.manifest
-                files += new_run_files(
-                    tmp[r.index],
-                    run_record(p, r, now),
-                    m,
-                    facts=facts.get(r.index),
-                    def_text=render_def(m) if m.spec.image.build is not None else None,
-                    record=records.get(r.index),
-                    events=events.get(r.index, ()),
-                )
-            self.write_new(files)
-            if first is not None:
-                self._link_script(first, [tmp[r.index] for r in good[1:]])
-            folders.commit()
-            self.made_dirs = {r.index: r.run_dir for r in p.runs}
-        except FileExistsError as e:
-            self._undo(folders)
-            raise UsageError(
-                f"{one_line(e.filename)}: run directory exists; run directories are never reused",
-                hint="choose another --run-dir or leave it out to get a fresh one",
-            ) from e
-        except (OSError, DotlabError) as e:
-            self._undo(folders)
-            raise self.failed_before_sbatch(e) from e
+        check_out_dirs(p, create_missing=True, made=self.made_out)
+        files = self._claim_files(contents)
+        if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
+            self._make_ends(p.ends_dir)
+        tmp = {r.index: RunDir(self.folders.add(r.run_dir)) for r in p.runs}
+        if not p.is_array:
+            (tmp[0].path / ENDS_SUBDIR).mkdir()
+        good = [n.run for n in contents.runs if n.facts is not None]
+        first = tmp[good[0].index] if good else None
+        if contents.script is not None and first is not None:
+            files.append((first.file(SCRIPT_NAME), contents.script.encode("utf-8"), 0o644))
+        for n in contents.runs:
+            files += new_run_files(
+                tmp[n.run.index],
+                n.record,
+                n.run.manifest,
+                facts=n.facts,
+                def_text=n.def_text,
+                record=n.mismatch,
+                events=n.events,
+            )
+        self.write_new(files)
+        if first is not None:
+            self._link_script(first, [tmp[r.index] for r in good[1:]])
+        self.folders.commit()
+        self.made_dirs = {r.index: r.run_dir for r in p.runs}
         return {r.index: RunDir(r.run_dir) for r in p.runs}
 
-    def _undo(self, folders: NewFolders) -> None:
-        """Take back the temporary folders, those already renamed, and the folders made."""
-        folders.abort()
+    def _claim_files(self, contents: Contents) -> list[FileBytes]:
+        """A new claim over many runs: its folder, made, and the files it holds."""
+        p = self.plan
+        if p.claim_dir is None or contents.claim is None:
+            return []
+        self._make_claim_dir(p.claim_dir)
+        files = claim_files(RunDir(p.claim_dir), contents.claim, p.runs[0].manifest)
+        if contents.pairs is not None:  # paired measurements: the one job's script
+            files.append((p.claim_dir / PAIRS_SCRIPT, contents.pairs.encode("utf-8"), 0o644))
+        return files
+
+    def undo(self) -> None:
+        """Take back everything: the temporary folders, those already renamed, and the
+        folders made."""
+        self.folders.abort()
         runs = self.plan.runs  # renamed in the order they were added: the plan's
-        self.made_dirs = {runs[i].index: final for i, final in enumerate(folders.renamed)}
+        self.made_dirs = {runs[i].index: final for i, final in enumerate(self.folders.renamed)}
         self.remove()
 
     def _make_claim_dir(self, path: Path) -> None:
@@ -234,8 +227,6 @@ class NewRuns:
         self,
         runs: Sequence[PlannedRun],
         failure: NotSubmitted,
-        now: datetime,
-        write_all: Writer,
     ) -> str:
         """The run directories of ``runs``, whose sbatch failed for good: removed where no job
         can exist (``failure.no_job``), else kept and marked never submitted
@@ -260,7 +251,7 @@ class NewRuns:
                 self.remove()
             what = "run directory was" if len(runs) == 1 else f"{len(runs)} run directories were"
             return f"nothing was submitted, and the {what} removed"
-        marked = self._mark(kept, failure, now, write_all)
+        marked = self._mark(kept, failure)
         first, because = kept[0]
         where = one_line(first.run_dir) + (f" and {len(kept) - 1} more" if len(kept) > 1 else "")
         how = "marked never submitted" if marked else "NOT marked (writing the mark failed)"
@@ -273,8 +264,6 @@ class NewRuns:
         self,
         kept: Sequence[tuple[PlannedRun, str]],
         failure: NotSubmitted,
-        now: datetime,
-        write_all: Writer,
     ) -> bool:
         """``not_submitted.json`` into each kept run directory; False when it could not be."""
         from ..clock import utc_text
@@ -284,7 +273,7 @@ class NewRuns:
             not_submitted_file(
                 RunDir(r.run_dir),
                 NotSubmittedRecord(
-                    failed_at=utc_text(now),
+                    failed_at=utc_text(self.now),
                     reason=one_line(failure.message),
                     sbatch_argv=failure.argv,
                     kept_because=because,
@@ -294,35 +283,10 @@ class NewRuns:
             for r, because in kept
         ]
         try:
-            write_all(files)
+            self.write_all(files)
         except (OSError, DotlabError):
             return False
         return True
-
-    def failed_before_sbatch(self, e: BaseException) -> DotlabError:
-        """One line: what could not be written, that nothing was submitted, what to do."""
-        if isinstance(e, DotlabError) and not isinstance(e, WriteFailed):
-            return e  # already one line naming its path (a run directory that exists…)
-        where, why, err = _where_and_why(e)
-        return UsageError(
-            f"{one_line(where)}: cannot write ({why}); nothing was submitted and the run"
-            " directories were removed",
-            hint=_advice(err),
-        )
-
-    def failed_after_sbatch(
-        self, e: BaseException, job_id: str, job_name: str, runs: Sequence[PlannedRun]
-    ) -> DotlabError:
-        """The job runs although its submission file could not be written: say how to find it."""
-        where, why, err = _where_and_why(e)
-        first = runs[0].run_dir
-        what = f"{first}" if len(runs) == 1 else f"{first} and {len(runs) - 1} more run directories"
-        return OperatorError(
-            f"{one_line(where or first)}: cannot write ({why}) after sbatch: job {job_id}"
-            f" ({job_name}) was submitted and runs for {one_line(what)}",
-            hint=f"{_advice(err)}; `dotlab-hpc status` finds the job by its name {job_name},"
-            " and `dotlab-hpc cancel` stops it",
-        )
 
 
 def _take_away(path: Path | None) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -65,7 +65,8 @@ class SubmitOptions:
     # at most this many tasks per array (DOTLAB_MAX_ARRAY_SIZE): a site's own bound below
     # the controller's MaxArraySize, which is always asked for
     max_array_size: int | None = None
-    # where to run (site.settings): its apptainer, resolved (site.resolve), wins over find_apptainer
+    # where to run (site.settings): its apptainer, resolved (site.resolve), wins over
+    # $DOTLAB_APPTAINER and PATH (locate_apptainer)
     site: Site = NO_SITE
     # `submit --rerun-lost`: these runs of the claim over many runs in ``run_dir`` (whose run id
     # ``rerun_of`` is), again, into the same claim (``api.submitting.rerun_lost``)
@@ -186,30 +187,29 @@ def _existing_dir(p: Path, flag: str) -> Path:
     return _safe_path(p.absolute(), flag)
 
 
+@dataclass(frozen=True)
+class _Paths:
+    """The folders and the image a submission names, checked and made absolute."""
+
+    code_dir: Path
+    data_dir: Path
+    image: Path
+    out_root: Path
+    runs_root: Path
+
+
 def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = None) -> Plan:
     """Load the manifests and decide every path and name; writes nothing.
 
     ``max_array_size`` (MaxArraySize: every task index is below it) splits a larger array.
     """
-    if not opts.manifests:
-        raise UsageError("give at least one manifest")
-    manifests = [manifest_mod.load(p) for p in opts.manifests]
-    claims = [m.spec.claim for m in manifests]
-    dupes = sorted(c for c, n in Counter(claims).items() if n > 1)
-    if dupes:
-        raise UsageError(f"claim {dupes[0]} is given twice; each claim of one submission is unique")
-    code_dir = _existing_dir(opts.code_dir, "--code-dir")
-    data_dir = _existing_dir(opts.data_dir, "--data-dir")
-    image = _safe_path(opts.image.absolute(), "--image")
-    if not image.is_file():
-        raise UsageError(f"--image {opts.image}: no such file")
-    out_root = _safe_path(opts.out_dir.absolute(), "--out-dir")
-    runs_root = _safe_path(opts.runs_root.absolute(), "--runs-root")
+    manifests = _load(opts.manifests)
+    paths = _checked_paths(opts)
     common = partial(
         Plan,
-        code_dir=code_dir,
-        data_dir=data_dir,
-        image=image,
+        code_dir=paths.code_dir,
+        data_dir=paths.data_dir,
+        image=paths.image,
         apptainer=locate_apptainer(opts.site, given=opts.apptainer).apptainer_program,
         margin_s=opts.margin_s,
         scratch_root=opts.scratch_root,
@@ -225,35 +225,89 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
             hint="submit it in a submission of its own",
         )
     if over:
-        p = _plan_over_runs(over[0], opts, now, common, code_dir, data_dir, out_root, runs_root)
+        p = _plan_over_runs(over[0], opts, now, common, paths)
         if max_array_size is not None and not p.paired:
             check_runs_fit(p, max_array_size)
         return p
     if len(manifests) == 1:
-        m = manifests[0]
-        run_id = new_run_id(m.spec.claim, now)
-        if opts.run_dir is not None:
-            # The run id stays the generated one: the job name must be unique on the cluster,
-            # whatever the user calls the folder (exactly-once submission looks it up by name).
-            run_dir = _safe_path(opts.run_dir.absolute(), "--run-dir")
-        else:
-            run_dir = runs_root / run_id
-        runs: tuple[PlannedRun, ...] = (PlannedRun(0, m, run_id, run_dir, out_root),)
-        check_overlaps(
-            code_dir=code_dir,
-            data_dir=data_dir,
-            out_dir=out_root,
-            run_dirs=(run_dir,),
-            run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
-            run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
-        )
-        again = f".attempt-{opts.attempt}" if opts.attempt > 1 else ""
-        return common(
-            runs=runs,
-            job_name=f"dotlab-{run_id}{again}",
-            chdir=run_dir,
-            ends_dir=run_dir / ENDS_SUBDIR,
-        )
+        return _plan_one(manifests[0], opts, now, common, paths)
+    return _plan_array(manifests, opts, now, common, paths, max_array_size)
+
+
+def _load(paths: tuple[Path, ...]) -> list[Manifest]:
+    """The manifests, each claim once (UsageError otherwise)."""
+    if not paths:
+        raise UsageError("give at least one manifest")
+    manifests = [manifest_mod.load(p) for p in paths]
+    claims = [m.spec.claim for m in manifests]
+    dupes = sorted(c for c, n in Counter(claims).items() if n > 1)
+    if dupes:
+        raise UsageError(f"claim {dupes[0]} is given twice; each claim of one submission is unique")
+    return manifests
+
+
+def _checked_paths(opts: SubmitOptions) -> _Paths:
+    """The folders and image of ``opts``: there, of the right kind, and plain enough."""
+    code_dir = _existing_dir(opts.code_dir, "--code-dir")
+    data_dir = _existing_dir(opts.data_dir, "--data-dir")
+    image = _safe_path(opts.image.absolute(), "--image")
+    if not image.is_file():
+        raise UsageError(f"--image {opts.image}: no such file")
+    return _Paths(
+        code_dir=code_dir,
+        data_dir=data_dir,
+        image=image,
+        out_root=_safe_path(opts.out_dir.absolute(), "--out-dir"),
+        runs_root=_safe_path(opts.runs_root.absolute(), "--runs-root"),
+    )
+
+
+def _check_overlaps(paths: _Paths, opts: SubmitOptions, run_dir: Path) -> None:
+    """The run directory (or the folder of them) overlaps no input or the output."""
+    check_overlaps(
+        code_dir=paths.code_dir,
+        data_dir=paths.data_dir,
+        out_dir=paths.out_root,
+        run_dirs=(run_dir,),
+        run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
+        run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
+    )
+
+
+def _given_run_dir(opts: SubmitOptions, default: Path) -> Path:
+    """``--run-dir`` when given (checked, absolute), else ``default``."""
+    if opts.run_dir is None:
+        return default
+    return _safe_path(opts.run_dir.absolute(), "--run-dir")
+
+
+def _plan_one(
+    m: Manifest, opts: SubmitOptions, now: datetime, common: partial[Plan], paths: _Paths
+) -> Plan:
+    """One claim: one job in its own run directory."""
+    run_id = new_run_id(m.spec.claim, now)
+    # The run id stays the generated one: the job name must be unique on the cluster,
+    # whatever the user calls the folder (exactly-once submission looks it up by name).
+    run_dir = _given_run_dir(opts, paths.runs_root / run_id)
+    _check_overlaps(paths, opts, run_dir)
+    again = f".attempt-{opts.attempt}" if opts.attempt > 1 else ""
+    return common(
+        runs=(PlannedRun(0, m, run_id, run_dir, paths.out_root),),
+        job_name=f"dotlab-{run_id}{again}",
+        chdir=run_dir,
+        ends_dir=run_dir / ENDS_SUBDIR,
+    )
+
+
+def _plan_array(
+    manifests: Sequence[Manifest],
+    opts: SubmitOptions,
+    now: datetime,
+    common: partial[Plan],
+    paths: _Paths,
+    max_array_size: int | None,
+) -> Plan:
+    """Several claims: one job array, or one per ``max_array_size`` claims beyond it."""
     if opts.run_dir is not None:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     batch = new_batch_id(now)
@@ -263,54 +317,59 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
     def planned(i: int, m: Manifest) -> PlannedRun:
         part, task = divmod(i, size) if parts > 1 else (0, i)
         run_id = f"{batch}.{part}-{task}" if parts > 1 else f"{batch}-{i}"
-        return PlannedRun(i, m, run_id, runs_root / run_id, out_root / m.spec.claim, task, part)
+        out_dir = paths.out_root / m.spec.claim
+        return PlannedRun(i, m, run_id, paths.runs_root / run_id, out_dir, task, part)
 
     runs = tuple(planned(i, m) for i, m in enumerate(manifests))
-    check_overlaps(  # every run directory is a new folder right below runs_root: check one
-        code_dir=code_dir,
-        data_dir=data_dir,
-        out_dir=out_root,
-        run_dirs=(runs[0].run_dir,),
-        run_flag="--runs-root",
-        run_given=opts.runs_root,
-    )
+    # every run directory is a new folder right below runs_root: check one
+    _check_overlaps(paths, opts, runs[0].run_dir)
     return common(
         runs=runs,
         job_name=f"dotlab-{batch}",
-        chdir=runs_root,
-        ends_dir=runs_root / ENDS_ROOT / batch,
+        chdir=paths.runs_root,
+        ends_dir=paths.runs_root / ENDS_ROOT / batch,
         batch=batch,
-        runs_root=runs_root,
+        runs_root=paths.runs_root,
         parts=parts,
     )
 
 
 def _plan_over_runs(
-    m: Manifest,
-    opts: SubmitOptions,
-    now: datetime,
-    common: partial[Plan],
-    code_dir: Path,
-    data_dir: Path,
-    out_root: Path,
-    runs_root: Path,
+    m: Manifest, opts: SubmitOptions, now: datetime, common: partial[Plan], paths: _Paths
 ) -> Plan:
     """One claim over many runs: one array, task K in ``<claim folder>/run-K``, writing to
     ``<out-dir>/run-K``; the claim's folder (``--run-dir``, or a new one in the runs root)
     holds them all."""
     claim_run_id = opts.rerun_of or new_run_id(m.spec.claim, now)
-    given = opts.run_dir is not None
-    claim_dir = (
-        _safe_path(opts.run_dir.absolute(), "--run-dir")
-        if opts.run_dir is not None
-        else runs_root / claim_run_id
+    claim_dir = _given_run_dir(opts, paths.runs_root / claim_run_id)
+    runs = _runs_of_claim(m, claim_dir, paths.out_root, opts.rerun)
+    _check_overlaps(paths, opts, claim_dir)
+    # a rerun is a submission of its own: its own job name (exactly-once looks it up by name)
+    again = f".rerun-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}" if opts.rerun else ""
+    return common(
+        runs=runs,
+        job_name=f"dotlab-{claim_run_id}{again}",
+        chdir=claim_dir,
+        ends_dir=claim_dir / ENDS_SUBDIR,
+        batch=RUN_PREFIX,
+        runs_root=claim_dir,
+        claim_dir=claim_dir,
+        claim_run_id=claim_run_id,
+        rerun=bool(opts.rerun),
+        paired=m.spec.is_paired,
     )
+
+
+def _runs_of_claim(
+    m: Manifest, claim_dir: Path, out_root: Path, rerun: tuple[int, ...]
+) -> tuple[PlannedRun, ...]:
+    """The runs of a claim over many runs (only those of ``rerun`` when it is given)."""
     # paired measurements: sample K of the one job, in the order they run (ABAB…); else runs
     order: tuple[tuple[int, str | None, int | None], ...] = m.spec.paired_order or tuple(
         (k, None, None) for k, _ in m.spec.run_seeds
     )
     seeds = dict(m.spec.run_seeds)
-    runs = tuple(
+    return tuple(
         PlannedRun(
             k,
             m,
@@ -325,29 +384,7 @@ def _plan_over_runs(
             sample,
         )
         for k, variant, sample in order
-        if not opts.rerun or k in opts.rerun
-    )
-    check_overlaps(
-        code_dir=code_dir,
-        data_dir=data_dir,
-        out_dir=out_root,
-        run_dirs=(claim_dir,),
-        run_flag="--run-dir" if given else "--runs-root",
-        run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
-    )
-    # a rerun is a submission of its own: its own job name (exactly-once looks it up by name)
-    again = f".rerun-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}" if opts.rerun else ""
-    return common(
-        runs=runs,
-        job_name=f"dotlab-{claim_run_id}{again}",
-        chdir=claim_dir,
-        ends_dir=claim_dir / ENDS_SUBDIR,
-        batch=RUN_PREFIX,
-        runs_root=claim_dir,
-        claim_dir=claim_dir,
-        claim_run_id=claim_run_id,
-        rerun=bool(opts.rerun),
-        paired=m.spec.is_paired,
+        if not rerun or k in rerun
     )
 
 

@@ -90,6 +90,11 @@ def test_the_dry_run_is_one_job_not_an_array(tmp_path: Path) -> None:
     assert [r.run_dir for r in res.runs] == [claim / f"run-{k}" for k in range(6)]
     assert fake.sbatches() == []  # nothing submitted
     assert not claim.exists()  # nothing written
+    # the one job asks for every sample's time; the request is its script's
+    asked = [f"--{option}={value}" for option, value in res.pairs_request.items()]
+    pairs_lines = [ln.removeprefix("#SBATCH ") for ln in (res.pairs_script or "").splitlines()]
+    assert asked and asked == [ln for ln in pairs_lines if ln in asked]
+    assert res.pairs_request["time"] != res.request["time"]
 
     # each sample's apptainer argv: its variant's entrypoint (the wrapper's last argument)
     assert [a[-1] for a in res.apptainer_argvs] == [BASE_EP, OTHER_EP] * 3

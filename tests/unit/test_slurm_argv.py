@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_sbatch_script_starting_with_dash_is_not_an_option() -> None:
 
 @pytest.mark.parametrize("field", ["job_name", "output", "error", "export", "array"])
 def test_sbatch_refuses_newlines(field: str) -> None:
-    kwargs: dict[str, str] = {"job_name": "n", "output": "o", field: "a\nb"}
+    kwargs: dict[str, Any] = {"job_name": "n", "output": "o", field: "a\nb"}
     with pytest.raises(SlurmError, match="newline"):
         sbatch_argv(Path("/s.sh"), **kwargs)
 

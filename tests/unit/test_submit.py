@@ -339,6 +339,26 @@ def test_execute_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert all(c[:2] == ("sbatch", "--version") for c in fake.calls)
 
 
+def _sbatch_lines(script: str | None) -> list[str]:
+    return [
+        line.removeprefix("#SBATCH ") for line in (script or "").splitlines() if "#SBATCH" in line
+    ]
+
+
+def test_the_result_carries_the_request_its_script_states(tmp_path: Path) -> None:
+    res = execute(
+        opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"),
+        client=SlurmClient(ArraySlurm()),
+        clock=NoSleep(),
+        verify_run=lambda m: [],
+        dry_run=True,
+    )
+    asked = [f"--{option}={value}" for option, value in res.request.items()]
+    assert asked[0].startswith("--time=") and "--nodes=1" in asked and "--mem=4096M" in asked
+    assert asked == _sbatch_lines(res.script)[: len(asked)]  # the script's first #SBATCH lines
+    assert res.pairs_request == {}
+
+
 def test_execute_refused_by_verification_creates_no_output_folder(tmp_path: Path) -> None:
     # e.g. code.working_dir missing at the pinned commit: a usage error found while verifying
     def refuse(m: object) -> list[str]:

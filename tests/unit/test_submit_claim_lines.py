@@ -11,6 +11,7 @@ from tests.support import runfiles
 
 CLAIM = Path("/r/c1-X")
 SCRIPT = "#!/bin/bash\n#SBATCH --time=00:10:00\n#SBATCH --mem=2G\n#SBATCH --hold\n"
+REQUEST = {"time": "00:10:00", "mem": "2G"}  # what the job of SCRIPT asks for
 
 
 def result(
@@ -27,6 +28,7 @@ def result(
         dry_run=dry_run,
         sbatch_argvs=(("sbatch", "--parsable", "/r/c1-X/job.sbatch"),),
         claim_dir=claim_dir,
+        request=REQUEST,
     )
 
 

@@ -24,6 +24,15 @@ echo hello
 """
     + "echo line\n" * 400
 )
+# what the job of SCRIPT asks for (``SubmitResult.request``, as ``slurm.request_options`` gives it)
+REQUEST = {
+    "time": "00:07:00",
+    "nodes": "1",
+    "ntasks": "1",
+    "cpus-per-task": "2",
+    "mem": "1024M",
+    "gres": "gpu:1",
+}
 ARGV = ("/opt/apptainer/bin/apptainer", "exec", "--containall", "/i.sif")
 SBATCH = ("sbatch", "--parsable", "--job-name=dotlab-c1", "/runs/c1/job.sbatch")
 
@@ -39,6 +48,7 @@ def result(*runs: SubmittedRun, dry_run: bool = True) -> SubmitResult:
         apptainer_argvs=(ARGV,) * len(runs),
         dry_run=dry_run,
         sbatch_argvs=(SBATCH,),
+        request=REQUEST,
     )
 
 
@@ -51,7 +61,7 @@ INPUTS: dict[str, Path | None] = {
 
 
 def test_resources_are_the_requests_of_the_script() -> None:
-    assert resources(SCRIPT) == [
+    assert resources(result()) == [
         "--time=00:07:00",
         "--cpus-per-task=2",
         "--mem=1024M",
@@ -90,7 +100,7 @@ def test_the_summary_of_many_claims_names_a_few_and_each_mismatch() -> None:
 def test_the_dry_run_json() -> None:
     res = result(SubmittedRun("c1", Path("/runs/c1"), None, None))
     doc: dict[str, Any] = documents.dry_run(
-        res, inputs=INPUTS, resources=resources(SCRIPT), show_script=False
+        res, inputs=INPUTS, resources=resources(res), show_script=False
     )
     assert doc["dry_run"] is True and doc["claims"] == ["c1"]
     assert doc["runs"] == [

@@ -1,0 +1,59 @@
+"""Step 2 of a submission: the plan checked before anything is written (its array fits, its
+output folders are empty, the site's Apptainer found) and each claim's inputs verified."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .outdirs import check_out_dirs
+from .plan import Plan, PlannedRun, check_runs_fit
+
+if TYPE_CHECKING:
+    from ..manifest.models import Manifest
+    from .seams import Seams
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A plan whose checks passed, and what each run's inputs did not match (by run index;
+    empty: they all match)."""
+
+    plan: Plan
+    mismatches: Mapping[int, tuple[str, ...]]
+
+    @property
+    def good(self) -> tuple[PlannedRun, ...]:
+        """The runs whose inputs match: those that are rendered and submitted."""
+        return tuple(r for r in self.plan.runs if not self.mismatches[r.index])
+
+
+def check(p: Plan, seams: Seams, *, site_bound: int | None = None) -> Checked:
+    """Refuse what cannot be submitted before anything is written, then verify the inputs.
+
+    A claim over many runs is one array, its task ids below MaxArraySize (and ``site_bound``,
+    the site's own). A non-empty output folder is refused here; a missing one is made only
+    once verification and rendering have passed, so that a refusal leaves nothing behind.
+    ``seams.resolve`` finds the Apptainer the jobs will run (UsageError when they would find
+    none).
+    """
+    if p.claim_dir is not None:
+        bound = seams.client.max_array_size()
+        check_runs_fit(p, min(bound, site_bound or bound))
+    check_out_dirs(p, create_missing=False)
+    if seams.resolve is not None:
+        site = seams.resolve(p.site)
+        p = dataclasses.replace(p, site=site, apptainer=site.apptainer.value or p.apptainer)
+    return Checked(p, _mismatches(p, seams.verify_run))
+
+
+def _mismatches(p: Plan, verify_run: Callable[[Manifest], list[str]]) -> dict[int, tuple[str, ...]]:
+    """Each run's mismatches; the runs of a claim over many runs share one manifest, verified
+    once."""
+    verified: dict[int, tuple[str, ...]] = {}
+    for r in p.runs:
+        if id(r.manifest) not in verified:
+            verified[id(r.manifest)] = tuple(verify_run(r.manifest))
+    return {r.index: verified[id(r.manifest)] for r in p.runs}

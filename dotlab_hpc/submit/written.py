@@ -1,0 +1,133 @@
+"""Step 4 of a submission: every new run directory written whole (its records, facts and
+first events), the submission's index, and the first events logged; whatever fails takes
+back all of it (``rollback.taken_back``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..render.deffile import render_def
+from ..render.facts import task_facts
+from ..rundir.events import Logger, event
+from ..rundir.names import SCRIPT_NAME
+from .files import Contents, NewRun, NewRuns
+from .plan import Plan
+from .records import claim_runs_record, mismatch_record, run_record, write_index
+from .rendered import Rendered
+from .rollback import BEFORE_SBATCH, WRITING, taken_back
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..manifest.models import Manifest
+    from ..rundir.directory import RunDir
+    from ..rundir.records import ClaimRecord
+    from .seams import Seams
+
+
+@dataclass(frozen=True)
+class Written:
+    """The run directories of a submission, written, before any sbatch: what sbatch needs,
+    and ``made``, what a failure takes back."""
+
+    rendered: Rendered
+    plan: Plan  # with the cluster's name, as the records say
+    dirs: Mapping[int, RunDir]  # by run index
+    mismatches: Mapping[int, ClaimRecord]  # the input_mismatch record of each claim refused
+    index: Path | None  # the submission's RunIndex file, when written
+    made: NewRuns
+    now: datetime
+
+
+def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> Written:
+    """Write every run directory (a run refused for its inputs gets its record), then the
+    index ``status`` reads, then log the first events; on a failure nothing is left."""
+    p = dataclasses.replace(r.plan, cluster=cluster)  # for the records
+    mismatches = {
+        run.index: mismatch_record(run, bad, p)
+        for run in p.runs
+        if (bad := r.checked.mismatches[run.index])
+    }
+    events = _first_events(p, r.checked.mismatches, seams.clock) if seams.log is not None else {}
+    contents = _contents(r, p, now, mismatches, events)
+    made = NewRuns(p, now, write_new=seams.write_new, write_all=seams.write_all)
+    with taken_back(made, WRITING):
+        dirs = made.write(contents)
+    good = r.checked.good
+    # (a rerun's runs are a few of its claim's, paired samples one job: status reads run.json)
+    if p.is_array and good and not p.rerun and not p.paired:
+        made.made_index = write_index(p, good, dirs, now, seams.write_all)
+    if seams.log is not None:
+        with taken_back(made, BEFORE_SBATCH):  # --log-file gets the events the folders hold
+            _log_all(seams.log, events)
+    return Written(r, p, dirs, mismatches, made.made_index, made, now)
+
+
+def _contents(
+    r: Rendered,
+    p: Plan,
+    now: datetime,
+    mismatches: Mapping[int, ClaimRecord],
+    events: Mapping[int, Sequence[dict[str, Any]]],
+) -> Contents:
+    """Every file of the new run directories: run.json, the facts of each task that passed
+    verification, the .def of an image built from one, the records of those that did not."""
+    facts: dict[int, bytes] = {}
+    if r.job is not None:
+        tasks = zip(r.checked.good, r.job.tasks, r.apptainer_argvs, strict=True)
+        facts = {run.index: task_facts(t, r.job, argv) for run, t, argv in tasks}
+    return Contents(
+        runs=tuple(
+            NewRun(
+                run,
+                run_record(p, run, now),
+                facts.get(run.index),
+                _def_text(run.manifest),
+                mismatches.get(run.index),
+                tuple(events.get(run.index, ())),
+            )
+            for run in p.runs
+        ),
+        script=r.script,
+        claim=claim_runs_record(p, now) if p.claim_dir is not None and not p.rerun else None,
+        pairs=r.pairs,
+    )
+
+
+def _def_text(m: Manifest) -> str | None:
+    """The .def of a claim whose image is built from one (``image.build``)."""
+    return render_def(m) if m.spec.image.build is not None else None
+
+
+def _first_events(
+    p: Plan, mismatches: Mapping[int, Sequence[str]], clock: Clock
+) -> dict[int, list[dict[str, Any]]]:
+    """Each run's first events (verified; rendered when it passed), written with its folder."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in p.runs:
+        bad = list(mismatches[r.index])
+        evs = [
+            event(
+                "verified",
+                clock.now(),
+                run_dir=str(r.run_dir),
+                claim=r.manifest.spec.claim,
+                ok=not bad,
+                mismatches=bad,
+            )
+        ]
+        if not bad:
+            evs.append(event("rendered", clock.now(), run_dir=str(r.run_dir), script=SCRIPT_NAME))
+        out[r.index] = evs
+    return out
+
+
+def _log_all(log: Logger, events: Mapping[int, Sequence[dict[str, Any]]]) -> None:
+    """The first events of every run, in run order, to the step log (``--log-file``)."""
+    for i in sorted(events):
+        for ev in events[i]:
+            log(None, ev)
