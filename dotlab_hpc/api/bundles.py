@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from ..bundle.pack import PackResult
     from ..bundle.report import BundleReport
+    from ..bundle.reproduce import ReproducePlan
     from ..collect.collect import Collected
     from ..follow.states import RunState
     from ..rundir.records import ClaimRecord
@@ -89,6 +90,47 @@ class Reproduction:
     collected: list[Collected]
 
 
+def _checked_plan(
+    bundle: PathLike,
+    *,
+    key: PathLike | None,
+    image: PathLike | None,
+    on_checked: Callable[[BundleReport], None] | None,
+) -> ReproducePlan:
+    """The rerun of the bundle folder, once it passed ``verify-bundle``'s checks (with ``key``
+    its signature is required); ``on_checked`` gets the report."""
+    from ..bundle.check import verify_dir
+    from ..bundle.reproduce import plan_reproduce
+    from ..bundle.sign import load_public_key
+
+    root = Path(bundle)
+    if not root.is_dir():
+        raise UsageError(
+            f"{root}: not a bundle folder",
+            hint="extract a .tar first (tar -xf X.tar): the job reads the image from the folder",
+        )
+    public = None if key is None else load_public_key(Path(key))
+    report = verify_dir(root, public_key=public)
+    plan = plan_reproduce(root, report, image=None if image is None else Path(image))
+    if on_checked is not None:
+        on_checked(report)
+    return plan
+
+
+def _rerun_image(
+    plan: ReproducePlan, runs_root: Path, *, plain_http: bool, apptainer: str | None
+) -> Path:
+    """The image the rerun uses: the bundle's (or the one given), else pulled from where the
+    bundle names it; ``plain_http`` only for such a pull."""
+    if plan.image is not None:
+        if plain_http:
+            raise UsageError("--plain-http: only for a bundle that names its image by oras://")
+        return plan.image
+    return pulled_image(
+        plan.pull or "", plan.digest, runs_root, plain_http=plain_http, apptainer=apptainer
+    )
+
+
 def reproduce(
     bundle: PathLike,
     *,
@@ -117,33 +159,12 @@ def reproduce(
     is pulled into ``RUNS_ROOT/images/`` and checked (``plain_http`` for a registry on
     loopback). ``on_checked`` gets the bundle's report once it passed, before anything is pulled
     or submitted (its ``signature`` says whether a signature was checked)."""
-    from ..bundle.check import verify_dir
-    from ..bundle.reproduce import plan_reproduce
-    from ..bundle.sign import load_public_key
     from .submitting import run_all
 
-    root = Path(bundle)
-    if not root.is_dir():
-        raise UsageError(
-            f"{root}: not a bundle folder",
-            hint="extract a .tar first (tar -xf X.tar): the job reads the image from the folder",
-        )
-    public = None if key is None else load_public_key(Path(key))
-    report = verify_dir(root, public_key=public)
-    plan = plan_reproduce(root, report, image=None if image is None else Path(image))
-    if on_checked is not None:
-        on_checked(report)
-    pulled = plan.image
-    if pulled is None:
-        pulled = pulled_image(
-            plan.pull or "",
-            plan.digest,
-            Path(runs_root),
-            plain_http=plain_http,
-            apptainer=site_inputs.get("apptainer"),
-        )
-    elif plain_http:
-        raise UsageError("--plain-http: only for a bundle that names its image by oras://")
+    plan = _checked_plan(bundle, key=key, image=image, on_checked=on_checked)
+    pulled = _rerun_image(
+        plan, Path(runs_root), plain_http=plain_http, apptainer=site_inputs.get("apptainer")
+    )
     submitted, collected = run_all(
         [plan.manifest],
         code_dir=code_dir,

@@ -122,29 +122,9 @@ def _targets(results: Path) -> tuple[tuple[tuple[str, float], ...], list[str]]:
     return result_targets(doc)
 
 
-def init(
-    *,
-    code_dir: PathLike,
-    output: PathLike,
-    data_dir: PathLike | None = None,
-    image: PathLike | None = None,
-    base: str | None = None,
-    results: PathLike | None = None,
-    entrypoint: str | None = None,
-    claim: str | None = None,
-    working_dir: str | None = None,
-    force: bool = False,
-) -> Initialised:
-    """``dotlab-hpc init``: write a manifest pinning what is there; ``UsageError`` for what
-    cannot be pinned, with the command that fixes it."""
-    from ..fsio.sha256 import sha256_file
-    from ..fsio.write import atomic_write_text
-    from ..manifest.draft import DraftFacts, draft_text, safe_name
-    from ..manifest.models import validate_data
-    from ..manifest.parse import parse_document
-    from ..manifest.pin import UNPINNED_DIGEST
-
-    out = Path(output)
+def _check_request(out: Path, *, force: bool, image: PathLike | None, base: str | None) -> None:
+    """Refuse an output that is not YAML or exists (without ``--force``), and an image given
+    both ways or not at all."""
     if out.suffix.lower() not in (".yaml", ".yml"):
         raise UsageError(f"-o {out}: init writes YAML; name it claim.yaml")
     if (out.exists() or out.is_symlink()) and not force:
@@ -161,15 +141,80 @@ def init(
             "init needs the image: --image F.sif (an image you have) or --from BASE (a local base"
             " .sif or docker://NAME@sha256:…, which `dotlab-hpc build --pin` builds on)"
         )
-    code = Path(code_dir)
+
+
+def _entrypoint(code: Path, working_dir: str | None, entrypoint: str | None) -> str:
+    """``--entrypoint``, or ``python3 run.py`` when the working folder has a run.py."""
+    if entrypoint is not None:
+        return entrypoint
     work = code / working_dir if working_dir else code
-    if entrypoint is None:
-        if not (work / "run.py").is_file():
-            raise UsageError(
-                f"--entrypoint: not given, and {work} has no run.py to guess it from",
-                hint='say how the analysis starts, e.g. --entrypoint "python3 analysis.py"',
-            )
-        entrypoint = "python3 run.py"
+    if not (work / "run.py").is_file():
+        raise UsageError(
+            f"--entrypoint: not given, and {work} has no run.py to guess it from",
+            hint='say how the analysis starts, e.g. --entrypoint "python3 analysis.py"',
+        )
+    return "python3 run.py"
+
+
+def _check_draft(text: str, out: Path) -> None:
+    """The draft must load, but for what is left to the author: the digest (build --pin), the
+    targets."""
+    from ..manifest.models import validate_data
+    from ..manifest.parse import parse_document
+    from ..manifest.pin import UNPINNED_DIGEST
+
+    data = parse_document(text.encode(), ".yaml", str(out))
+    data["image"].setdefault("digest", UNPINNED_DIGEST)
+    data["targets"] = data["targets"] or {"target": {"value": 0.0, "abs_tol": 0.0}}
+    validate_data(data, str(out))
+
+
+def _write_manifest(out: Path, text: str) -> None:
+    """Write the manifest at ``out`` (its folder made), atomically."""
+    from ..fsio.write import atomic_write_text
+
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out, text)
+    except OSError as e:
+        hint = "write it in a folder you can write: -o DIR/claim.yaml"
+        raise UsageError(f"-o {out}: cannot write ({e.strerror})", hint=hint) from e
+
+
+def _next_steps(out: Path, targets: tuple[tuple[str, float], ...], *, pinned: bool) -> list[str]:
+    """What the author still has to do: the targets, the image's digest, the tolerances."""
+    notes = []
+    if not targets:
+        notes.append(f"write the targets into {out} (or run init again with --results F.json)")
+    if not pinned:
+        notes.append(f"build the image and pin it: dotlab-hpc build {out} -o claim.sif --pin")
+    if targets:
+        notes.append(f"confirm each target's tolerance in {out} (init wrote 1 % of the value)")
+    return notes
+
+
+def init(
+    *,
+    code_dir: PathLike,
+    output: PathLike,
+    data_dir: PathLike | None = None,
+    image: PathLike | None = None,
+    base: str | None = None,
+    results: PathLike | None = None,
+    entrypoint: str | None = None,
+    claim: str | None = None,
+    working_dir: str | None = None,
+    force: bool = False,
+) -> Initialised:
+    """``dotlab-hpc init``: write a manifest pinning what is there; ``UsageError`` for what
+    cannot be pinned, with the command that fixes it."""
+    from ..fsio.sha256 import sha256_file
+    from ..manifest.draft import DraftFacts, draft_text, safe_name
+
+    out = Path(output)
+    _check_request(out, force=force, image=image, base=base)
+    code = Path(code_dir)
+    entrypoint = _entrypoint(code, working_dir, entrypoint)
     commit = _checkout_head(code)
     notes: list[str] = []
     targets: tuple[tuple[str, float], ...] = ()
@@ -189,21 +234,7 @@ def init(
         targets=targets,
     )
     text = draft_text(facts)
-    data = parse_document(text.encode(), ".yaml", str(out))
-    # it must load, but for what is left to the author: the digest (build --pin), the targets
-    data["image"].setdefault("digest", UNPINNED_DIGEST)
-    data["targets"] = data["targets"] or {"target": {"value": 0.0, "abs_tol": 0.0}}
-    validate_data(data, str(out))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out, text)
-    except OSError as e:
-        hint = "write it in a folder you can write: -o DIR/claim.yaml"
-        raise UsageError(f"-o {out}: cannot write ({e.strerror})", hint=hint) from e
-    if not targets:
-        notes.append(f"write the targets into {out} (or run init again with --results F.json)")
-    if facts.image_digest is None:
-        notes.append(f"build the image and pin it: dotlab-hpc build {out} -o claim.sif --pin")
-    if targets:
-        notes.append(f"confirm each target's tolerance in {out} (init wrote 1 % of the value)")
+    _check_draft(text, out)
+    _write_manifest(out, text)
+    notes += _next_steps(out, targets, pinned=facts.image_digest is not None)
     return Initialised(out, tuple(notes), complete=bool(targets) and facts.image_digest is not None)

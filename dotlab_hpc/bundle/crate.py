@@ -201,9 +201,8 @@ class _Organizations:
         return key
 
 
-def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:
-    """The RO-Crate metadata of the bundle; ``digests`` are its files so far (path → sha256)."""
-    from rocrate.model.contextentity import ContextEntity
+def _new_crate(facts: ProvenanceFacts) -> Any:
+    """An empty crate whose root names the bundle and conforms to the Process Run Crate."""
     from rocrate.model.creativework import CreativeWork
     from rocrate.rocrate import ROCrate
 
@@ -222,7 +221,11 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         )
     )
     root["conformsTo"] = profile
-    shipped = IMAGE in digests
+    return crate
+
+
+def _image_props(facts: ProvenanceFacts, *, shipped: bool) -> dict[str, Any]:
+    """The image's properties: a SIF ``ContainerImage`` (a ``File`` too when it is shipped)."""
     what = "the Apptainer image the claim ran in" + ("" if shipped else " (not in this bundle)")
     image_props: dict[str, Any] = {
         "@type": ["File", "ContainerImage"] if shipped else "ContainerImage",
@@ -233,6 +236,13 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
     }
     if facts.image_url:
         image_props["url"] = facts.image_url
+    return image_props
+
+
+def _add_files(
+    crate: Any, facts: ProvenanceFacts, digests: Mapping[str, str], image_props: dict[str, Any]
+) -> dict[str, Any]:
+    """A data entity for each file with its sha256 and media type, by path."""
     files = {}
     for name in sorted(digests):
         props: dict[str, Any] = {"sha256": digests[name], "encodingFormat": media_type(name)}
@@ -240,11 +250,13 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
             props |= image_props
         files[name] = crate.add_file(dest_path=name, properties=props)
     describe_files(files, facts)
-    if shipped:
-        image = files[IMAGE]
-    else:
-        image_props["sha256"] = facts.image_digest.removeprefix("sha256:")
-        image = crate.add(ContextEntity(crate, "#image", properties=image_props))
+    return files
+
+
+def _add_code(crate: Any, facts: ProvenanceFacts) -> Any:
+    """The code commit, a ``SoftwareSourceCode`` named by its repository when that is on the web."""
+    from rocrate.model.contextentity import ContextEntity
+
     code_props: dict[str, Any] = {
         "@type": "SoftwareSourceCode",
         "name": f"the analysis code at commit {facts.commit}",
@@ -255,10 +267,16 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         code_props["codeRepository"] = facts.repo
     if _on_the_web(facts.repo):  # the code's own URI, as the profile asks (else a local id)
         code_props["url"] = facts.repo
-    code = crate.add(
+    return crate.add(
         ContextEntity(crate, facts.repo if _on_the_web(facts.repo) else "#code", code_props)
     )
-    data = [
+
+
+def _add_datasets(crate: Any, facts: ProvenanceFacts) -> list[Any]:
+    """One ``Dataset`` entity for each of the claim's datasets, with its sha256."""
+    from rocrate.model.contextentity import ContextEntity
+
+    return [
         crate.add(
             ContextEntity(
                 crate,
@@ -278,7 +296,13 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         )
         for d in facts.datasets
     ]
-    agent = crate.add(
+
+
+def _add_agent(crate: Any, facts: ProvenanceFacts) -> Any:
+    """The ``Person`` who submitted the job."""
+    from rocrate.model.contextentity import ContextEntity
+
+    return crate.add(
         ContextEntity(
             crate,
             "#agent",
@@ -289,11 +313,11 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
             },
         )
     )
-    _root_credit(crate, facts)
+
+
+def _action_props(facts: ProvenanceFacts, shared: dict[str, Any]) -> dict[str, Any]:
+    """The run's ``CreateAction`` properties: its name, state, times and error."""
     ok = facts.exit_code == 0
-    # what every run shares with the claim; where it ran (schema.org Action.location) is the
-    # site, not the manifest
-    shared = drop_none({"agent": agent, "containerImage": image, "location": facts.location})
     props = {
         **shared,
         "@type": "CreateAction",
@@ -313,12 +337,35 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         props["endTime"] = facts.ended_at
     if not ok:
         props["error"] = f"the analysis exited with {facts.exit_code}: {facts.reason}"
+    return props
+
+
+def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:
+    """The RO-Crate metadata of the bundle; ``digests`` are its files so far (path → sha256)."""
+    from rocrate.model.contextentity import ContextEntity
+
+    crate = _new_crate(facts)
+    shipped = IMAGE in digests
+    image_props = _image_props(facts, shipped=shipped)
+    files = _add_files(crate, facts, digests, image_props)
+    if shipped:
+        image = files[IMAGE]
+    else:
+        image_props["sha256"] = facts.image_digest.removeprefix("sha256:")
+        image = crate.add(ContextEntity(crate, "#image", properties=image_props))
+    code = _add_code(crate, facts)
+    data = _add_datasets(crate, facts)
+    agent = _add_agent(crate, facts)
+    _root_credit(crate, facts)
+    # what every run shares with the claim; where it ran (schema.org Action.location) is the
+    # site, not the manifest
+    shared = drop_none({"agent": agent, "containerImage": image, "location": facts.location})
     claim = crate.add_action(
         code,
         identifier=action_id(facts.run_id),
         object=_one(data),
         result=files[RECORD],
-        properties=props,
+        properties=_action_props(facts, shared),
     )
     runs = add_run_actions(
         crate,
@@ -328,37 +375,29 @@ def crate_json(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, 
         code=code,
         shared=shared | drop_none({"object": _one(data)}),
     )
-    root["mentions"] = _one([claim, *runs])
+    crate.root_dataset["mentions"] = _one([claim, *runs])
     metadata: dict[str, Any] = crate.metadata.generate()
     return metadata
 
 
-def check_crate(
-    data: bytes,
-    *,
-    run_id: str,
-    commit: str,
-    image_digest: str,
-    datasets: Mapping[str, str],
-    digests: Mapping[str, str],
-    location: str | None = None,
-    runs: Sequence[RunFact] = (),
-) -> list[str]:
-    """Problems of the crate as ``rocrate`` reads it back, against the record and the files
-    (``location``: where the record says the run went, None when it does not say; ``runs``:
-    the runs of a claim over many runs, each of which must have its action)."""
+def _read_crate(data: bytes) -> Any:
+    """The crate ``rocrate`` reads from ``data``, or the one problem that stops it (a str)."""
     from rocrate.rocrate import ROCrate
 
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return [f"{CRATE} is not JSON"]
+        return f"{CRATE} is not JSON"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            crate = ROCrate(obj)
+            return ROCrate(obj)
     except Exception as e:  # a third-party reader of untrusted JSON: any failure is a finding
-        return [f"{CRATE}: rocrate cannot read it ({type(e).__name__}: {e})"]
+        return f"{CRATE}: rocrate cannot read it ({type(e).__name__}: {e})"
+
+
+def _file_problems(crate: Any, digests: Mapping[str, str]) -> list[str]:
+    """The root's profile, and each data entity's sha256 against the bundle's files."""
     problems: list[str] = []
     if PROCESS_PROFILE not in _ids(crate.root_dataset.get("conformsTo")):
         problems.append(f"{CRATE}: the root does not conform to {PROCESS_PROFILE}")
@@ -370,9 +409,20 @@ def check_crate(
             problems.append(
                 f"{CRATE} names {entity.id} sha256 {have}, the file has {digests[entity.id]}"
             )
-    action = crate.get(action_id(run_id))
-    if action is None or "CreateAction" not in _ids(action.type):
-        return [*problems, f"{CRATE}: no CreateAction {action_id(run_id)} for the run"]
+    return problems
+
+
+def _action_problems(
+    crate: Any,
+    action: Any,
+    *,
+    commit: str,
+    image_digest: str,
+    datasets: Mapping[str, str],
+    location: str | None,
+) -> list[str]:
+    """The run's action against the record: its result, code, image, datasets and location."""
+    problems: list[str] = []
     if _ids(action.get("result")) != [RECORD]:
         problems.append(f"{CRATE}: the run's result is {_ids(action.get('result'))}, not {RECORD}")
     instruments = [crate.get(i) for i in _ids(action.get("instrument"))]
@@ -393,5 +443,37 @@ def check_crate(
         problems.append(
             f"{CRATE} says the run went to {action.get('location')!r}, the record {location!r}"
         )
+    return problems
+
+
+def check_crate(
+    data: bytes,
+    *,
+    run_id: str,
+    commit: str,
+    image_digest: str,
+    datasets: Mapping[str, str],
+    digests: Mapping[str, str],
+    location: str | None = None,
+    runs: Sequence[RunFact] = (),
+) -> list[str]:
+    """Problems of the crate as ``rocrate`` reads it back, against the record and the files
+    (``location``: where the record says the run went, None when it does not say; ``runs``:
+    the runs of a claim over many runs, each of which must have its action)."""
+    crate = _read_crate(data)
+    if isinstance(crate, str):
+        return [crate]
+    problems = _file_problems(crate, digests)
+    action = crate.get(action_id(run_id))
+    if action is None or "CreateAction" not in _ids(action.type):
+        return [*problems, f"{CRATE}: no CreateAction {action_id(run_id)} for the run"]
+    problems += _action_problems(
+        crate,
+        action,
+        commit=commit,
+        image_digest=image_digest,
+        datasets=datasets,
+        location=location,
+    )
     problems += check_run_actions(crate, runs, action=action.id, crate_name=CRATE)
     return problems

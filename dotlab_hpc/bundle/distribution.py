@@ -10,8 +10,18 @@ from __future__ import annotations
 import csv
 import io
 import math
+from typing import TYPE_CHECKING
 
-from ..rundir.records import ClaimRecord, OverRunsRecord
+from ..rundir.records import (
+    ClaimRecord,
+    OverRunsRecord,
+    RunValuesRecord,
+    StatisticRecord,
+    TargetRecord,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 100  # so 800 by 450 pixels
 _COLUMNS = ("run_index", "seed", "run_id", "outcome", "node")
@@ -63,32 +73,18 @@ def _jitter(k: int) -> float:
     return ((k * _GOLDEN) % 1.0 - 0.5) * 0.4
 
 
-def distribution_png(record: ClaimRecord, of: str) -> bytes:
-    """The PNG of value ``of`` over the runs: a dot a run over its box, and each target over
-    ``of``: its expected value with the tolerance band, its statistic and the mean's interval.
-
-    Runs without the value (failed runs) are left out, and counted in the title.
-    """
-    over = _over_runs(record)
-    runs = sorted(over.runs, key=lambda r: r.index)
-    if not any(s.of == of for s in over.statistics.values()) and not any(
-        of in (r.values or {}) for r in runs
-    ):
-        raise ValueError(f"{record.claim}: no target's statistic and no run's value is {of!r}")
-    # paired measurements: one strip a variant, the baseline first; else one strip of all runs
+def _strips(runs: list[RunValuesRecord], of: str) -> dict[str | None, list[float]]:
+    """The finite values of ``of``: one strip a variant (the baseline first), else one of all."""
     groups: dict[str | None, list[float]] = {}
     for r in runs:
         kept = groups.setdefault(r.variant, [])
         if r.values and of in r.values and math.isfinite(r.values[of]):
             kept.append(r.values[of])
-    ys = [y for values in groups.values() for y in values]
+    return groups
 
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+def _draw_runs(ax: Axes, groups: dict[str | None, list[float]]) -> None:
+    """Each strip's box, and a dot a run over it."""
     for g, (variant, values) in enumerate(groups.items()):
         if not values:
             continue
@@ -115,11 +111,22 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
             zorder=3,
             label=what,
         )
-    targets = [
+
+
+def _targets_of(
+    record: ClaimRecord, over: OverRunsRecord, of: str
+) -> list[tuple[str, TargetRecord, StatisticRecord]]:
+    """Each target whose statistic is over ``of``, by name, with that statistic."""
+    return [
         (name, record.targets[name], stat)
         for name, stat in sorted(over.statistics.items())
         if stat.of == of and name in record.targets
     ]
+
+
+def _draw_targets(ax: Axes, targets: list[tuple[str, TargetRecord, StatisticRecord]]) -> None:
+    """Each target's expected value with its tolerance band and its statistic; a statistic that
+    is no place on this axis (a spread, a ratio) is named in the legend only."""
     for k, (name, target, stat) in enumerate(targets):
         color = _COLORS[k % len(_COLORS)]
         tol = target.abs_tol + target.rel_tol * abs(target.expected)
@@ -147,8 +154,13 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
             zorder=2,
             label=f"{name}: {stat.statistic} {target.actual:g}",
         )
-    # the mean's interval, whatever the statistic: one bar for each distinct interval
-    # (a compared statistic's interval is of a ratio or difference: in its target's label only)
+
+
+def _draw_intervals(ax: Axes, targets: list[tuple[str, TargetRecord, StatisticRecord]]) -> int:
+    """The mean's interval, whatever the statistic: one bar for each distinct interval; how many.
+
+    A compared statistic's interval is of a ratio or difference: in its target's label only.
+    """
     intervals = {
         s.interval: s.of for _, _, s in targets if s.interval is not None and not s.compare
     }
@@ -163,20 +175,53 @@ def distribution_png(record: ClaimRecord, of: str) -> bytes:
             zorder=4,
             label=f"mean's {iv.confidence:.0%} interval ({iv.method})",
         )
-    ax.set_xlim(-0.6, len(groups) - 0.4 + 0.08 * len(intervals))
+    return len(intervals)
+
+
+def _label(ax: Axes, title: str, of: str, groups: dict[str | None, list[float]], bars: int) -> None:
+    """The axes' limits, ticks, labels, title and legend."""
+    ax.set_xlim(-0.6, len(groups) - 0.4 + 0.08 * bars)
     if None in groups:
         ax.set_xticks([])
     else:  # paired: each strip named by its variant
         ax.set_xticks(range(len(groups)), [str(v) for v in groups])
     ax.set_xlabel("runs, spread sideways only to be seen")
     ax.set_ylabel(of)
-    missing = len(runs) - len(ys)
-    ax.set_title(
-        f"{record.claim}: {of} over {len(ys)} runs"
-        + (f"\n({missing} of {len(runs)} runs without a value, not shown)" if missing else "")
-    )
+    ax.set_title(title)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+
+
+def distribution_png(record: ClaimRecord, of: str) -> bytes:
+    """The PNG of value ``of`` over the runs: a dot a run over its box, and each target over
+    ``of``: its expected value with the tolerance band, its statistic and the mean's interval.
+
+    Runs without the value (failed runs) are left out, and counted in the title.
+    """
+    over = _over_runs(record)
+    runs = sorted(over.runs, key=lambda r: r.index)
+    if not any(s.of == of for s in over.statistics.values()) and not any(
+        of in (r.values or {}) for r in runs
+    ):
+        raise ValueError(f"{record.claim}: no target's statistic and no run's value is {of!r}")
+    groups = _strips(runs, of)
+    shown = sum(len(values) for values in groups.values())
+    missing = len(runs) - shown
+    title = f"{record.claim}: {of} over {shown} runs" + (
+        f"\n({missing} of {len(runs)} runs without a value, not shown)" if missing else ""
+    )
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    _draw_runs(ax, groups)
+    targets = _targets_of(record, over, of)
+    _draw_targets(ax, targets)
+    bars = _draw_intervals(ax, targets)
+    _label(ax, title, of, groups, bars)
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
     return out.getvalue()

@@ -126,21 +126,11 @@ def push_image(
     return Transfer(image, sif.digest, sif.file_size, ref.pinned(got.digest))
 
 
-def pull_image(
-    runner: StreamingRunner,
-    program: str,
-    uri: str,
-    output: Path,
-    *,
-    digest: str | None = None,
-    plain_http: bool = False,
-    force: bool = False,
-    fetch: Fetch = fetch_manifest,
-) -> Transfer:
-    """Pull the .sif that ``uri`` pins (``…@sha256:`` of the artifact, and/or ``digest`` of the
-    file) into ``output``: checked before the pull and after it, written only when it is the
-    pinned one (no part of it left otherwise)."""
-    ref = oras_ref(uri, plain_http=plain_http, what="pull")
+def _check_pull_request(
+    ref: ImageRef, uri: str, digest: str | None, output: Path, *, force: bool
+) -> None:
+    """Refuse a malformed ``--digest``, a pull that nothing pins, and an output that is a
+    folder or exists (without ``force``)."""
     if digest is not None and not DIGEST_RE.fullmatch(digest):
         raise UsageError(
             f"--digest {one_line(digest)}: not sha256:<64 lowercase hex digits>",
@@ -159,6 +149,56 @@ def pull_image(
         raise UsageError(
             f"-o {output}: exists", hint="add --force to replace it, or choose another -o"
         )
+
+
+def _pull_to(
+    runner: StreamingRunner,
+    program: str,
+    ref: ImageRef,
+    pinned: str,
+    part: Path,
+    *,
+    want: str,
+    plain_http: bool,
+    output: Path,
+) -> None:
+    """``apptainer pull`` the artifact ``pinned`` (``ref`` checked) into ``part``, the partial
+    file of ``output``, which must then hold the .sif ``want``."""
+    code = runner.stream(pull_argv(program, part, pinned, no_https=plain_http))
+    if code != 0:
+        raise OperatorError(
+            f"`{Path(program).name} pull` failed with exit status {code}; its output is above",
+            hint="a digest Apptainer says does not match means the registry's blob is not"
+            " the pushed file",
+        )
+    if not part.is_file() or part.is_symlink():
+        raise OperatorError(f"`{Path(program).name} pull` wrote no file at {part}")
+    actual = "sha256:" + sha256_file(part)
+    if actual != want:
+        raise InputMismatch(
+            [
+                f"{ref.text()}: the file the registry sent has {actual}, its manifest says"
+                f" {want}: a changed or broken blob; refused, {output} not written",
+            ]
+        )
+
+
+def pull_image(
+    runner: StreamingRunner,
+    program: str,
+    uri: str,
+    output: Path,
+    *,
+    digest: str | None = None,
+    plain_http: bool = False,
+    force: bool = False,
+    fetch: Fetch = fetch_manifest,
+) -> Transfer:
+    """Pull the .sif that ``uri`` pins (``…@sha256:`` of the artifact, and/or ``digest`` of the
+    file) into ``output``: checked before the pull and after it, written only when it is the
+    pinned one (no part of it left otherwise)."""
+    ref = oras_ref(uri, plain_http=plain_http, what="pull")
+    _check_pull_request(ref, uri, digest, output, force=force)
     got = fetch(ref, ref.digest or ref.tag or "latest", plain_http)
     _check_manifest_pin(ref, got)
     layer = parse_sif_layer(got)
@@ -177,23 +217,16 @@ def pull_image(
     part.unlink(missing_ok=True)
     pinned = f"oras://{ref.host}/{ref.repository}@{got.digest}"  # what was just checked
     try:
-        code = runner.stream(pull_argv(program, part, pinned, no_https=plain_http))
-        if code != 0:
-            raise OperatorError(
-                f"`{Path(program).name} pull` failed with exit status {code}; its output is above",
-                hint="a digest Apptainer says does not match means the registry's blob is not"
-                " the pushed file",
-            )
-        if not part.is_file() or part.is_symlink():
-            raise OperatorError(f"`{Path(program).name} pull` wrote no file at {part}")
-        actual = "sha256:" + sha256_file(part)
-        if actual != layer.digest:
-            raise InputMismatch(
-                [
-                    f"{ref.text()}: the file the registry sent has {actual}, its manifest says"
-                    f" {layer.digest}: a changed or broken blob; refused, {output} not written",
-                ]
-            )
+        _pull_to(
+            runner,
+            program,
+            ref,
+            pinned,
+            part,
+            want=layer.digest,
+            plain_http=plain_http,
+            output=output,
+        )
         part.replace(output)
     finally:
         part.unlink(missing_ok=True)

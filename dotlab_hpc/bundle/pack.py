@@ -18,7 +18,7 @@ import stat
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import TOOL_NAME, __version__
 from ..collect.facts import read_container_facts
@@ -32,7 +32,7 @@ from ..rundir.names import DEF_NAME, LOG_FILES, RESOLVED_FILE
 from ..rundir.records import ClaimRecord, ToolRecord
 from .anonymize import ANON_USER, tree_leaks
 from .check import verify_dir
-from .crate import Author, credited
+from .crate import Author, CrateFacts, credited
 from .evidence import derive_evidence
 from .layout import (
     DEF,
@@ -210,10 +210,23 @@ def bundle_license(given: str | None, declared: str | None, manifest: Path) -> s
     return declared
 
 
-def build_tree(
-    opts: PackOptions, tree: Path, sign: Ed25519PrivateKey | None = None
-) -> tuple[ClaimRecord, bool]:
-    """Fill the empty folder ``tree`` with the bundle of ``opts.run_dir``."""
+@dataclass(frozen=True)
+class _Source:
+    """A collected run as pack reads it: its folder, its record (and the record's bytes) and
+    its manifest, checked against each other."""
+
+    rd: RunDir
+    claim: ClaimRuns | None  # a claim over many runs: its folder's list of them
+    run: RunRecord
+    record: ClaimRecord
+    record_bytes: bytes
+    manifest: Manifest
+    manifest_name: str
+
+
+def _read_source(opts: PackOptions) -> _Source:
+    """The collected run to pack; refused without a record, from ``run --local`` unless
+    allowed, or when its manifest changed after collect."""
     rd, claim, run = _open(opts.run_dir)
     got = rd.record_and_bytes()
     if got is None:
@@ -236,9 +249,12 @@ def build_tree(
             f"{one_line(rd.file(manifest_name))}: sha256 {manifest.sha256} is not the record's"
             f" {record.manifest_sha256}; the run directory was changed after collect"
         )
-    license = bundle_license(opts.license, manifest.spec.license, rd.file(manifest_name))
-    digest = record.inputs.image_digest
-    image_src = _image_source(opts, run, digest) if opts.include_image else None
+    return _Source(rd, claim, run, record, record_bytes, manifest, manifest_name)
+
+
+def _image_url(opts: PackOptions, digest: str) -> str | None:
+    """``--image-url`` checked: a URL, and an ``oras://`` one that the registry holds (then
+    named by its manifest digest); ``--plain-http`` only with such a URL."""
     image_url = opts.image_url
     if image_url is not None and not _URL_OK.fullmatch(image_url):
         raise UsageError(f"--image-url {image_url!r}: not a URL (spaces or control chars)")
@@ -247,57 +263,66 @@ def build_tree(
         image_url = check_registry_holds(image_url, digest, plain_http=opts.plain_http)
     elif opts.plain_http:
         raise UsageError("--plain-http: only for an --image-url oras://… on loopback")
+    return image_url
 
+
+def _copy_run(src: _Source, tree: Path) -> None:
+    """Copy the run's manifest, record, resolved manifest, .def and logs into ``tree``."""
     # The manifest and the record were just read and checked; copy those exact bytes.
-    _write_bytes(tree / manifest_name, manifest.raw)
-    _write_bytes(tree / RECORD, record_bytes)
-    if run.manifest is not None:
-        _write(tree / RESOLVED, canonical_json(run.manifest))
+    _write_bytes(tree / src.manifest_name, src.manifest.raw)
+    _write_bytes(tree / RECORD, src.record_bytes)
+    if src.run.manifest is not None:
+        _write(tree / RESOLVED, canonical_json(src.run.manifest))
     else:  # a run directory from before kept it in a file
-        _copy(rd.file(RESOLVED_FILE), tree / RESOLVED)
-    _copy(rd.file(DEF_NAME), tree / DEF)
-    if claim is None:
+        _copy(src.rd.file(RESOLVED_FILE), tree / RESOLVED)
+    _copy(src.rd.file(DEF_NAME), tree / DEF)
+    if src.claim is None:
         for name in LOG_FILES:
-            _copy(rd.file(name), tree / LOGS / name)
+            _copy(src.rd.file(name), tree / LOGS / name)
     else:  # a claim over many runs: each run's logs and record, the values, their plots
-        copy_runs(rd, claim, record, tree, _copy, _write_bytes)
-    scrub = None
-    if opts.anonymize:
-        scrub, record, manifest = _anonymize(tree, run, record, manifest, image_src)
-    size = None
-    if image_src is not None:
-        _copy(image_src, tree / IMAGE, follow_symlinks=True)
-        size = (tree / IMAGE).stat().st_size
-    if claim is None:
-        status = rd.status()
-        evidence = derive_evidence(
-            record,
-            container=read_container_facts(rd, status, manifest.spec.resources.time_s),
-            status=status,
-            submission=rd.submission(run),
-            gpu_claim=manifest.spec.is_gpu,
-        )
-    else:
-        evidence = claim_evidence(record, rd.members(claim))
-    _write(tree / EVIDENCE, _scrubbed(scrub, canonical_json(evidence)))
-    index = BundleIndex(
+        copy_runs(src.rd, src.claim, src.record, tree, _copy, _write_bytes)
+
+
+def _copy_image(image_src: Path | None, tree: Path) -> int | None:
+    """Copy the image into ``tree`` when it is packed; its size in bytes."""
+    if image_src is None:
+        return None
+    _copy(image_src, tree / IMAGE, follow_symlinks=True)
+    return (tree / IMAGE).stat().st_size
+
+
+def _evidence(src: _Source, record: ClaimRecord, manifest: Manifest) -> dict[str, Any]:
+    """The evidence of one run (its files and Slurm's facts), or of a claim over many runs."""
+    if src.claim is not None:
+        return claim_evidence(record, src.rd.members(src.claim))
+    status = src.rd.status()
+    return derive_evidence(
+        record,
+        container=read_container_facts(src.rd, status, manifest.spec.resources.time_s),
+        status=status,
+        submission=src.rd.submission(src.run),
+        gpu_claim=manifest.spec.is_gpu,
+    )
+
+
+def _bundle_index(
+    tree: Path, record: ClaimRecord, manifest_name: str, image: BundleImage
+) -> BundleIndex:
+    """The bundle's index: the run, its outcome, the manifest, the .def and the image."""
+    return BundleIndex(
         bundle_version=1,
         claim=record.claim,
         run_id=record.run_id,
         outcome=record.outcome,
         manifest=manifest_name,
         deffile=DEF if (tree / DEF).exists() else None,
-        image=BundleImage(
-            digest=digest,
-            file=IMAGE if image_src is not None else None,
-            url=image_url,
-            size=size,
-        ),
+        image=image,
         tool=ToolRecord(name=TOOL_NAME, version=__version__),
     )
-    _write(tree / INDEX, canonical_json(index.model_dump(mode="json")))
-    readme = readme_text(index, record, manifest.spec, signed=sign is not None)
-    _write(tree / README, _scrubbed(scrub, readme))
+
+
+def _digests(tree: Path, image_src: Path | None, digest: str) -> dict[str, str]:
+    """The sha256 of every file in ``tree``, by path; a packed image must be the run's."""
     files, problems = walk_files(tree)
     if problems:  # pragma: no cover - the tree holds only what was just written
         raise RunDirError(f"bundle tree: {'; '.join(problems)}")
@@ -307,17 +332,67 @@ def build_tree(
             f"{image_src}: sha256:{digests[IMAGE]} is not the image the run used ({digest})",
             hint="give --image with the run's .sif, or --no-image",
         )
+    return digests
+
+
+def _crate_facts(
+    src: _Source,
+    record: ClaimRecord,
+    manifest: Manifest,
+    *,
+    evidence: dict[str, Any],
+    index: BundleIndex,
+    license: str,
+    anonymous: bool,
+) -> CrateFacts:
+    """What the crate and the statement state: the run's facts, its license and authors."""
     facts = run_facts(
         record,
         manifest.spec,
         evidence=evidence,
-        manifest_name=manifest_name,
+        manifest_name=src.manifest_name,
         image_file=index.image.file,
-        image_url=image_url,
-        agent=agent_name(rd.path) if scrub is None else ANON_USER,
+        image_url=index.image.url,
+        agent=ANON_USER if anonymous else agent_name(src.rd.path),
     )
     authors = [Author(a.name, a.orcid, a.affiliation, a.ror) for a in manifest.spec.authors]
-    facts = credited(facts, license, authors, manifest.spec.publisher)
+    return credited(facts, license, authors, manifest.spec.publisher)
+
+
+def build_tree(
+    opts: PackOptions, tree: Path, sign: Ed25519PrivateKey | None = None
+) -> tuple[ClaimRecord, bool]:
+    """Fill the empty folder ``tree`` with the bundle of ``opts.run_dir``."""
+    src = _read_source(opts)
+    license = bundle_license(
+        opts.license, src.manifest.spec.license, src.rd.file(src.manifest_name)
+    )
+    digest = src.record.inputs.image_digest
+    image_src = _image_source(opts, src.run, digest) if opts.include_image else None
+    image_url = _image_url(opts, digest)
+    _copy_run(src, tree)
+    scrub, record, manifest = None, src.record, src.manifest
+    if opts.anonymize:
+        scrub, record, manifest = _anonymize(tree, src.run, record, manifest, image_src)
+    size = _copy_image(image_src, tree)
+    evidence = _evidence(src, record, manifest)
+    _write(tree / EVIDENCE, _scrubbed(scrub, canonical_json(evidence)))
+    file = IMAGE if image_src is not None else None
+    image = BundleImage(digest=digest, file=file, url=image_url, size=size)
+    index = _bundle_index(tree, record, src.manifest_name, image)
+    _write(tree / INDEX, canonical_json(index.model_dump(mode="json")))
+    readme = readme_text(index, record, manifest.spec, signed=sign is not None)
+    _write(tree / README, _scrubbed(scrub, readme))
+    digests = _digests(tree, image_src, digest)
+    facts = _crate_facts(
+        src,
+        record,
+        manifest,
+        evidence=evidence,
+        index=index,
+        license=license,
+        anonymous=scrub is not None,
+    )
     digests |= write_metadata(tree, facts, digests, sign=sign, isolation=record.isolation)
     _write(tree / SUMS, sums_text(digests))
     if scrub is not None and (leaks := tree_leaks(tree, scrub, skip=frozenset({IMAGE}))):

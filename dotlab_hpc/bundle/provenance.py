@@ -135,9 +135,8 @@ def run_annotations(run: RunFact) -> dict[str, Any]:
     )
 
 
-def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:
-    """The statement; ``digests`` are the bundle's files so far (path → hex sha256)."""
-    image_hex = _hex(facts.image_digest)
+def _dependencies(facts: ProvenanceFacts) -> list[dict[str, Any]]:
+    """The resolved dependencies: the code commit, each dataset, the image digest."""
     dependencies: list[dict[str, Any]] = [
         drop_none({"name": "code", "uri": facts.repo, "digest": {"gitCommit": facts.commit}})
     ]
@@ -153,10 +152,21 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
         for d in facts.datasets
     ]
     dependencies.append(
-        drop_none({"name": "image", "uri": facts.image_url, "digest": {"sha256": image_hex}})
+        drop_none(
+            {
+                "name": "image",
+                "uri": facts.image_url,
+                "digest": {"sha256": _hex(facts.image_digest)},
+            }
+        )
     )
+    return dependencies
+
+
+def _byproducts(facts: ProvenanceFacts, digests: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every other file with its sha256, by path; a run's own record annotated with the run."""
     runs = {r.record: r for r in facts.runs}
-    byproducts = [
+    return [
         drop_none(
             {
                 "name": name,
@@ -167,6 +177,10 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
         for name in sorted(digests)
         if name not in (RECORD, IMAGE) and name not in NOT_COVERED
     ]
+
+
+def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[str, Any]:
+    """The statement; ``digests`` are the bundle's files so far (path → hex sha256)."""
     slurm = drop_none(
         {
             "jobId": facts.job_id,
@@ -180,7 +194,7 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
         "_type": STATEMENT_TYPE,
         "subject": [
             {"name": RECORD, "digest": {"sha256": digests[RECORD]}},
-            {"name": facts.image_file or IMAGE, "digest": {"sha256": image_hex}},
+            {"name": facts.image_file or IMAGE, "digest": {"sha256": _hex(facts.image_digest)}},
         ],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
@@ -188,7 +202,7 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
                 "buildType": BUILD_TYPE,
                 "externalParameters": {"claim": facts.claim, "manifest": facts.manifest_name},
                 "internalParameters": {"runId": facts.run_id, "slurm": slurm},
-                "resolvedDependencies": dependencies,
+                "resolvedDependencies": _dependencies(facts),
             },
             "runDetails": {
                 "builder": {
@@ -202,7 +216,7 @@ def build_statement(facts: ProvenanceFacts, digests: Mapping[str, str]) -> dict[
                         "finishedOn": facts.ended_at,
                     }
                 ),
-                "byproducts": byproducts,
+                "byproducts": _byproducts(facts, digests),
             },
         },
     }
@@ -257,6 +271,69 @@ def read_statement(
     return st, problems
 
 
+def _subject_problems(
+    subjects: Mapping[str, Any], image_digest: str, digests: Mapping[str, str]
+) -> list[str]:
+    """The subjects against the bundle: the record's sha256, and one image, the record's."""
+    problems = []
+    image_names = [n for n in subjects if n != RECORD]
+    if RECORD not in subjects:
+        problems.append(f"{STATEMENT} does not name {RECORD} as a subject")
+    elif _sha(subjects[RECORD]) != digests.get(RECORD):
+        problems.append(
+            f"{STATEMENT} names {RECORD} sha256 {_sha(subjects[RECORD])}, the bundle's"
+            f" {RECORD} has {digests.get(RECORD)}"
+        )
+    if len(image_names) != 1:
+        problems.append(f"{STATEMENT}: expected the record and one image as subjects")
+    else:
+        have = _sha(subjects[image_names[0]])
+        if have != _hex(image_digest):
+            problems.append(f"{STATEMENT} names image sha256:{have}, the record {image_digest}")
+        elif image_names[0] in digests and digests[image_names[0]] != have:
+            problems.append(
+                f"{STATEMENT} names {image_names[0]} sha256:{have}, the file has"
+                f" sha256:{digests[image_names[0]]}"
+            )
+    return problems
+
+
+def _dependency_problems(
+    deps: Mapping[str, Any], *, commit: str, image_digest: str, datasets: Mapping[str, str]
+) -> list[str]:
+    """The resolved dependencies against the record: the commit, the image, each dataset."""
+    problems = []
+    have_commit = _get(deps.get("code"), "digest", "gitCommit")
+    if have_commit != commit:
+        problems.append(f"{STATEMENT} names code commit {have_commit}, the record {commit}")
+    if _sha(deps.get("image")) != _hex(image_digest):
+        problems.append(
+            f"{STATEMENT} names dependency image sha256:{_sha(deps.get('image'))}, the record"
+            f" {image_digest}"
+        )
+    stated = {n.removeprefix("data/"): _sha(e) for n, e in deps.items() if n.startswith("data/")}
+    for name in sorted(set(stated) | set(datasets)):
+        if stated.get(name) != datasets.get(name):
+            problems.append(
+                f"{STATEMENT} names dataset {name} sha256 {stated.get(name)}, the record"
+                f" {datasets.get(name)}"
+            )
+    return problems
+
+
+def _byproduct_problems(byproducts: Mapping[str, Any], digests: Mapping[str, str]) -> list[str]:
+    """Each byproduct against the bundle: there, with the sha256 the statement names."""
+    problems = []
+    for name, entry in sorted(byproducts.items()):
+        if name not in digests:
+            problems.append(f"{STATEMENT} names {name}, which is not in the bundle")
+        elif _sha(entry) != digests[name]:
+            problems.append(
+                f"{STATEMENT} names {name} sha256 {_sha(entry)}, the file has {digests[name]}"
+            )
+    return problems
+
+
 def check_statement(
     data: bytes,
     *,
@@ -276,54 +353,17 @@ def check_statement(
     if st is None:
         return problems
     subjects = _named(st.get("subject"), "subject", problems)
-    image_hex = _hex(image_digest)
-    image_names = [n for n in subjects if n != RECORD]
-    if RECORD not in subjects:
-        problems.append(f"{STATEMENT} does not name {RECORD} as a subject")
-    elif _sha(subjects[RECORD]) != digests.get(RECORD):
-        problems.append(
-            f"{STATEMENT} names {RECORD} sha256 {_sha(subjects[RECORD])}, the bundle's"
-            f" {RECORD} has {digests.get(RECORD)}"
-        )
-    if len(image_names) != 1:
-        problems.append(f"{STATEMENT}: expected the record and one image as subjects")
-    else:
-        have = _sha(subjects[image_names[0]])
-        if have != image_hex:
-            problems.append(f"{STATEMENT} names image sha256:{have}, the record {image_digest}")
-        elif image_names[0] in digests and digests[image_names[0]] != have:
-            problems.append(
-                f"{STATEMENT} names {image_names[0]} sha256:{have}, the file has"
-                f" sha256:{digests[image_names[0]]}"
-            )
+    problems += _subject_problems(subjects, image_digest, digests)
     build = _get(st, "predicate", "buildDefinition")
     deps = _named(_get(build, "resolvedDependencies"), "resolvedDependency", problems)
-    have_commit = _get(deps.get("code"), "digest", "gitCommit")
-    if have_commit != commit:
-        problems.append(f"{STATEMENT} names code commit {have_commit}, the record {commit}")
-    if _sha(deps.get("image")) != image_hex:
-        problems.append(
-            f"{STATEMENT} names dependency image sha256:{_sha(deps.get('image'))}, the record"
-            f" {image_digest}"
-        )
-    stated = {n.removeprefix("data/"): _sha(e) for n, e in deps.items() if n.startswith("data/")}
-    for name in sorted(set(stated) | set(datasets)):
-        if stated.get(name) != datasets.get(name):
-            problems.append(
-                f"{STATEMENT} names dataset {name} sha256 {stated.get(name)}, the record"
-                f" {datasets.get(name)}"
-            )
+    problems += _dependency_problems(
+        deps, commit=commit, image_digest=image_digest, datasets=datasets
+    )
     have_job = _get(build, "internalParameters", "slurm", "jobId")
     if have_job != job_id:
         problems.append(f"{STATEMENT} names Slurm job {have_job}, the record {job_id}")
     byproducts = _named(_get(st, "predicate", "runDetails", "byproducts"), "byproduct", problems)
-    for name, entry in sorted(byproducts.items()):
-        if name not in digests:
-            problems.append(f"{STATEMENT} names {name}, which is not in the bundle")
-        elif _sha(entry) != digests[name]:
-            problems.append(
-                f"{STATEMENT} names {name} sha256 {_sha(entry)}, the file has {digests[name]}"
-            )
+    problems += _byproduct_problems(byproducts, digests)
     problems += _check_runs(byproducts, runs)
     covered = set(subjects) | set(byproducts) | NOT_COVERED
     left = sorted(n for n in digests if n not in covered)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from ..manifest.models import DatasetSpec, ManifestSpec
 from ..rundir.records import ClaimRecord
@@ -57,10 +58,35 @@ def _dataset_line(d: DatasetSpec) -> str:
     return f"   - `{d.path}` ({d.name}): `{d.sha256}`{got}"
 
 
-def readme_text(
-    index: BundleIndex, record: ClaimRecord, spec: ManifestSpec, *, signed: bool = False
-) -> str:
-    """The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
+@dataclass(frozen=True)
+class _ImageWords:
+    """How the README names the image: in the file list, in the rerun steps, as ``--image``."""
+
+    here: str
+    step: str
+    arg: str
+
+
+def _image_words(index: BundleIndex) -> _ImageWords:
+    """The image's words: the file in the bundle, or where to get it when it was left out."""
+    image = index.image
+    hexdigest = image.digest.removeprefix("sha256:")
+    if image.file is not None:
+        return _ImageWords(
+            here=f"`{image.file}`: the image (`{image.digest}`)",
+            step=f"The image is `BUNDLE/{image.file}` (sha256 `{hexdigest}`).",
+            arg=f"BUNDLE/{image.file}",
+        )
+    where = f"<{image.url}>" if image.url else "the authors (it is not in this bundle)"
+    return _ImageWords(
+        here=f"no image: `pack --no-image` left it out; get it from {where}",
+        step=f"Get the image from {where}; `sha256sum` must print `{hexdigest}` for it.",
+        arg="<the .sif>",
+    )
+
+
+def _intro_lines(index: BundleIndex, record: ClaimRecord) -> list[str]:
+    """The title, the claim's title and what the bundle is."""
     lines = [f"# Reproduction bundle: {record.claim}", ""]
     if record.title:
         lines += [record.title, ""]
@@ -69,6 +95,13 @@ def readme_text(
         f" `{record.run_id}`), packed by {index.tool.name} {index.tool.version}; the record was"
         f" written by {record.tool.name} {record.tool.version}.",
         "",
+    ]
+    return lines
+
+
+def _outcome_lines(record: ClaimRecord) -> list[str]:
+    """The outcome, its targets as a table, the Slurm job and the GPUs the container saw."""
+    lines = [
         "## Outcome",
         "",
         f"**{record.outcome}**: {record.reason}",
@@ -93,18 +126,14 @@ def readme_text(
     if ev.gpus:
         lines += ["", "GPUs seen inside the container (`nvidia-smi -L`):", ""]
         lines += [f"    {g}" for g in ev.gpus]
-    image = index.image
-    hexdigest = image.digest.removeprefix("sha256:")
-    if image.file is not None:
-        image_here = f"`{image.file}`: the image (`{image.digest}`)"
-        image_step = f"The image is `BUNDLE/{image.file}` (sha256 `{hexdigest}`)."
-        image_arg = f"BUNDLE/{image.file}"
-    else:
-        where = f"<{image.url}>" if image.url else "the authors (it is not in this bundle)"
-        image_here = f"no image: `pack --no-image` left it out; get it from {where}"
-        image_step = f"Get the image from {where}; `sha256sum` must print `{hexdigest}` for it."
-        image_arg = "<the .sif>"
-    lines += [
+    return lines
+
+
+def _contents_lines(
+    index: BundleIndex, record: ClaimRecord, image: _ImageWords, *, signed: bool
+) -> list[str]:
+    """The section "What is here": each file of the bundle and what it holds."""
+    lines = [
         "",
         "## What is here",
         "",
@@ -117,7 +146,7 @@ def readme_text(
     if index.deffile:
         lines.append(f"- `{index.deffile}`: the Apptainer definition the image is built from")
     lines += [
-        f"- {image_here}",
+        f"- {image.here}",
         f"- `{LOGS}/`: the job script, Slurm's log, the container's stdout/stderr, the step log",
         f"- `{CRATE}`: RO-Crate metadata (Process Run Crate profile): the run as a"
         " CreateAction, its image, code commit, datasets and record",
@@ -132,8 +161,13 @@ def readme_text(
             " in-toto Statement with a SCAI attribute report (one attribute a property, its"
             f" evidence the probe's output)" + (f"; `{SCAI_ENVELOPE}` signs it" if signed else "")
         )
-    lines += [
-        f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file",
+    lines.append(f"- `{INDEX}`: this list for scripts; `{SUMS}`: the sha256 of every other file")
+    return lines
+
+
+def _check_lines(*, signed: bool) -> list[str]:
+    """The section "Check it": ``verify-bundle``, or ``sha256sum`` alone."""
+    lines = [
         "",
         "## Check it",
         "",
@@ -147,13 +181,13 @@ def readme_text(
             " signed statement names the sha256 of every file, so nothing can be changed"
             f" without it showing (`{SUMS}` alone can be rewritten by anyone).",
         ]
-    lines += [
-        "",
-        "## Rerun it",
-        "",
-    ]
+    return lines
+
+
+def _code_step(spec: ManifestSpec) -> list[str]:
+    """Rerun step 1: check out the pinned commit (with ``git clone`` when the repo is known)."""
     if spec.code.repo:
-        lines += [
+        return [
             f"1. Check out the code at commit `{spec.code.commit}`, with nothing modified or"
             " added:",
             "",
@@ -161,37 +195,58 @@ def readme_text(
             f"       git -C code checkout {spec.code.commit}",
             "",
         ]
-    else:
-        lines.append(
-            f"1. Check out the code at commit `{spec.code.commit}`, with nothing modified or"
-            " added (the manifest does not say where it is: ask the authors).",
-        )
-    if spec.data:
-        lines.append(
-            "2. Put the data in one folder, each dataset at its path with this sha256"
-            " (`dotlab-hpc hash PATH` computes it):"
-        )
-        lines += [""] + [_dataset_line(d) for d in spec.data] + [""]
-    else:
-        lines.append("2. This claim uses no data: any empty folder will do.")
-    lines += [
-        f"3. {image_step}",
+    return [
+        f"1. Check out the code at commit `{spec.code.commit}`, with nothing modified or"
+        " added (the manifest does not say where it is: ask the authors).",
+    ]
+
+
+def _data_step(spec: ManifestSpec) -> list[str]:
+    """Rerun step 2: each dataset at its path with its sha256, or no data at all."""
+    if not spec.data:
+        return ["2. This claim uses no data: any empty folder will do."]
+    return [
+        "2. Put the data in one folder, each dataset at its path with this sha256"
+        " (`dotlab-hpc hash PATH` computes it):",
+        "",
+        *[_dataset_line(d) for d in spec.data],
+        "",
+    ]
+
+
+def _rerun_lines(
+    index: BundleIndex, record: ClaimRecord, spec: ManifestSpec, image: _ImageWords
+) -> list[str]:
+    """The section "Rerun it": code, data, image, then ``run`` or ``reproduce``."""
+    return [
+        "",
+        "## Rerun it",
+        "",
+        *_code_step(spec),
+        *_data_step(spec),
+        f"3. {image.step}",
         "4. Run it on a Slurm cluster with Apptainer, from a working folder outside the bundle"
         " (run directories are made there; BUNDLE is this folder):",
         "",
         f"       dotlab-hpc run BUNDLE/{index.manifest} \\",
         f"         --code-dir <checkout of commit {spec.code.commit}> \\",
         "         --data-dir <data with the listed sha256s> \\",
-        f"         --image {image_arg} --out-dir <an empty folder>",
+        f"         --image {image.arg} --out-dir <an empty folder>",
         "",
         "It checks every input against the pinned sha256s and commit first, prints the outcome,"
         " and exits 0 when the claim is reproduced. Or, in one command that checks this bundle"
         " first and prints the authors' result and the new one side by side:",
         "",
         "       dotlab-hpc reproduce BUNDLE --code-dir <checkout> --data-dir <data>"
-        + ("" if image.file else f" --image {image_arg}"),
+        + ("" if index.image.file else f" --image {image.arg}"),
         "",
         _where_line(record),
+    ]
+
+
+def _badge_lines(*, signed: bool) -> list[str]:
+    """The section on ACM artifact badges: what the bundle supports and what it still needs."""
+    return [
         "",
         "## ACM artifact badges",
         "",
@@ -203,5 +258,20 @@ def readme_text(
         " it needs a reviewer to check it and to run it.",
         "- **Results Reproduced**: supported by `dotlab-hpc reproduce` above; it needs a"
         " reviewer's rerun on their own cluster that ends `REPRODUCED`.",
+    ]
+
+
+def readme_text(
+    index: BundleIndex, record: ClaimRecord, spec: ManifestSpec, *, signed: bool = False
+) -> str:
+    """The bundle's README.md: what it is, the outcome, how to check it and how to rerun it."""
+    image = _image_words(index)
+    lines = [
+        *_intro_lines(index, record),
+        *_outcome_lines(record),
+        *_contents_lines(index, record, image, signed=signed),
+        *_check_lines(signed=signed),
+        *_rerun_lines(index, record, spec, image),
+        *_badge_lines(signed=signed),
     ]
     return "\n".join(lines) + "\n"

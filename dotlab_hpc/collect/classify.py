@@ -115,54 +115,10 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
     none = empty_targets(spec)
     if job.phase is None:
         return _without_status(spec, job, none)
-    if job.phase == "image_missing":
-        return Verdict(
-            Outcome.INPUT_MISMATCH,
-            f"image: the .sif was missing on node {job.node or '?'} when the job started",
-            none,
-        )
-    if job.phase == "image_mismatch":
-        return Verdict(
-            Outcome.INPUT_MISMATCH,
-            f"image: expected {spec.image.digest}, but on node {job.node or '?'} the file was "
-            f"sha256:{job.image_digest_on_node or '?'}",
-            none,
-        )
-    if job.phase == "out_not_empty":
-        raise _operator(
-            "the output directory was not empty when the job started (something wrote to it"
-            " after submission)",
-            "empty it, or give a new --out-dir, and submit again",
-        )
-    if job.phase == "scratch_unavailable":
-        raise _operator(
-            f"node {job.node or '?'} had no room for the claim's scratch space"
-            " (sandbox.scratch) on its local disk",
-            "free the node's local disk, or set DOTLAB_SCRATCH_ROOT to a local file system with"
-            " room (the job's log says how much was free), and submit again",
-        )
-    if job.phase == "prepare_failed":
-        raise _operator(
-            f"the site's preparation lines (site file `prepare`) failed on node {job.node or '?'}"
-            f" with status {job.exit_code}, so no container was started",
-            "read slurm.out in the run directory, fix the line in the site file (`dotlab-hpc"
-            " site` shows it), and submit again",
-        )
-    if job.phase == "apptainer_missing":
-        raise _operator(
-            f"node {job.node or '?'} had no Apptainer where the job looked for it (after the"
-            " site's preparation lines), so no container was started",
-            "add the line that puts Apptainer on the job's PATH to the site file's `prepare`"
-            " (such as `module load apptainer`), or name it with `apptainer =`, and submit again",
-        )
-    if job.phase == "isolation_failed":
-        what, fix = job.isolation_failure or ("a property was not held", "see the run's probe.out")
-        raise _operator(
-            f"the sandbox on node {job.node or '?'} does not hold what docs/contract.md §4"
-            " promises,"
-            f" so the entrypoint was not run: {what}",
-            fix,
-        )
+    if (mismatch := _image_mismatch(spec, job, none)) is not None:
+        return mismatch
+    if (error := _phase_error(job)) is not None:
+        raise error
     if job.probe_failed:
         raise _probe_failure(spec, job)
     if job.slurm_state in _OPERATOR_STATES and not (
@@ -176,6 +132,68 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
     if not job.container_started:
         return _never_started(spec, job, none)
     return _started(spec, job, output, none)
+
+
+def _image_mismatch(
+    spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult, ...]
+) -> Verdict | None:
+    """The input mismatch of a job whose node had no .sif, or another one; None otherwise."""
+    if job.phase == "image_missing":
+        return Verdict(
+            Outcome.INPUT_MISMATCH,
+            f"image: the .sif was missing on node {job.node or '?'} when the job started",
+            none,
+        )
+    if job.phase == "image_mismatch":
+        return Verdict(
+            Outcome.INPUT_MISMATCH,
+            f"image: expected {spec.image.digest}, but on node {job.node or '?'} the file was "
+            f"sha256:{job.image_digest_on_node or '?'}",
+            none,
+        )
+    return None
+
+
+def _phase_error(job: JobFacts) -> OperatorError | None:
+    """The operator error of a job that stopped before the entrypoint, by the phase its status
+    file names (the output folder, scratch, the site's preparation, Apptainer, the sandbox)."""
+    node = job.node or "?"
+    if job.phase == "out_not_empty":
+        return _operator(
+            "the output directory was not empty when the job started (something wrote to it"
+            " after submission)",
+            "empty it, or give a new --out-dir, and submit again",
+        )
+    if job.phase == "scratch_unavailable":
+        return _operator(
+            f"node {node} had no room for the claim's scratch space"
+            " (sandbox.scratch) on its local disk",
+            "free the node's local disk, or set DOTLAB_SCRATCH_ROOT to a local file system with"
+            " room (the job's log says how much was free), and submit again",
+        )
+    if job.phase == "prepare_failed":
+        return _operator(
+            f"the site's preparation lines (site file `prepare`) failed on node {node}"
+            f" with status {job.exit_code}, so no container was started",
+            "read slurm.out in the run directory, fix the line in the site file (`dotlab-hpc"
+            " site` shows it), and submit again",
+        )
+    if job.phase == "apptainer_missing":
+        return _operator(
+            f"node {node} had no Apptainer where the job looked for it (after the"
+            " site's preparation lines), so no container was started",
+            "add the line that puts Apptainer on the job's PATH to the site file's `prepare`"
+            " (such as `module load apptainer`), or name it with `apptainer =`, and submit again",
+        )
+    if job.phase == "isolation_failed":
+        what, fix = job.isolation_failure or ("a property was not held", "see the run's probe.out")
+        return _operator(
+            f"the sandbox on node {node} does not hold what docs/contract.md §4"
+            " promises,"
+            f" so the entrypoint was not run: {what}",
+            fix,
+        )
+    return None
 
 
 def _probe_failure(spec: ManifestSpec, job: JobFacts) -> OperatorError:

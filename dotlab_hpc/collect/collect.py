@@ -227,6 +227,129 @@ class Collected:
     reused: bool
 
 
+@dataclass(frozen=True)
+class _SlurmAnswer:
+    """What Slurm said of the runs to collect: each run's job, the jobs' facts, the lost runs."""
+
+    job_of: Mapping[Path, str]  # run directory -> its job id
+    infos: Mapping[str, JobInfo]  # job id -> Slurm's facts (settled)
+    stuck: Mapping[Path, str]  # run directory -> why its job is lost
+    unanswered: SlurmError | ProcTimeout | None  # Slurm could not be asked
+    looked_up: bool  # the runs without submission.json were looked up by name
+
+
+def _sort_runs(
+    run_dirs: Sequence[RunDir], lost: Mapping[Path, OperatorError] | None
+) -> tuple[dict[Path, Collected], list[RunFiles]]:
+    """The runs decided without Slurm (collected before, lost, never submitted), and the
+    facts of the others, to collect."""
+    done: dict[Path, Collected] = {}
+    todo: list[RunFiles] = []
+    for rd in run_dirs:
+        with locked(rd.lock_path):
+            rec = rd.record()
+        if rec is not None:
+            done[rd.path] = Collected(rd.path, rec.claim, rec, None, True)
+        elif lost and rd.path in lost:  # the follower's conclusion: lost, or no status file
+            done[rd.path] = Collected(rd.path, rd.run().claim, None, lost[rd.path], False)
+        elif (marked := rd.not_submitted()) is not None:  # sbatch failed; the folder was kept
+            err = never_submitted(marked.reason)
+            done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
+        else:
+            todo.append(read_facts(rd))
+    return done, todo
+
+
+def _ask_slurm(
+    todo: Sequence[RunFiles],
+    client: SlurmClient,
+    *,
+    now: datetime,
+    sleep: Callable[[float], None],
+    settle_s: float,
+    lost_s: float,
+) -> _SlurmAnswer:
+    """Ask Slurm about every run in one query (settled, then the lost ones asked of the
+    controller); a Slurm that does not answer is kept as such, with no facts."""
+    job_of = {f.run_dir.path: f.submission.job_id for f in todo if f.submission}
+    infos: dict[str, JobInfo] = {}
+    stuck: dict[Path, str] = {}
+    looked_up = False
+    try:
+        job_of.update(_orphan_jobs(todo, client, now))
+        looked_up = True
+        if job_of:
+            since = lookup_since((_since(f) for f in todo), now)
+            infos = client.query(list(job_of.values()), since=since)
+            infos = _settle(
+                todo, job_of, infos, client, since=since, sleep=sleep, settle_s=settle_s
+            )
+            stuck = _lost_runs(todo, job_of, infos, client, now=now, lost_s=lost_s)
+    except (SlurmError, ProcTimeout) as e:
+        # a run whose job wrote its status file is decided by it (the record says the state is
+        # unknown); any other run gets this Slurm error, never "not listed yet" or "lost"
+        return _SlurmAnswer(job_of, {}, {}, e, looked_up)
+    return _SlurmAnswer(job_of, infos, stuck, None, looked_up)
+
+
+def _record_of(f: RunFiles, answer: _SlurmAnswer, now: datetime) -> ClaimRecord:
+    """The run's record from Slurm's answer; raises OperatorError (lost, Slurm unanswered,
+    never submitted) or NotFinished (not listed yet, or still running)."""
+    job_id = answer.job_of.get(f.run_dir.path)
+    info = answer.infos.get(job_id or "")
+    info = info.of(f.run.job_name, _since(f)) if info is not None else None
+    if info is not None and not info.is_named(f.run.job_name):
+        info = None  # the id names another job now: this run's job is not known to Slurm
+    if f.run_dir.path in answer.stuck:
+        raise lost_error(answer.stuck[f.run_dir.path])
+    if answer.unanswered is not None and f.status is None:
+        raise slurm_unanswered(answer.unanswered)
+    sent = _since(f)
+    if (
+        job_id is None
+        and answer.looked_up
+        and f.status is None
+        and not (sent and now - sent < NOT_YET_KNOWN_GRACE)
+    ):  # as ``status`` says (``follow.orphans``): no job under its name, never submitted
+        raise never_submitted(f"Slurm knows no job named {f.run.job_name}")
+    if info is None and f.status is None and sent and now - sent < NOT_YET_KNOWN_GRACE:
+        # accounting hears of a job a moment after sbatch: not known yet is not lost
+        raise NotFinished(
+            f"Slurm does not list job {job_id or f.run.job_name} yet (submitted"
+            f" {max(0, int((now - sent).total_seconds()))} s ago)",
+            hint=f"{NOT_FINISHED_HINT}; `dotlab-hpc status --watch` follows it",
+        )
+    return collect_one(f, info, job_id)
+
+
+def _keep(
+    f: RunFiles,
+    rec: ClaimRecord,
+    *,
+    now: datetime,
+    log: Callable[[RunDir, dict[str, Any]], None] | None,
+) -> Collected:
+    """Write the run's record (and log it), unless another collect wrote one first."""
+    claim = f.manifest.spec.claim
+    with locked(f.run_dir.lock_path):
+        again = f.run_dir.record()
+        if again is not None:  # another collect won the race: keep its record
+            return Collected(f.run_dir.path, claim, again, None, True)
+        write_record(rec, f.run_dir.record_path)
+    if log is not None:
+        log(
+            f.run_dir,
+            event(
+                "collected",
+                now,
+                run_dir=str(f.run_dir.path),
+                outcome=rec.outcome,
+                reason=rec.reason,
+            ),
+        )
+    return Collected(f.run_dir.path, claim, rec, None, False)
+
+
 def collect_runs(
     run_dirs: Sequence[RunDir],
     client: SlurmClient,
@@ -251,89 +374,15 @@ def collect_runs(
     error), or whose job accounting shows unfinished
     while the controller does not know it ``lost_s`` after submission, is an operator error.
     """
-    done: dict[Path, Collected] = {}
-    todo: list[RunFiles] = []
-    for rd in run_dirs:
-        with locked(rd.lock_path):
-            rec = rd.record()
-        if rec is not None:
-            done[rd.path] = Collected(rd.path, rec.claim, rec, None, True)
-        elif lost and rd.path in lost:  # the follower's conclusion: lost, or no status file
-            done[rd.path] = Collected(rd.path, rd.run().claim, None, lost[rd.path], False)
-        elif (marked := rd.not_submitted()) is not None:  # sbatch failed; the folder was kept
-            err = never_submitted(marked.reason)
-            done[rd.path] = Collected(rd.path, rd.run().claim, None, err, False)
-        else:
-            todo.append(read_facts(rd))
-    infos: dict[str, JobInfo] = {}
-    job_of = {f.run_dir.path: f.submission.job_id for f in todo if f.submission}
-    stuck: dict[Path, str] = {}
-    unanswered: SlurmError | ProcTimeout | None = None
-    looked_up = False  # the runs without submission.json were looked up by name
-    try:
-        job_of.update(_orphan_jobs(todo, client, now))
-        looked_up = True
-        if job_of:
-            since = lookup_since((_since(f) for f in todo), now)
-            infos = client.query(list(job_of.values()), since=since)
-            infos = _settle(
-                todo, job_of, infos, client, since=since, sleep=sleep, settle_s=settle_s
-            )
-            stuck = _lost_runs(todo, job_of, infos, client, now=now, lost_s=lost_s)
-    except (SlurmError, ProcTimeout) as e:
-        # a run whose job wrote its status file is decided by it (the record says the state is
-        # unknown); any other run gets this Slurm error, never "not listed yet" or "lost"
-        infos = {}
-        unanswered = e
+    done, todo = _sort_runs(run_dirs, lost)
+    answer = _ask_slurm(todo, client, now=now, sleep=sleep, settle_s=settle_s, lost_s=lost_s)
     for f in todo:
-        claim = f.manifest.spec.claim
-        job_id = job_of.get(f.run_dir.path)
-        info = infos.get(job_id or "")
-        info = info.of(f.run.job_name, _since(f)) if info is not None else None
-        if info is not None and not info.is_named(f.run.job_name):
-            info = None  # the id names another job now: this run's job is not known to Slurm
         try:
-            if f.run_dir.path in stuck:
-                raise lost_error(stuck[f.run_dir.path])
-            if unanswered is not None and f.status is None:
-                raise slurm_unanswered(unanswered)
-            sent = _since(f)
-            if (
-                job_id is None
-                and looked_up
-                and f.status is None
-                and not (sent and now - sent < NOT_YET_KNOWN_GRACE)
-            ):  # as ``status`` says (``follow.orphans``): no job under its name, never submitted
-                raise never_submitted(f"Slurm knows no job named {f.run.job_name}")
-            if info is None and f.status is None and sent and now - sent < NOT_YET_KNOWN_GRACE:
-                # accounting hears of a job a moment after sbatch: not known yet is not lost
-                raise NotFinished(
-                    f"Slurm does not list job {job_id or f.run.job_name} yet (submitted"
-                    f" {max(0, int((now - sent).total_seconds()))} s ago)",
-                    hint=f"{NOT_FINISHED_HINT}; `dotlab-hpc status --watch` follows it",
-                )
-            rec = collect_one(f, info, job_id)
+            rec = _record_of(f, answer, now)
         except (OperatorError, NotFinished) as e:
-            done[f.run_dir.path] = Collected(f.run_dir.path, claim, None, e, False)
+            done[f.run_dir.path] = Collected(f.run_dir.path, f.manifest.spec.claim, None, e, False)
             continue
-        with locked(f.run_dir.lock_path):
-            again = f.run_dir.record()
-            if again is not None:  # another collect won the race: keep its record
-                done[f.run_dir.path] = Collected(f.run_dir.path, claim, again, None, True)
-                continue
-            write_record(rec, f.run_dir.record_path)
-        if log is not None:
-            log(
-                f.run_dir,
-                event(
-                    "collected",
-                    now,
-                    run_dir=str(f.run_dir.path),
-                    outcome=rec.outcome,
-                    reason=rec.reason,
-                ),
-            )
-        done[f.run_dir.path] = Collected(f.run_dir.path, claim, rec, None, False)
+        done[f.run_dir.path] = _keep(f, rec, now=now, log=log)
     results = [done[rd.path] for rd in run_dirs]
     if extra_record is not None:
         recs = [c.record for c in results if c.record is not None]
