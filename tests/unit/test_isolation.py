@@ -25,7 +25,8 @@ from dotlab_hpc.container.isolation import (
 )
 from dotlab_hpc.errors import OperatorError
 from dotlab_hpc.manifest.models import ManifestSpec
-from tests.unit.test_classify import OK_JOB, spec
+from tests.support.facts import OK_JOB
+from tests.unit.test_classify import spec
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PROBE = DATA / "probe"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dotlab_hpc.collect.classify import JobFacts, OutputFacts
+from dotlab_hpc.collect.classify import OutputFacts
 from dotlab_hpc.collect.output import parse_results
 from dotlab_hpc.collect.over_runs import (
     RunValues,
@@ -26,6 +26,7 @@ from dotlab_hpc.errors import NotFinished
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.rundir.records import Outcome
 from dotlab_hpc.slurm.states import JobState
+from tests.support.facts import OK_JOB
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 ACC = [0.91, 0.92, 0.90, 0.93, 0.89]
@@ -51,22 +52,6 @@ def spec(targets: dict[str, Any] | None = None) -> manifest_mod.ManifestSpec:
         "loss": {"value": 0.3, "statistic": "median"},
     }
     return manifest_mod.validate_data(data, "m.json")
-
-
-OK_JOB = JobFacts(
-    phase="finished",
-    exit_code=0,
-    container_started=True,
-    timed_out=False,
-    probe_failed=False,
-    probe_lines=(),
-    fatal_lines=(),
-    image_digest_on_node=None,
-    node="n1",
-    slurm_state=JobState.COMPLETED,
-    oom_in_log=False,
-    time_limit_in_log=False,
-)
 
 
 def runs(values: list[float], key: str = "acc") -> list[RunValues]:

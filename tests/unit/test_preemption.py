@@ -19,6 +19,7 @@ from dotlab_hpc.rundir.models import RunPaths
 from dotlab_hpc.site.settings import SiteOptions, resolve_site
 from dotlab_hpc.site.sitefile import parse_site_text
 from dotlab_hpc.slurm.states import JobState
+from tests.support.facts import job_facts
 from tests.support.runfiles import (
     job_status,
     new_run_dir,
@@ -66,20 +67,7 @@ def test_a_bad_setting_is_one_line_naming_it(text: str, option: int | None, mess
 
 # --------------------------------------------------------------------------- the verdict
 def _facts(state: JobState, phase: str | None) -> JobFacts:
-    return JobFacts(
-        phase=phase,
-        exit_code=143 if phase else None,
-        container_started=True,
-        timed_out=False,
-        probe_failed=False,
-        probe_lines=(),
-        fatal_lines=(),
-        image_digest_on_node=None,
-        node="n1",
-        slurm_state=state,
-        oom_in_log=False,
-        time_limit_in_log=False,
-    )
+    return job_facts(phase=phase, exit_code=143 if phase else None, slurm_state=state)
 
 
 @pytest.mark.parametrize("phase", ["terminated", None])
