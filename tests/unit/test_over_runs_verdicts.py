@@ -3,11 +3,9 @@ and statistics its targets ask for, and each run's own verdict (collect/over_run
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +25,8 @@ from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.rundir.records import Outcome
 from dotlab_hpc.slurm.states import JobState
 from tests.support.facts import OK_JOB
+from tests.support.manifests import good
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 ACC = [0.91, 0.92, 0.90, 0.93, 0.89]
 # Student's t quantile t(0.975, 4) (scipy.stats.t.ppf(0.975, 4)): the mean's 95 % interval
 # over five runs is mean ± T_975_4 · s / √5, computed here without the code under test.
@@ -43,7 +41,7 @@ def t_interval(values: list[float]) -> tuple[float, float]:
 
 
 def spec(targets: dict[str, Any] | None = None) -> manifest_mod.ManifestSpec:
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
+    data = good()
     data.pop("seed", None)
     data["runs"] = {"seeds": [40, 41, 42, 43, 44]}
     data["targets"] = targets or {
