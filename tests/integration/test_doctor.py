@@ -21,23 +21,8 @@ import pytest
 
 from tests.support import platform
 from tests.support.apptainer_conf import conf_wrapper
+from tests.support.isolation import SECTION4
 from tests.support.standin import gpu_wrapper
-
-SECTION4 = {
-    "network",
-    "code_read_only",
-    "data_read_only",
-    "out_writable",
-    "writable_tmpfs",
-    "user",
-    "capabilities",
-    "pid_namespace",
-    "ipc_namespace",
-    "clean_environment",
-    "host_mounts",
-    "tmp_size",
-    "overlay_size",
-}
 
 
 def doctor(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], float]:
@@ -75,7 +60,7 @@ def test_doctor_measures_every_property_on_a_compute_node(
     cache = tmp_path / "cache"
     rc, report, took = doctor(tmp_path, {**slurm_env, "XDG_CACHE_HOME": str(cache)}, *args)
     rows = rows_by_name(report)
-    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
+    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == set(SECTION4), rows
     assert rows["probe job"]["state"] == "held"
     assert rows["slurm"]["state"] == "held" and rows["MaxArraySize"]["detail"].isdigit()
     assert rows["partition debug"]["detail"].startswith("MaxTime ")
@@ -117,7 +102,7 @@ def test_doctor_without_an_image_makes_a_tiny_one_and_measures_with_it(
     made = rows["probe image"]
     assert made["state"] == "info" and made["detail"].startswith("made here (apptainer build)")
     assert "not found" not in made["detail"], made  # every probe tool was on this node
-    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
+    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == set(SECTION4), rows
     assert rows["probe job"]["state"] == "held"
     assert list((cache / "dotlab-hpc").iterdir()) == []  # the image went with the probe folder
     if platform.real_apptainer():
