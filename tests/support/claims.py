@@ -342,6 +342,11 @@ class Kit:
             str(platform.apptainer()),
         ]
 
+    def build(self, manifest: Path, out: Path, *extra: str, timeout: float = 300) -> Result:
+        """``dotlab-hpc build`` the manifest's image into ``out`` with the platform's Apptainer."""
+        args = [str(manifest), "-o", str(out), "--apptainer", str(platform.apptainer()), *extra]
+        return self.cli("build", *args, timeout=timeout)
+
     def inputs(self, manifest: Path, *, apptainer: Path | str | None = None) -> list[str]:
         """The input options of submit/run, with a fresh run directory and output directory."""
         self.runs += 1
