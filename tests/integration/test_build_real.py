@@ -40,7 +40,7 @@ def test_build_from_a_local_base_runs_post_and_the_image_reproduces(kit: Kit) ->
         "built", image={"digest": "sha256:" + "0" * 64, "build": build}, entrypoint=ENTRY
     )
     out = kit.root / "claim.sif"
-    res = kit.cli("build", str(m), "-o", str(out), "--apptainer", str(platform.apptainer()))
+    res = kit.build(m, out)
     assert res.rc == 0, (res.stdout, res.stderr)
     digest = "sha256:" + sha256(out)
     assert re.search(rf"digest: {digest}\b", res.stdout), res.stdout
@@ -58,7 +58,7 @@ def test_build_refuses_a_local_base_that_is_not_the_pinned_one(kit: Kit) -> None
     build = {"from": f"localimage:{kit.image.name}@sha256:{'e' * 64}", "post": POST}
     m = kit.manifest("wrongbase", image={"digest": "sha256:" + "0" * 64, "build": build})
     out = kit.root / "claim.sif"
-    res = kit.cli("build", str(m), "-o", str(out), "--apptainer", str(platform.apptainer()))
+    res = kit.build(m, out)
     assert res.rc == 2, (res.stdout, res.stderr)
     assert f"the manifest pins sha256:{'e' * 64}" in res.stderr
     assert not out.exists()

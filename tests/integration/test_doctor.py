@@ -21,38 +21,19 @@ import pytest
 
 from tests.support import platform
 from tests.support.apptainer_conf import conf_wrapper
+from tests.support.isolation import SECTION4
 from tests.support.standin import gpu_wrapper
 
-SECTION4 = {
-    "network",
-    "code_read_only",
-    "data_read_only",
-    "out_writable",
-    "writable_tmpfs",
-    "user",
-    "capabilities",
-    "pid_namespace",
-    "ipc_namespace",
-    "clean_environment",
-    "host_mounts",
-    "tmp_size",
-    "overlay_size",
-}
 
-
-def doctor(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], float]:
+def doctor(
+    cwd: Path, env: dict[str, str], *args: str, image: bool = True
+) -> tuple[int, dict[str, Any], float]:
+    """``doctor --json ARGS`` (with the platform's image unless ``image`` is false): its exit
+    status, its report and how long it took."""
     t0 = time.monotonic()
+    given = ["--image", str(platform.image())] if image else []
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dotlab_hpc",
-            "doctor",
-            "--image",
-            str(platform.image()),
-            "--json",
-            *args,
-        ],
+        [sys.executable, "-m", "dotlab_hpc", "doctor", *given, "--json", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -67,6 +48,24 @@ def rows_by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
     return {r["name"]: r for r in report["rows"]}
 
 
+def doctor_with_conf(
+    tmp_path: Path, env: dict[str, str], wrapper: Path
+) -> tuple[int, dict[str, dict[str, str]]]:
+    """``doctor`` from an empty folder, ``wrapper`` its Apptainer, the copied conf under
+    ``tmp_path/conf`` the one it checks: the exit status and the rows by name."""
+    work = tmp_path / "work"
+    work.mkdir()
+    rc, report, _ = doctor(
+        work,
+        env,
+        "--apptainer",
+        str(wrapper),
+        "--apptainer-conf",
+        str(tmp_path / "conf" / "apptainer.conf"),
+    )
+    return rc, rows_by_name(report)
+
+
 def test_doctor_measures_every_property_on_a_compute_node(
     tmp_path: Path, slurm_env: dict[str, str]
 ) -> None:
@@ -75,7 +74,7 @@ def test_doctor_measures_every_property_on_a_compute_node(
     cache = tmp_path / "cache"
     rc, report, took = doctor(tmp_path, {**slurm_env, "XDG_CACHE_HOME": str(cache)}, *args)
     rows = rows_by_name(report)
-    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
+    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == set(SECTION4), rows
     assert rows["probe job"]["state"] == "held"
     assert rows["slurm"]["state"] == "held" and rows["MaxArraySize"]["detail"].isdigit()
     assert rows["partition debug"]["detail"].startswith("MaxTime ")
@@ -96,34 +95,19 @@ def test_doctor_without_an_image_makes_a_tiny_one_and_measures_with_it(
 ) -> None:
     platform.require()
     cache = tmp_path / "cache"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dotlab_hpc",
-            "doctor",
-            "--apptainer",
-            str(platform.apptainer()),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env={**slurm_env, "XDG_CACHE_HOME": str(cache)},
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    rows = rows_by_name(json.loads(done.stdout))
+    env = {**slurm_env, "XDG_CACHE_HOME": str(cache)}
+    rc, report, _ = doctor(tmp_path, env, "--apptainer", str(platform.apptainer()), image=False)
+    rows = rows_by_name(report)
     made = rows["probe image"]
     assert made["state"] == "info" and made["detail"].startswith("made here (apptainer build)")
     assert "not found" not in made["detail"], made  # every probe tool was on this node
-    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == SECTION4, rows
+    assert {n for n in SECTION4 if rows.get(n, {}).get("state") == "held"} == set(SECTION4), rows
     assert rows["probe job"]["state"] == "held"
     assert list((cache / "dotlab-hpc").iterdir()) == []  # the image went with the probe folder
     if platform.real_apptainer():
-        assert done.returncode == 0, rows
+        assert rc == 0, rows
     else:  # the stand-in has no apptainer.conf to read
-        assert rows["apptainer.conf"]["state"] == "could not check" and done.returncode == 2
+        assert rows["apptainer.conf"]["state"] == "could not check" and rc == 2
 
 
 DOCTOR_WEAKENED = [
@@ -144,17 +128,7 @@ def test_doctor_names_each_weakened_setting(
     real = platform.real_apptainer()
     assert real is not None
     wrapper = conf_wrapper(tmp_path / "conf", real, setting, value)
-    work = tmp_path / "work"
-    work.mkdir()
-    rc, report, _ = doctor(
-        work,
-        slurm_env,
-        "--apptainer",
-        str(wrapper),
-        "--apptainer-conf",
-        str(tmp_path / "conf" / "apptainer.conf"),
-    )
-    rows = rows_by_name(report)
+    rc, rows = doctor_with_conf(tmp_path, slurm_env, wrapper)
     assert rc == 1, rows
     assert rows[row]["state"] == "not held" and rows[row]["remedy"].startswith("set `")
     assert rows[prop]["state"] == "not held" and rows[prop]["remedy"], rows[prop]
@@ -170,17 +144,7 @@ def test_doctor_reports_a_bind_path_entry_and_measures_it_skipped(
     leak = tmp_path / "host-secret"
     leak.mkdir()
     wrapper = conf_wrapper(tmp_path / "conf", real, "bind path", str(leak), add=True)
-    work = tmp_path / "work"
-    work.mkdir()
-    rc, report, _ = doctor(
-        work,
-        slurm_env,
-        "--apptainer",
-        str(wrapper),
-        "--apptainer-conf",
-        str(tmp_path / "conf" / "apptainer.conf"),
-    )
-    rows = rows_by_name(report)
+    rc, rows = doctor_with_conf(tmp_path, slurm_env, wrapper)
     assert rows[f"bind path = {leak}"]["state"] == "info"
     assert rows["host_mounts"]["state"] == "held" and rc == 0, rows
 

@@ -23,22 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import platform
-
-SECTION4 = [
-    "network",
-    "code_read_only",
-    "data_read_only",
-    "out_writable",
-    "writable_tmpfs",
-    "user",
-    "capabilities",
-    "pid_namespace",
-    "ipc_namespace",
-    "clean_environment",
-    "host_mounts",
-    "tmp_size",
-    "overlay_size",
-]
+from tests.support.isolation import SECTION4
 
 
 def as_a_user(argv: Sequence[str]) -> list[str]:

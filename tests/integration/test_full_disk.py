@@ -85,18 +85,7 @@ def counting_sbatch(kit: Kit, *, fill_after: Path | None = None) -> tuple[dict[s
 def submit_args(kit: Kit, names: list[str], runs_root: Path, out: Path) -> list[str]:
     return [
         *(str(kit.manifest(n)) for n in names),
-        "--code-dir",
-        str(kit.code),
-        "--data-dir",
-        str(kit.data),
-        "--image",
-        str(kit.image),
-        "--out-dir",
-        str(out),
-        "--runs-root",
-        str(runs_root),
-        "--apptainer",
-        str(platform.apptainer()),
+        *kit.batch_args(out, runs_root),
     ]
 
 
@@ -168,12 +157,7 @@ def test_a_run_directory_that_fills_up_while_the_job_runs_never_gets_an_empty_st
     run_dir = small_fs / "run"
     args = [
         str(kit.manifest("fills-up", mode="sleep 8")),
-        "--code-dir",
-        str(kit.code),
-        "--data-dir",
-        str(kit.data),
-        "--image",
-        str(kit.image),
+        *kit.input_dirs(),
         "--out-dir",
         str(kit.root / "out"),
         "--run-dir",

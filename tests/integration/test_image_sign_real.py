@@ -10,7 +10,6 @@ import re
 import pytest
 
 from dotlab_hpc.container.sign import signature_count
-from tests.support import platform
 from tests.support.claims import Kit
 
 from .test_build_real import POST, kit, sha256
@@ -26,16 +25,7 @@ def test_a_signed_image_is_built_pinned_run_packed_and_verified_by_apptainer(kit
     build = {"from": f"localimage:{base.name}@sha256:{sha256(base)}", "post": POST}
     m = kit.manifest("signed", image={"digest": "sha256:" + "0" * 64, "build": build})
     out = kit.root / "claim.sif"
-    res = kit.cli(
-        "build",
-        str(m),
-        "-o",
-        str(out),
-        "--apptainer",
-        str(platform.apptainer()),
-        "--sign-image",
-        str(kit.root / "author.key"),
-    )
+    res = kit.build(m, out, "--sign-image", str(kit.root / "author.key"))
     assert res.rc == 0, (res.stdout, res.stderr)
     assert signature_count(out) >= 1
     digest = "sha256:" + sha256(out)  # the signed image's: what the manifest pins

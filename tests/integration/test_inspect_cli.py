@@ -4,27 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.sif import make_rich_sif, siftool
+from tests.support.sif import make_rich_sif, require_sif_tools, siftool
 
 DEF = "Bootstrap: docker\nFrom: python:3.11-slim@sha256:" + "c" * 64 + "\n%post\n  echo 'é ü'\n"
 
 
 @pytest.fixture(autouse=True)
 def _tools() -> None:
-    missing = [t for t in ("siftool", "mksquashfs") if shutil.which(t) is None]
-    if missing:
-        msg = f"needs {', '.join(missing)} (apt-get install siftool squashfs-tools)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_sif_tools()
 
 
 def inspect(*args: str | Path) -> subprocess.CompletedProcess[bytes]:

@@ -18,6 +18,7 @@ import pytest
 from tests.support import platform
 from tests.support.apptainer_conf import FAKE_GPU_MODEL, conf_wrapper, nv_wrapper
 from tests.support.claims import Kit
+from tests.support.isolation import SECTION4
 from tests.support.standin import STANDIN, gpu_wrapper, sh_quote
 
 
@@ -33,19 +34,7 @@ def assert_all_held(rec: dict[str, Any]) -> dict[str, Any]:
     props = iso["properties"]
     assert iso["held"] is True, props
     assert {n: p["state"] for n, p in props.items()} == dict.fromkeys(props, "held")
-    for name in (
-        "network",
-        "code_read_only",
-        "data_read_only",
-        "out_writable",
-        "user",
-        "capabilities",
-        "pid_namespace",
-        "ipc_namespace",
-        "clean_environment",
-        "host_mounts",
-        "tmp_size",
-    ):
+    for name in (n for n in SECTION4 if n not in ("writable_tmpfs", "overlay_size")):
         assert name in props, props
     return iso
 

@@ -58,18 +58,7 @@ def many(kit: Kit, verb: str, manifests: list[Path], runs_root: Path, *extra: st
     return kit.cli(
         verb,
         *map(str, manifests),
-        "--code-dir",
-        str(kit.code),
-        "--data-dir",
-        str(kit.data),
-        "--image",
-        str(kit.image),
-        "--out-dir",
-        str(runs_root.with_name(runs_root.name + "-out")),
-        "--runs-root",
-        str(runs_root),
-        "--apptainer",
-        str(platform.apptainer()),
+        *kit.batch_args(runs_root.with_name(runs_root.name + "-out"), runs_root),
         *extra,
     )
 

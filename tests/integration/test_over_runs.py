@@ -285,18 +285,7 @@ def test_claims_over_runs_and_plain_claims_in_one_submission(kit: Kit) -> None:
         str(plain[0]),
         str(seeds[1]),
         str(plain[1]),
-        "--code-dir",
-        str(kit.code),
-        "--data-dir",
-        str(kit.data),
-        "--image",
-        str(kit.image),
-        "--out-dir",
-        str(out),
-        "--runs-root",
-        str(runs),
-        "--apptainer",
-        str(platform.apptainer()),
+        *kit.batch_args(out, runs),
     )
     assert res.rc == 0, res.stdout + res.stderr
     lines = [ln.split() for ln in res.stdout.splitlines() if "reproduced" in ln]

@@ -42,16 +42,7 @@ def build(kit: Kit, base: str, out: Path, *extra: str) -> tuple[Path, Result]:
         image={"digest": "sha256:" + "0" * 64, "build": {"from": f"docker://{base}", "post": POST}},
         entrypoint=ENTRY,
     )
-    res = kit.cli(
-        "build",
-        str(m),
-        "-o",
-        str(out),
-        "--apptainer",
-        str(platform.apptainer()),
-        *extra,
-        timeout=900,
-    )
+    res = kit.build(m, out, *extra, timeout=900)
     return m, res
 
 

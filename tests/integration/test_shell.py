@@ -34,12 +34,7 @@ def shell(kit: Kit, manifest: Path, *extra: str) -> subprocess.CompletedProcess[
     args = [
         "shell",
         str(manifest),
-        "--code-dir",
-        str(kit.code),
-        "--data-dir",
-        str(kit.data),
-        "--image",
-        str(kit.image),
+        *kit.input_dirs(),
         "--apptainer",
         str(platform.apptainer()),
         *extra,

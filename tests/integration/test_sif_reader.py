@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,18 +18,14 @@ from tests.support.sif import (
     listed_ids,
     make_rich_sif,
     make_sif,
+    require_sif_tools,
     siftool,
 )
 
 
 @pytest.fixture(autouse=True)
 def _tools() -> None:
-    missing = [t for t in ("siftool", "mksquashfs") if shutil.which(t) is None]
-    if missing:
-        msg = f"needs {', '.join(missing)} (apt-get install siftool squashfs-tools)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_sif_tools()
 
 
 def siftool_text(path: Path) -> SiftoolText:

@@ -158,12 +158,7 @@ def run_args(kit: Kit, manifest: Path, name: str) -> list[str]:
     return [
         "run",
         str(manifest),
-        "--code-dir",
-        str(kit.code),
-        "--data-dir",
-        str(kit.data),
-        "--image",
-        str(kit.image),
+        *kit.input_dirs(),
         "--out-dir",
         str(kit.root / f"out-{name}"),
         "--run-dir",

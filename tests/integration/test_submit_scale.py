@@ -44,20 +44,7 @@ def many(kit: Kit, n: int, prefix: str) -> list[str]:
 
 
 def inputs(kit: Kit, runs_root: Path, outs: Path) -> list[str]:
-    return [
-        "--code-dir",
-        str(kit.code),
-        "--data-dir",
-        str(kit.data),
-        "--image",
-        str(kit.image),
-        "--out-dir",
-        str(outs),
-        "--runs-root",
-        str(runs_root),
-        "--apptainer",
-        str(platform.apptainer()),
-    ]
+    return kit.batch_args(outs, runs_root)
 
 
 def sacct_names(job_id: str, env: dict[str, str]) -> set[str]:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from dotlab_hpc.fsio.sha256 import sha256_file
 from dotlab_hpc.verify.hashing import hash_paths
@@ -250,6 +250,13 @@ class Result:
         return str(rec["outcome"]) if rec else None
 
 
+class How(TypedDict, total=False):
+    """How Kit.run and Kit.submit call the tool: more environment, another Apptainer."""
+
+    env: dict[str, str] | None
+    apptainer: Path | str | None
+
+
 @dataclass
 class Kit:
     """Everything one claim needs, under ``root``; ``env`` is the submitting shell's."""
@@ -317,18 +324,36 @@ class Kit:
         )
         return Result(done.returncode, done.stdout, done.stderr, None)
 
+    def input_dirs(self) -> list[str]:
+        """``--code-dir``, ``--data-dir`` and ``--image`` of this kit, as every verb takes them."""
+        dirs = {"--code-dir": self.code, "--data-dir": self.data, "--image": self.image}
+        return [arg for option, path in dirs.items() for arg in (option, str(path))]
+
+    def batch_args(self, out_dir: Path, runs_root: Path) -> list[str]:
+        """The options of a batch of claims: the inputs, ``--out-dir``, ``--runs-root`` and the
+        platform's ``--apptainer``."""
+        return [
+            *self.input_dirs(),
+            "--out-dir",
+            str(out_dir),
+            "--runs-root",
+            str(runs_root),
+            "--apptainer",
+            str(platform.apptainer()),
+        ]
+
+    def build(self, manifest: Path, out: Path, *extra: str, timeout: float = 300) -> Result:
+        """``dotlab-hpc build`` the manifest's image into ``out`` with the platform's Apptainer."""
+        args = [str(manifest), "-o", str(out), "--apptainer", str(platform.apptainer()), *extra]
+        return self.cli("build", *args, timeout=timeout)
+
     def inputs(self, manifest: Path, *, apptainer: Path | str | None = None) -> list[str]:
         """The input options of submit/run, with a fresh run directory and output directory."""
         self.runs += 1
         apptainer = apptainer or platform.apptainer()
         return [
             str(manifest),
-            "--code-dir",
-            str(self.code),
-            "--data-dir",
-            str(self.data),
-            "--image",
-            str(self.image),
+            *self.input_dirs(),
             "--out-dir",
             str(self.root / f"out{self.runs}"),
             "--run-dir",
@@ -337,18 +362,9 @@ class Kit:
             str(apptainer),
         ]
 
-    def run(
-        self,
-        manifest: Path,
-        *extra: str,
-        env: dict[str, str] | None = None,
-        apptainer: Path | str | None = None,
-    ) -> Result:
+    def run(self, manifest: Path, *extra: str, **how: Unpack[How]) -> Result:
         """``dotlab-hpc run`` the manifest to the end; the Result knows the run directory."""
-        args = self.inputs(manifest, apptainer=apptainer)
-        res = self.cli("run", *args, *extra, env=env)
-        res.run_dir = Path(args[args.index("--run-dir") + 1])
-        return res
+        return self._one_claim("run", manifest, extra, **how)
 
     def reproduce(self, bundle: Path, name: str, *extra: str, data: Path | None = None) -> Result:
         """``dotlab-hpc reproduce`` the bundle into ``out-NAME`` and ``rerun-NAME``."""
@@ -372,16 +388,16 @@ class Kit:
         assert "Traceback" not in res.stderr
         return res
 
-    def submit(
-        self,
-        manifest: Path,
-        *extra: str,
-        env: dict[str, str] | None = None,
-        apptainer: Path | str | None = None,
-    ) -> Result:
+    def submit(self, manifest: Path, *extra: str, **how: Unpack[How]) -> Result:
         """``dotlab-hpc submit`` (no wait)."""
-        args = self.inputs(manifest, apptainer=apptainer)
-        res = self.cli("submit", *args, *extra, env=env)
+        return self._one_claim("submit", manifest, extra, **how)
+
+    def _one_claim(
+        self, verb: str, manifest: Path, extra: tuple[str, ...], **how: Unpack[How]
+    ) -> Result:
+        """``dotlab-hpc VERB`` one claim into a fresh run directory, which the Result knows."""
+        args = self.inputs(manifest, apptainer=how.get("apptainer"))
+        res = self.cli(verb, *args, *extra, env=how.get("env"))
         res.run_dir = Path(args[args.index("--run-dir") + 1])
         return res
 

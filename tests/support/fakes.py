@@ -30,7 +30,27 @@ def _argv(call: Call) -> tuple[str, ...]:
     return call.argv
 
 
-class ScriptedRunner(Generic[T]):
+class CallAnswerer:
+    """``proc.Runner``'s ``run``, written once: each call goes, whole, to ``answer_call``."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> Completed:
+        """Answer the call through ``answer_call``."""
+        return self.answer_call(Call(tuple(argv), timeout, env, cwd, stdin))
+
+    def answer_call(self, call: Call) -> Completed:
+        """What ``run`` returns for ``call``: each fake says."""
+        raise NotImplementedError
+
+
+class ScriptedRunner(CallAnswerer, Generic[T]):
     """Answers every ``run`` through ``respond(argv)``; records every call.
 
     ``calls`` holds ``record(call)`` of each ``run``: by default its argv, as in
@@ -69,17 +89,8 @@ class ScriptedRunner(Generic[T]):
         self.log: list[Call] = []
         self.streams: list[tuple[str, ...]] = []
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
+    def answer_call(self, call: Call) -> Completed:
         """Record the call, then answer it through ``respond``."""
-        call = Call(tuple(argv), timeout, env, cwd, stdin)
         self.log.append(call)
         self.calls.append(self._record(call))
         return self._respond(call.argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,12 @@ from dotlab_hpc.rundir.files import run_file, submission_file
 from dotlab_hpc.rundir.models import JobStatus, RunPaths, RunRecord, SubmissionRecord
 from dotlab_hpc.rundir.records import ClaimRecord, InputsRecord, ToolRecord
 
-# the job name every run of run_record() was submitted under (sacct's JobName column)
-JOB_NAME = "dotlab-c0-20261129T070000Z-000000000000"
+# the id of every run of run_record() and claim_record(), and the job name it was submitted under
+# (sacct's JobName column)
+RUN_ID = "c0-20261129T070000Z-000000000000"
+JOB_NAME = "dotlab-" + RUN_ID
+# the tests' "now": an hour after every run_record() was created
+NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
 
 def write_run(rd: RunDir, run: RunRecord) -> None:
@@ -25,10 +30,27 @@ def write_submission(rd: RunDir, sub: SubmissionRecord) -> None:
     atomic_write_all([submission_file(rd, sub)])
 
 
+def new_run_dir(
+    path: Path,
+    run: RunRecord,
+    submission: SubmissionRecord | None = None,
+    status: JobStatus | None = None,
+) -> RunDir:
+    """Make the run directory ``path`` with its run.json, and what else of it is given."""
+    rd = RunDir(path)
+    path.mkdir(parents=True)
+    write_run(rd, run)
+    if submission is not None:
+        write_submission(rd, submission)
+    if status is not None:
+        write_status(rd, status)
+    return rd
+
+
 def run_record(**over: Any) -> RunRecord:
     """A plausible ``run.json``; keyword arguments replace fields."""
     data: dict[str, Any] = {
-        "run_id": "c0-20261129T070000Z-000000000000",
+        "run_id": RUN_ID,
         "claim": "c0",
         "created_at": "2026-11-29T07:00:00Z",
         "tool": ToolRecord(name="dotlab-hpc", version="0.1.0"),
@@ -104,7 +126,7 @@ def claim_record(**over: Any) -> ClaimRecord:
         "reason": "all 1 targets within tolerance",
         "claim": "c0",
         "title": None,
-        "run_id": "c0-20261129T070000Z-000000000000",
+        "run_id": RUN_ID,
         "manifest_sha256": "0" * 64,
         "targets": {
             "x": {"expected": 1.0, "actual": 1.0, "abs_tol": 0.0, "rel_tol": 0.0, "within": True}

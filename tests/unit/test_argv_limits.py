@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
 
 import pytest
 
 from dotlab_hpc.container.apptainer import (
     MAX_ARG_STRLEN,
     MAX_ARGV_BYTES,
-    ExecSpec,
     check_argv_fits,
     exec_argv,
 )
@@ -18,21 +16,7 @@ from dotlab_hpc.errors import UsageError
 from dotlab_hpc.manifest.rules import MAX_ENTRYPOINT_BYTES
 from dotlab_hpc.render.facts import apptainer_argvs
 
-from .test_render import job, manifest, task
-
-SPEC = ExecSpec(
-    "a",
-    Path("/i"),
-    Path("/c"),
-    Path("/d"),
-    Path("/o"),
-    PurePosixPath("/w"),
-    (),
-    True,
-    False,
-    "w",
-    (),
-)
+from .test_render import SPEC, job, manifest, task
 
 
 def test_the_largest_entrypoint_validate_accepts_fits_one_argument() -> None:

@@ -16,10 +16,10 @@ from rocrate.rocrate import ROCrate
 from dotlab_hpc.bundle.check import verify_dir
 from dotlab_hpc.bundle.pack import PackOptions, pack
 from dotlab_hpc.bundle.provenance import Dataset, ProvenanceFacts, build_statement, check_statement
-from dotlab_hpc.bundle.report import BundleReport
-from dotlab_hpc.bundle.sign import keygen, load_public_key, sign_envelope
+from dotlab_hpc.bundle.sign import keygen, sign_envelope
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.fsio.jsontext import canonical_json
+from tests.support.signing import detail_of, key_pair, report_of
 from tests.unit.test_pack_bundle import _resum, make_run_dir
 
 IMAGE_HEX = "a" * 64
@@ -124,10 +124,7 @@ def _args() -> dict[str, Any]:
 # --------------------------------------------------------------------------- through pack
 @pytest.fixture
 def keys(tmp_path: Path) -> tuple[Path, Path]:
-    key = tmp_path / "keys" / "k"
-    key.parent.mkdir()
-    pub, _ = keygen(key)
-    return key, pub
+    return key_pair(tmp_path / "keys")
 
 
 @pytest.fixture
@@ -135,14 +132,6 @@ def signed(tmp_path: Path, keys: tuple[Path, Path]) -> Path:
     rd = make_run_dir(tmp_path / "a")
     pack(PackOptions(rd, tmp_path / "signed", sign_key=keys[0]))
     return tmp_path / "signed"
-
-
-def _verify(b: Path, pub: Path | None) -> BundleReport:
-    return verify_dir(b, public_key=load_public_key(pub) if pub else None)
-
-
-def _detail(report: BundleReport, name: str) -> str:
-    return next(c.detail for c in report.checks if c.name == name)
 
 
 def test_rocrate_reads_the_crate_back(signed: Path) -> None:
@@ -167,19 +156,19 @@ def test_rocrate_reads_the_crate_back(signed: Path) -> None:
 def test_signed_bundle_verifies_only_with_its_key(
     signed: Path, keys: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    report = _verify(signed, keys[1])
+    report = report_of(signed, keys[1])
     assert report.ok, report.to_json()
-    assert _detail(report, "signature").startswith("signed by key ")
+    assert detail_of(report, "signature").startswith("signed by key ")
     assert (signed / "provenance.dsse.json").exists()
     assert "--key" in (signed / "README.md").read_text()
-    unkeyed = _verify(signed, None)
-    assert unkeyed.ok and "not checked" in _detail(unkeyed, "signature")
+    unkeyed = report_of(signed, None)
+    assert unkeyed.ok and "not checked" in detail_of(unkeyed, "signature")
 
     other, other_pub = tmp_path / "other", tmp_path / "other.pub"
     keygen(other)
-    report = _verify(signed, other_pub)
+    report = report_of(signed, other_pub)
     assert report.failed() == ["signature"]
-    assert "signed by another key" in _detail(report, "signature")
+    assert "signed by another key" in detail_of(report, "signature")
 
 
 def test_unsigned_bundle_with_a_key_fails(tmp_path: Path, keys: tuple[Path, Path]) -> None:
@@ -187,9 +176,9 @@ def test_unsigned_bundle_with_a_key_fails(tmp_path: Path, keys: tuple[Path, Path
     pack(PackOptions(rd, tmp_path / "b"))
     assert not (tmp_path / "b" / "provenance.dsse.json").exists()
     assert verify_dir(tmp_path / "b").ok
-    report = _verify(tmp_path / "b", keys[1])
+    report = report_of(tmp_path / "b", keys[1])
     assert report.failed() == ["signature"]
-    assert _detail(report, "signature") == "the bundle is not signed (no provenance.dsse.json)"
+    assert detail_of(report, "signature") == "the bundle is not signed (no provenance.dsse.json)"
 
 
 def _rewrite_statement(b: Path, edit: Any, key: Ed25519PrivateKey | None = None) -> None:
@@ -210,9 +199,9 @@ def test_a_forger_who_rewrites_every_list_is_caught(
     shutil.copytree(signed, b)
     (b / "logs" / "slurm.out").write_text("forged\n")
     _resum(b)
-    report = _verify(b, keys[1])
+    report = report_of(b, keys[1])
     assert report.failed() == ["crate", "provenance"]
-    assert "names logs/slurm.out sha256" in _detail(report, "provenance")
+    assert "names logs/slurm.out sha256" in detail_of(report, "provenance")
 
     # ... and the statement rewritten too: the signature no longer verifies
     def fix_byproducts(st: dict[str, Any]) -> None:
@@ -222,9 +211,9 @@ def test_a_forger_who_rewrites_every_list_is_caught(
 
     (b / "ro-crate-metadata.json").write_text((signed / "ro-crate-metadata.json").read_text())
     _rewrite_statement(b, fix_byproducts)
-    report = _verify(b, keys[1])
+    report = report_of(b, keys[1])
     assert "signature" in report.failed() and "provenance" not in report.failed()
-    assert "signs another statement" in _detail(report, "signature")
+    assert "signs another statement" in detail_of(report, "signature")
 
 
 def test_a_statement_naming_another_image_is_rejected(
@@ -238,17 +227,17 @@ def test_a_statement_naming_another_image_is_rejected(
     b = tmp_path / "img"
     shutil.copytree(signed, b)
     _rewrite_statement(b, swap, key=Ed25519PrivateKey.generate())
-    report = _verify(b, keys[1])
+    report = report_of(b, keys[1])
     assert report.failed() == ["provenance", "signature"]
-    assert f"names image sha256:{other}, the record sha256:" in _detail(report, "provenance")
-    assert "signed by another key" in _detail(report, "signature")
+    assert f"names image sha256:{other}, the record sha256:" in detail_of(report, "provenance")
+    assert "signed by another key" in detail_of(report, "signature")
     # even signed by the right key, a statement naming another image is rejected
     c = tmp_path / "img-right-key"
     shutil.copytree(signed, c)
     from dotlab_hpc.bundle.sign import load_private_key
 
     _rewrite_statement(c, swap, key=load_private_key(keys[0]))
-    report = _verify(c, keys[1])
+    report = report_of(c, keys[1])
     assert report.failed() == ["provenance"]
 
 
@@ -263,12 +252,12 @@ def test_an_altered_signature_or_envelope_is_rejected(
     shutil.copytree(signed, b)
     (b / "provenance.dsse.json").write_text(json.dumps(env))
     _resum(b)
-    report = _verify(b, keys[1])
+    report = report_of(b, keys[1])
     assert report.failed() == ["signature"]
-    assert "does not verify" in _detail(report, "signature")
+    assert "does not verify" in detail_of(report, "signature")
     (b / "provenance.dsse.json").write_text("{")
     _resum(b)
-    assert "not JSON" in _detail(_verify(b, keys[1]), "signature")
+    assert "not JSON" in detail_of(report_of(b, keys[1]), "signature")
 
 
 def test_crate_changes_are_caught(signed: Path, tmp_path: Path) -> None:
@@ -281,7 +270,7 @@ def test_crate_changes_are_caught(signed: Path, tmp_path: Path) -> None:
         _resum(b)
         report = verify_dir(b)
         assert "crate" in report.failed()
-        return _detail(report, "crate").split("; ")
+        return detail_of(report, "crate").split("; ")
 
     def other_result(g: dict[str, Any]) -> None:
         next(e for e in g.values() if e["@type"] == "CreateAction")["result"] = {
@@ -299,7 +288,7 @@ def test_crate_changes_are_caught(signed: Path, tmp_path: Path) -> None:
     shutil.copytree(signed, b)
     (b / "ro-crate-metadata.json").write_text('{"@context": "x", "@graph": []}')
     _resum(b)
-    assert "rocrate cannot read it" in _detail(verify_dir(b), "crate")
+    assert "rocrate cannot read it" in detail_of(verify_dir(b), "crate")
 
 
 def test_signed_packing_is_deterministic(tmp_path: Path, keys: tuple[Path, Path]) -> None:
@@ -350,5 +339,5 @@ def test_a_hostile_crate_is_a_failed_check_not_a_crash(signed: Path, text: str) 
     _resum(signed)
     report = verify_dir(signed)
     assert "crate" in report.failed()
-    detail = _detail(report, "crate")
+    detail = detail_of(report, "crate")
     assert "rocrate cannot read it" in detail or "not JSON" in detail or "no CreateAction" in detail

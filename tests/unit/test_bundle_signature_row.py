@@ -13,13 +13,14 @@ import pytest
 
 from dotlab_hpc import cli
 from dotlab_hpc.api import submitting
-from dotlab_hpc.bundle.check import verdict_problems, verify_bundle, verify_dir
+from dotlab_hpc.bundle.check import verdict_problems, verify_bundle
 from dotlab_hpc.bundle.pack import PackOptions, pack
 from dotlab_hpc.bundle.report import BundleReport, Signature
 from dotlab_hpc.bundle.sign import key_id, keygen, load_public_key
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.printers.reports import bundle_table, signature_note
 from dotlab_hpc.rundir.records import ClaimRecord
+from tests.support.signing import key_pair, report_of
 from tests.unit.test_pack_bundle import _resum, make_run_dir
 
 # the issue's case: two targets, both within; then acc's expected edited 5.5 -> 5.4
@@ -39,10 +40,7 @@ def _run_dir(root: Path) -> Path:
 
 @pytest.fixture
 def keys(tmp_path: Path) -> tuple[Path, Path]:
-    key = tmp_path / "keys" / "author"
-    key.parent.mkdir()
-    pub, _ = keygen(key)
-    return key, pub
+    return key_pair(tmp_path / "keys")
 
 
 @pytest.fixture
@@ -62,15 +60,11 @@ def _row(report: BundleReport, name: str) -> tuple[str, str]:
     return check.status, check.detail
 
 
-def _verify(b: Path, pub: Path | None = None) -> BundleReport:
-    return verify_dir(b, public_key=None if pub is None else load_public_key(pub))
-
-
 # --------------------------------------------------------------------------- the signature row
 def test_an_unsigned_bundle_says_so_and_is_ok_without_a_key(
     unsigned: Path, keys: tuple[Path, Path]
 ) -> None:
-    report = _verify(unsigned)
+    report = report_of(unsigned)
     assert report.ok, report.to_json()
     assert _row(report, "signature") == ("ok", "not signed (no provenance.dsse.json)")
     assert report.to_json()["signature"] == {"state": "not_signed", "key_ids": []}
@@ -80,7 +74,7 @@ def test_an_unsigned_bundle_says_so_and_is_ok_without_a_key(
     ]
     assert lines[-1] == "bundle OK: claim example-centroid, outcome reproduced"
     # with a key, an unsigned bundle fails, as before
-    keyed = _verify(unsigned, keys[1])
+    keyed = report_of(unsigned, keys[1])
     assert keyed.failed() == ["signature"]
     assert _row(keyed, "signature") == (
         "failed",
@@ -93,14 +87,14 @@ def test_a_signed_bundle_without_a_key_is_signed_but_not_checked(
     signed: Path, keys: tuple[Path, Path]
 ) -> None:
     kid = key_id(load_public_key(keys[1]))
-    report = _verify(signed)
+    report = report_of(signed)
     assert report.ok, report.to_json()
     assert _row(report, "signature") == (
         "ok",
         f"signed by key {kid[:16]}, not checked (give --key KEY.pub)",
     )
     assert report.to_json()["signature"] == {"state": "not_checked", "key_ids": [kid]}
-    keyed = _verify(signed, keys[1])
+    keyed = report_of(signed, keys[1])
     assert keyed.ok and _row(keyed, "signature") == ("ok", f"signed by key {kid[:16]}")
     assert keyed.to_json()["signature"] == {"state": "verified", "key_ids": [kid]}
 
@@ -109,13 +103,13 @@ def test_a_signature_by_another_key_or_an_altered_envelope_is_invalid(
     signed: Path, tmp_path: Path, keys: tuple[Path, Path]
 ) -> None:
     other, _ = keygen(tmp_path / "other")
-    report = _verify(signed, other)
+    report = report_of(signed, other)
     assert report.failed() == ["signature"]
     assert report.signature == Signature("invalid", (key_id(load_public_key(keys[1])),))
     (signed / "provenance.dsse.json").write_text("{")
     _resum(signed)
     for pub in (None, keys[1]):
-        report = _verify(signed, pub)
+        report = report_of(signed, pub)
         assert report.failed() == ["signature"] and report.signature == Signature("invalid")
 
 
@@ -149,15 +143,10 @@ class _Stop(UsageError):
     pass
 
 
-@pytest.mark.parametrize("which", ["unsigned", "signed"])
-def test_reproduce_without_a_key_says_so_on_its_first_line(
-    which: str,
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    bundle: Path = request.getfixturevalue(which)
+def _reproduce_stopped(
+    bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *more: str
+) -> int:
+    """``reproduce BUNDLE [MORE]``'s exit code, stopped where it would submit the runs."""
 
     def no_run(*args: Any, **kwargs: Any) -> Any:
         raise _Stop("stopped before submitting")
@@ -169,10 +158,23 @@ def test_reproduce_without_a_key_says_so_on_its_first_line(
         str(bundle),
         "--code-dir",
         str(tmp_path / "code"),
+        *more,
         "--runs-root",
         str(tmp_path / "runs"),
     ]
-    assert cli.main(argv) == 2
+    return cli.main(argv)
+
+
+@pytest.mark.parametrize("which", ["unsigned", "signed"])
+def test_reproduce_without_a_key_says_so_on_its_first_line(
+    which: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bundle: Path = request.getfixturevalue(which)
+    assert _reproduce_stopped(bundle, tmp_path, monkeypatch) == 2
     first = capsys.readouterr().err.splitlines()[0]
     if which == "unsigned":
         assert first.startswith("dotlab-hpc: note: this bundle is not signed; nothing proves")
@@ -188,22 +190,7 @@ def test_reproduce_with_the_key_prints_no_note(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def no_run(*args: Any, **kwargs: Any) -> Any:
-        raise _Stop("stopped before submitting")
-
-    monkeypatch.setattr(submitting, "run_all", no_run)
-    (tmp_path / "code").mkdir()
-    argv = [
-        "reproduce",
-        str(signed),
-        "--code-dir",
-        str(tmp_path / "code"),
-        "--key",
-        str(keys[1]),
-        "--runs-root",
-        str(tmp_path / "runs"),
-    ]
-    assert cli.main(argv) == 2
+    assert _reproduce_stopped(signed, tmp_path, monkeypatch, "--key", str(keys[1])) == 2
     assert "note:" not in capsys.readouterr().err
 
 
@@ -216,9 +203,9 @@ def _edit_record(b: Path, name: str, field: str, value: object) -> None:
 
 
 def test_an_edited_expected_value_fails_the_record_row(unsigned: Path) -> None:
-    assert _verify(unsigned).ok
+    assert report_of(unsigned).ok
     _edit_record(unsigned, "acc", "expected", 5.4)
-    report = _verify(unsigned)
+    report = report_of(unsigned)
     assert "hashes" not in report.failed()
     assert report.failed()[0] == "record"
     assert _row(report, "record") == (
@@ -233,7 +220,7 @@ def test_a_signed_bundle_with_an_edited_record_fails_record_and_provenance(
     signed: Path, keys: tuple[Path, Path]
 ) -> None:
     _edit_record(signed, "acc", "expected", 5.4)
-    report = _verify(signed, keys[1])
+    report = report_of(signed, keys[1])
     failed = report.failed()
     assert "record" in failed and "provenance" in failed, failed
     assert "target acc says within tolerance" in _row(report, "record")[1]
@@ -338,7 +325,7 @@ def test_a_record_edited_in_a_copy_is_caught_row_by_row(unsigned: Path, tmp_path
     copy = tmp_path / "copy"
     shutil.copytree(unsigned, copy)
     _edit_record(copy, "loss", "within", False)
-    report = _verify(copy)
+    report = report_of(copy)
     assert _row(report, "record")[1].startswith(
         "target loss says not within tolerance, but |0.21 - 0.2| = 0.01 <= 0.02"
     )

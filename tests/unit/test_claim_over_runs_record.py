@@ -26,14 +26,15 @@ from dotlab_hpc.rundir.records import (
     write_record,
 )
 from tests.support import runfiles
-from tests.unit.test_over_runs_verdicts import ACC, MANIFESTS, t_interval
+from tests.support.manifests import good
+from tests.unit.test_over_runs_verdicts import ACC, t_interval
 
 RAN = "gave every value the claim's targets are over"
 CLAIM_RUN_ID = "claim-0001-20261129T080000Z-000000000000"
 
 
 def manifest() -> Manifest:
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
+    data = good()
     data.pop("seed", None)
     data["runs"] = {"seeds": [40, 41, 42, 43, 44]}
     data["targets"] = {

@@ -18,6 +18,7 @@ from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.manifest.models import TargetSpec
 from dotlab_hpc.rundir.records import Outcome
 from dotlab_hpc.slurm.states import JobState
+from tests.support.facts import OK_JOB
 
 
 def spec(**over: object) -> manifest_mod.ManifestSpec:
@@ -37,20 +38,6 @@ def spec(**over: object) -> manifest_mod.ManifestSpec:
     return manifest_mod.validate_data(data, "m.yaml")
 
 
-OK_JOB = JobFacts(
-    phase="finished",
-    exit_code=0,
-    container_started=True,
-    timed_out=False,
-    probe_failed=False,
-    probe_lines=(),
-    fatal_lines=(),
-    image_digest_on_node=None,
-    node="n1",
-    slurm_state=JobState.COMPLETED,
-    oom_in_log=False,
-    time_limit_in_log=False,
-)
 GOOD = OutputFacts({"accuracy": 0.91, "loss": 0.315}, None)
 
 

@@ -35,6 +35,7 @@ from dotlab_hpc.site.resolve import NOT_FOUND_HINT
 from dotlab_hpc.site.settings import NO_SITE, Setting, Site
 from dotlab_hpc.site.workdir import default_work_root, probe_folder
 from tests.support.fakes import ScriptedRunner
+from tests.support.siteenv import clear_site_env
 
 SITE_APPTAINER = "/opt/site/bin/apptainer"  # what the site's prepare line puts on the PATH
 
@@ -265,16 +266,7 @@ def test_an_apptainer_jobs_would_not_find_is_not_held_and_doctor_goes_on(tmp_pat
 def test_api_doctor_gives_the_probe_the_command_lines_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for var in (
-        "SBATCH_PARTITION",
-        "SBATCH_ACCOUNT",
-        "SBATCH_QOS",
-        "SBATCH_CONSTRAINT",
-        "SBATCH_RESERVATION",
-        "DOTLAB_SITE",
-        "DOTLAB_APPTAINER",
-    ):
-        monkeypatch.delenv(var, raising=False)
+    clear_site_env(monkeypatch)
     monkeypatch.chdir(tmp_path)
     Path("site.toml").write_text('partition = "gpu"\nsbatch_args = ["--comment=site"]\n')
     seen: list[DoctorOptions] = []

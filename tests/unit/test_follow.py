@@ -23,15 +23,14 @@ from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
+    NOW,
     job_status,
+    new_run_dir,
     run_record,
     submission_record,
-    write_run,
     write_status,
-    write_submission,
 )
 
-NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 NAME = "dotlab-batch-x"
 
 
@@ -95,22 +94,15 @@ def array_runs(root: Path, n: int, *, ends: bool = True, array: str = "500") -> 
         ends_dir.mkdir(parents=True)
     out = []
     for i in range(n):
-        rd = RunDir(root / f"run{i}")
-        rd.path.mkdir(parents=True)
-        write_run(
-            rd,
-            run_record(
-                run_id=f"r{i}",
-                claim=f"c{i}",
-                job_name=NAME,
-                task_index=i,
-                ends_dir=str(ends_dir) if ends_dir else None,
-            ),
+        run = run_record(
+            run_id=f"r{i}",
+            claim=f"c{i}",
+            job_name=NAME,
+            task_index=i,
+            ends_dir=str(ends_dir) if ends_dir else None,
         )
-        write_submission(
-            rd, submission_record(job_id=f"{array}_{i}", array_job_id=array, task_index=i)
-        )
-        out.append(rd)
+        sub = submission_record(job_id=f"{array}_{i}", array_job_id=array, task_index=i)
+        out.append(new_run_dir(root / f"run{i}", run, sub))
     return out
 
 

@@ -23,8 +23,8 @@ from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.slurm.parse import parse_sacct
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import run_record, submission_record, write_run, write_submission
-from tests.unit.test_follow import NOW, Cluster, FakeClock, Job, array_runs, end
+from tests.support.runfiles import NOW, run_record, submission_record, write_run, write_submission
+from tests.unit.test_follow import Cluster, FakeClock, Job, array_runs, end
 
 SLURM_OUT = "dotlab-hpc: job 500_0 on n1 for /runs/run0\n"
 DISK_FULL = "dotlab-hpc: could not write /runs/run0/status.json (disk full?)\n"

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.collect.classify import classify
+from dotlab_hpc.collect.classify import JobFacts, classify
 from dotlab_hpc.collect.isolation import isolation_record, parse_gpu_query
 from dotlab_hpc.container.isolation import (
     ISOLATION_FAILED_RC,
     PROPERTIES,
+    ProbeReport,
     State,
     failure_text,
     fatal_cause,
@@ -25,7 +26,9 @@ from dotlab_hpc.container.isolation import (
 )
 from dotlab_hpc.errors import OperatorError
 from dotlab_hpc.manifest.models import ManifestSpec
-from tests.unit.test_classify import OK_JOB, spec
+from tests.support.facts import OK_JOB
+from tests.support.isolation import SECTION4
+from tests.unit.test_classify import spec
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PROBE = DATA / "probe"
@@ -39,26 +42,25 @@ def exit_status(text: str) -> int:
     return int(text.rstrip("\n").rsplit("@@rc ", 1)[1])
 
 
+def refused_by_apptainer(report: ProbeReport) -> JobFacts:
+    """The facts of a job whose probe Apptainer refused to start (FATAL, exit 255)."""
+    return replace(
+        OK_JOB,
+        phase="probe_failed",
+        exit_code=255,
+        container_started=False,
+        probe_failed=True,
+        fatal_lines=report.fatal_lines,
+        probe_cause=fatal_cause(report.fatal_lines),
+    )
+
+
 def test_the_default_configuration_holds_every_property() -> None:
     text = probe_out("apptainer-1.4.5-default")
     report = parse_probe(text)
     assert exit_status(text) == 0 and report.not_held() == ()
     checks = dict(report.checks)
-    assert set(checks) == {
-        "network",
-        "code_read_only",
-        "data_read_only",
-        "out_writable",
-        "writable_tmpfs",
-        "user",
-        "capabilities",
-        "pid_namespace",
-        "ipc_namespace",
-        "clean_environment",
-        "host_mounts",
-        "tmp_size",
-        "overlay_size",
-    }
+    assert set(checks) == set(SECTION4)
     assert all(c.state is State.HELD for c in checks.values())
     rec = isolation_record(report)
     assert rec is not None and rec.held and rec.sandbox == "apptainer"
@@ -128,15 +130,7 @@ def test_enable_overlay_no_is_apptainers_own_refusal_named_by_its_setting() -> N
     cause = fatal_cause(report.fatal_lines)
     assert cause is not None and cause.property == "writable_tmpfs"
     assert cause.setting == "`enable overlay = no`"
-    job = replace(
-        OK_JOB,
-        phase="probe_failed",
-        exit_code=255,
-        container_started=False,
-        probe_failed=True,
-        fatal_lines=report.fatal_lines,
-        probe_cause=fatal_cause(report.fatal_lines),
-    )
+    job = refused_by_apptainer(report)
     with pytest.raises(OperatorError) as e:
         classify(spec(), job, None)
     text = str(e.value)
@@ -229,15 +223,7 @@ def test_allow_user_ns_no_is_named_with_its_own_remedy() -> None:
     cause = fatal_cause(report.fatal_lines)
     assert cause is not None and cause.property == "user"
     assert cause.setting == "`allow user ns = no`" and "allow user ns = yes" in cause.remedy
-    job = replace(
-        OK_JOB,
-        phase="probe_failed",
-        exit_code=255,
-        container_started=False,
-        probe_failed=True,
-        fatal_lines=report.fatal_lines,
-        probe_cause=cause,
-    )
+    job = refused_by_apptainer(report)
     with pytest.raises(OperatorError) as e:
         classify(spec(), job, None)
     assert "`allow user ns = no`" in str(e.value) and e.value.hint == cause.remedy

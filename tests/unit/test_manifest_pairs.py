@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 
 from dotlab_hpc import cli
-from dotlab_hpc.errors import ManifestError
 from dotlab_hpc.manifest import light
 from dotlab_hpc.manifest import models as models_mod
 from dotlab_hpc.manifest import pairs as pairs_mod
+from tests.support.manifests import LABEL, MANIFESTS, good, problems_of, spec_of
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
-LABEL = "m.yaml"
 NAME_RULE = (
     "must start with a letter or digit and hold only letters, digits, '.', '_', '-'"
     " (at most 64 characters)"
@@ -43,11 +41,6 @@ NO_STATISTIC = (
 NOT_PAIRED = "only a claim of paired measurements (variants:) compares"
 
 
-def good() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
-    return data
-
-
 def paired(samples: int = 30, interleave: bool | None = None) -> dict[str, Any]:
     """The good manifest as a claim of paired measurements: latency's p95 ratio and its mean
     difference, ``baseline`` against ``instrumented``."""
@@ -71,19 +64,6 @@ def paired(samples: int = 30, interleave: bool | None = None) -> dict[str, Any]:
         "latency_ms": {"statistic": "mean", "compare": "difference", "value": 0.4, "abs_tol": 0.1},
     }
     return data
-
-
-def problems_of(data: Any) -> list[str]:
-    assert not light.is_valid_data(data)  # the light validator refuses it too
-    with pytest.raises(ManifestError) as info:
-        models_mod.validate_data(data, LABEL)
-    assert info.value.exit_code == 2
-    return info.value.problems
-
-
-def spec_of(data: Any) -> models_mod.ManifestSpec:
-    assert light.is_valid_data(data)
-    return models_mod.validate_data(data, LABEL)
 
 
 # --------------------------------------------------------------------------- valid claims

@@ -10,13 +10,10 @@ from typing import Any
 import pytest
 
 from dotlab_hpc import cli
-from dotlab_hpc.errors import ManifestError
-from dotlab_hpc.manifest import light
 from dotlab_hpc.manifest import models as models_mod
 from dotlab_hpc.manifest import runs as runs_mod
+from tests.support.manifests import LABEL, MANIFESTS, good, problems_of, spec_of
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
-LABEL = "m.yaml"
 NO_RUNS = (
     "only a claim over many runs (runs:) has statistics; add runs: {seeds: [...]} or remove it"
 )
@@ -28,7 +25,7 @@ NO_STATISTIC = (
 
 def over_runs(runs: dict[str, Any], *, seed: int | None = None) -> dict[str, Any]:
     """The good manifest as a claim over ``runs``: accuracy's mean and its spread."""
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
+    data = good()
     data.pop("seed", None)
     if seed is not None:
         data["seed"] = seed
@@ -38,19 +35,6 @@ def over_runs(runs: dict[str, Any], *, seed: int | None = None) -> dict[str, Any
         "accuracy_spread": {"of": "accuracy", "statistic": "std", "value": 0.004, "abs_tol": 0.01},
     }
     return data
-
-
-def problems_of(data: Any) -> list[str]:
-    assert not light.is_valid_data(data)  # the light validator refuses it too
-    with pytest.raises(ManifestError) as info:
-        models_mod.validate_data(data, LABEL)
-    assert info.value.exit_code == 2
-    return info.value.problems
-
-
-def spec_of(data: Any) -> models_mod.ManifestSpec:
-    assert light.is_valid_data(data)
-    return models_mod.validate_data(data, LABEL)
 
 
 # --------------------------------------------------------------------------- valid claims
@@ -69,7 +53,7 @@ def test_repeat_counts_seeds_up_from_the_manifests_seed() -> None:
 
 
 def test_a_claim_of_one_run_has_no_run_seeds() -> None:
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
+    data = good()
     spec = spec_of(data)
     assert spec.runs is None
     assert spec.run_seeds == ()
@@ -153,7 +137,7 @@ def test_with_runs_every_target_needs_a_statistic() -> None:
     ids=["statistic", "of", "both"],
 )
 def test_without_runs_no_target_has_a_statistic(target: dict[str, Any], where: str) -> None:
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
+    data = good()
     data["targets"]["best"] = target
     assert problems_of(data) == [f"{LABEL}: targets.best.{where}: {NO_RUNS}"]
 

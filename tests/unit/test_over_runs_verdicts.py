@@ -3,16 +3,14 @@ and statistics its targets ask for, and each run's own verdict (collect/over_run
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dotlab_hpc.collect.classify import JobFacts, OutputFacts
+from dotlab_hpc.collect.classify import OutputFacts
 from dotlab_hpc.collect.output import parse_results
 from dotlab_hpc.collect.over_runs import (
     RunValues,
@@ -26,8 +24,9 @@ from dotlab_hpc.errors import NotFinished
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.rundir.records import Outcome
 from dotlab_hpc.slurm.states import JobState
+from tests.support.facts import OK_JOB
+from tests.support.manifests import good
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 ACC = [0.91, 0.92, 0.90, 0.93, 0.89]
 # Student's t quantile t(0.975, 4) (scipy.stats.t.ppf(0.975, 4)): the mean's 95 % interval
 # over five runs is mean ± T_975_4 · s / √5, computed here without the code under test.
@@ -42,7 +41,7 @@ def t_interval(values: list[float]) -> tuple[float, float]:
 
 
 def spec(targets: dict[str, Any] | None = None) -> manifest_mod.ManifestSpec:
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
+    data = good()
     data.pop("seed", None)
     data["runs"] = {"seeds": [40, 41, 42, 43, 44]}
     data["targets"] = targets or {
@@ -51,22 +50,6 @@ def spec(targets: dict[str, Any] | None = None) -> manifest_mod.ManifestSpec:
         "loss": {"value": 0.3, "statistic": "median"},
     }
     return manifest_mod.validate_data(data, "m.json")
-
-
-OK_JOB = JobFacts(
-    phase="finished",
-    exit_code=0,
-    container_started=True,
-    timed_out=False,
-    probe_failed=False,
-    probe_lines=(),
-    fatal_lines=(),
-    image_digest_on_node=None,
-    node="n1",
-    slurm_state=JobState.COMPLETED,
-    oom_in_log=False,
-    time_limit_in_log=False,
-)
 
 
 def runs(values: list[float], key: str = "acc") -> list[RunValues]:

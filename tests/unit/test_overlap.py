@@ -9,8 +9,8 @@ import pytest
 from dotlab_hpc.cli import main
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.submit.plan import plan
-
-from .test_submit import NOW, opts, write_manifest
+from tests.support.runfiles import NOW
+from tests.support.submits import submit_options, write_manifest
 
 
 @pytest.mark.parametrize(
@@ -28,7 +28,7 @@ def test_out_dir_inside_code_or_data_is_refused(tmp_path: Path, out: str, messag
     (tmp_path / "code").mkdir()
     (tmp_path / "link-to-code").symlink_to(tmp_path / "code")
     with pytest.raises(UsageError) as info:
-        plan(opts(tmp_path, m, out_dir=tmp_path / out), NOW)
+        plan(submit_options(tmp_path, m, out_dir=tmp_path / out), NOW)
     assert info.value.message.startswith(message.format(t=tmp_path))
 
 
@@ -36,25 +36,27 @@ def test_out_dir_inside_code_or_data_is_refused(tmp_path: Path, out: str, messag
 def test_run_dir_inside_out_dir_is_refused(tmp_path: Path, run_dir: str) -> None:
     m = write_manifest(tmp_path / "m.yaml")
     with pytest.raises(UsageError, match=f"^--run-dir {tmp_path / run_dir}: inside --out-dir"):
-        plan(opts(tmp_path, m, run_dir=tmp_path / run_dir), NOW)
+        plan(submit_options(tmp_path, m, run_dir=tmp_path / run_dir), NOW)
 
 
 def test_runs_root_inside_out_dir_is_refused_for_arrays_too(tmp_path: Path) -> None:
     a, b = write_manifest(tmp_path / "a.yaml", "ca"), write_manifest(tmp_path / "b.yaml", "cb")
     for ms in ((a,), (a, b)):
         with pytest.raises(UsageError, match=r"^--runs-root .*: inside --out-dir"):
-            plan(opts(tmp_path, *ms, runs_root=tmp_path / "out" / "runs"), NOW)
+            plan(submit_options(tmp_path, *ms, runs_root=tmp_path / "out" / "runs"), NOW)
 
 
 def test_neighbours_are_fine(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
-    plan(opts(tmp_path, m, out_dir=tmp_path / "code-out", run_dir=tmp_path / "outrun"), NOW)
+    plan(
+        submit_options(tmp_path, m, out_dir=tmp_path / "code-out", run_dir=tmp_path / "outrun"), NOW
+    )
 
 
 def test_the_cli_refuses_before_anything_happens(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    o = opts(tmp_path, write_manifest(tmp_path / "m.yaml"))
+    o = submit_options(tmp_path, write_manifest(tmp_path / "m.yaml"))
     argv = ["submit", str(o.manifests[0]), "--code-dir", str(o.code_dir), "--data-dir"]
     argv += [str(o.data_dir), "--image", str(o.image), "--out-dir", str(o.data_dir / "out")]
     assert main([*argv, "--runs-root", str(tmp_path / "runs")]) == 2
@@ -66,4 +68,4 @@ def test_the_cli_refuses_before_anything_happens(
 def test_a_symlink_loop_does_not_crash_the_check(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
-    plan(opts(tmp_path, m, out_dir=tmp_path / "loop" / "out"), NOW)
+    plan(submit_options(tmp_path, m, out_dir=tmp_path / "loop" / "out"), NOW)

@@ -4,7 +4,6 @@ interval; and the claim's record keeping compare, baseline, other and each sampl
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from dotlab_hpc.rundir.records import (
     RunValuesRecord,
     StatisticRecord,
 )
+from tests.support.manifests import good
 
 from .test_claim_over_runs_record import RAN, claim_runs, run_record
-from .test_over_runs_verdicts import MANIFESTS
 
 PAIRS = ("direct", "proxy")
 BASE = [1.0, 2.0, 3.0]
@@ -121,7 +120,7 @@ def test_a_ratio_over_a_zero_baseline_is_a_spec_issue() -> None:
 
 # --------------------------------------------------------------------------- the claim's record
 def paired_manifest() -> Manifest:
-    data: dict[str, Any] = json.loads((MANIFESTS / "good.json").read_text(encoding="utf-8"))
+    data = good()
     data.pop("entrypoint")
     data["seed"] = 7
     data["variants"] = {"direct": {"entrypoint": "a"}, "proxy": {"entrypoint": "b"}}

@@ -13,6 +13,7 @@ from dotlab_hpc.render.facts import container_env, task_exec_spec
 from dotlab_hpc.submit.execute import job_spec
 from dotlab_hpc.submit.outdirs import check_out_dirs
 from dotlab_hpc.submit.plan import SubmitOptions, plan
+from tests.support.submits import submit_options
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 APPTAINER = "/opt/fake/bin/apptainer"  # never run: planning only writes it into the script
@@ -33,20 +34,8 @@ def seeds_manifest(p: Path, seeds: str = "[7, 8, 9]", claim: str = "c1") -> Path
 
 
 def opts(tmp_path: Path, *manifests: Path, **over: object) -> SubmitOptions:
-    for d in ("code", "data"):
-        (tmp_path / d).mkdir(exist_ok=True)
-    (tmp_path / "img.sif").write_bytes(b"x")
-    base: dict[str, object] = {
-        "manifests": manifests,
-        "code_dir": tmp_path / "code",
-        "data_dir": tmp_path / "data",
-        "out_dir": tmp_path / "out",
-        "image": tmp_path / "img.sif",
-        "runs_root": tmp_path / "runs",
-        "apptainer": APPTAINER,
-    }
-    base.update(over)
-    return SubmitOptions(**base)  # type: ignore[arg-type]
+    """submit_options with the fake Apptainer, unless ``over`` names another."""
+    return submit_options(tmp_path, *manifests, **{"apptainer": APPTAINER, **over})
 
 
 def test_a_claim_over_seeds_is_one_array_in_its_claims_folder(tmp_path: Path) -> None:

@@ -17,15 +17,12 @@ from tests.support.expect import poll_once
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
     JOB_NAME,
+    NOW,
     job_status,
+    new_run_dir,
     run_record,
     submission_record,
-    write_run,
-    write_status,
-    write_submission,
 )
-
-NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
 
 class FakeSacct(ScriptedRunner[tuple[str, ...]]):
@@ -57,13 +54,10 @@ class FakeSacct(ScriptedRunner[tuple[str, ...]]):
 def make_runs(root: Path, n: int, *, finished: set[int]) -> list[RunDir]:
     runs = []
     for i in range(n):
-        rd = RunDir(root / f"run{i}")
-        rd.path.mkdir(parents=True)
-        write_run(rd, run_record(claim=f"c{i}", run_id=f"r{i}"))
-        write_submission(rd, submission_record(job_id=str(1000 + i)))
-        if i in finished:
-            write_status(rd, job_status(job_id=str(1000 + i)))
-        runs.append(rd)
+        job = str(1000 + i)
+        status = job_status(job_id=job) if i in finished else None
+        run = run_record(claim=f"c{i}", run_id=f"r{i}")
+        runs.append(new_run_dir(root / f"run{i}", run, submission_record(job_id=job), status))
     return runs
 
 

@@ -19,13 +19,12 @@ from dotlab_hpc.rundir.models import RunPaths
 from dotlab_hpc.site.settings import SiteOptions, resolve_site
 from dotlab_hpc.site.sitefile import parse_site_text
 from dotlab_hpc.slurm.states import JobState
+from tests.support.facts import job_facts
 from tests.support.runfiles import (
     job_status,
+    new_run_dir,
     run_record,
     submission_record,
-    write_run,
-    write_status,
-    write_submission,
 )
 from tests.unit.test_classify import spec
 
@@ -68,20 +67,7 @@ def test_a_bad_setting_is_one_line_naming_it(text: str, option: int | None, mess
 
 # --------------------------------------------------------------------------- the verdict
 def _facts(state: JobState, phase: str | None) -> JobFacts:
-    return JobFacts(
-        phase=phase,
-        exit_code=143 if phase else None,
-        container_started=True,
-        timed_out=False,
-        probe_failed=False,
-        probe_lines=(),
-        fatal_lines=(),
-        image_digest_on_node=None,
-        node="n1",
-        slurm_state=state,
-        oom_in_log=False,
-        time_limit_in_log=False,
-    )
+    return job_facts(phase=phase, exit_code=143 if phase else None, slurm_state=state)
 
 
 @pytest.mark.parametrize("phase", ["terminated", None])
@@ -96,18 +82,16 @@ def test_a_preempted_job_is_its_own_operator_error(phase: str | None) -> None:
 def _run(root: Path, attempt: int = 1, job_id: str = "100", name: str = "run") -> RunDir:
     """A preempted attempt: ``root/NAME`` (run.json, submission, a terminated status) and its
     output folder ``root/out`` with what it wrote before it was stopped."""
-    rd = RunDir(root / name)
-    rd.path.mkdir(parents=True)
     paths = RunPaths(
-        run_dir=str(rd.path),
+        run_dir=str(root / name),
         code_dir="/code",
         data_dir="/data",
         out_dir=str(root / "out"),
         image="/i.sif",
     )
-    write_run(rd, run_record(paths=paths, attempt=attempt, manifest_path="/m.yaml"))
-    write_submission(rd, submission_record(job_id=job_id))
-    write_status(rd, job_status(phase="terminated", exit_code=None, node="n2"))
+    run = run_record(paths=paths, attempt=attempt, manifest_path="/m.yaml")
+    status = job_status(phase="terminated", exit_code=None, node="n2")
+    rd = new_run_dir(root / name, run, submission_record(job_id=job_id), status)
     (root / "out").mkdir()
     (root / "out" / "partial.txt").write_text("written before the preemption\n")
     return rd

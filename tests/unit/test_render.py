@@ -28,6 +28,20 @@ from tests.support.expect import parse_task_facts, probe_exec_spec
 
 SHA = "a" * 64
 COMMIT = "b" * 40
+# a plain exec spec, its fields given in the dataclass's order
+SPEC = ExecSpec(
+    "a",
+    Path("/i"),
+    Path("/c"),
+    Path("/d"),
+    Path("/o"),
+    PurePosixPath("/w"),
+    (),
+    True,
+    False,
+    "w",
+    (),
+)
 
 
 def manifest(**over: object) -> manifest_mod.Manifest:
@@ -210,19 +224,7 @@ def test_bind_needs_absolute_paths() -> None:
 
 
 def test_exec_spec_is_frozen() -> None:
-    spec = ExecSpec(
-        "a",
-        Path("/i"),
-        Path("/c"),
-        Path("/d"),
-        Path("/o"),
-        PurePosixPath("/w"),
-        (),
-        True,
-        False,
-        "w",
-        (),
-    )
+    spec = SPEC
     with pytest.raises(AttributeError):
         spec.gpu = True  # type: ignore[misc]
     assert exec_argv(spec)[0] == "a"

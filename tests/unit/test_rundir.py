@@ -33,11 +33,9 @@ from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
     complete_run_dir,
     job_status,
+    new_run_dir,
     run_record,
     submission_record,
-    write_run,
-    write_status,
-    write_submission,
 )
 
 READERS: dict[str, Callable[[RunDir], object]] = {
@@ -49,12 +47,7 @@ READERS: dict[str, Callable[[RunDir], object]] = {
 
 
 def make_rd(tmp_path: Path) -> RunDir:
-    rd = RunDir(tmp_path / "run")
-    rd.path.mkdir()
-    write_run(rd, run_record())
-    write_submission(rd, submission_record())
-    write_status(rd, job_status())
-    return rd
+    return new_run_dir(tmp_path / "run", run_record(), submission_record(), job_status())
 
 
 def replace_with(rd: RunDir, name: str, make: Callable[[Path], None]) -> None:

@@ -15,14 +15,13 @@ from google.protobuf import json_format
 from in_toto_attestation.predicates.scai.v0 import scai_pb2
 from in_toto_attestation.v1 import statement_pb2
 
-from dotlab_hpc.bundle.check import verify_dir
 from dotlab_hpc.bundle.layout import SUMS, parse_sums
 from dotlab_hpc.bundle.pack import PackOptions, pack
-from dotlab_hpc.bundle.report import BundleReport
 from dotlab_hpc.bundle.scai import build_scai, check_scai
-from dotlab_hpc.bundle.sign import keygen, load_public_key
+from dotlab_hpc.bundle.sign import keygen
 from dotlab_hpc.fsio.jsontext import canonical_json
 from dotlab_hpc.rundir.records import IsolationRecord
+from tests.support.signing import detail_of, key_pair, report_of
 from tests.unit.test_pack_bundle import _resum, make_run_dir
 
 SCAI = "isolation.scai.intoto.json"
@@ -232,24 +231,13 @@ def _run_dir(root: Path) -> Path:
 
 @pytest.fixture
 def keys(tmp_path: Path) -> tuple[Path, Path]:
-    key = tmp_path / "keys" / "k"
-    key.parent.mkdir()
-    pub, _ = keygen(key)
-    return key, pub
+    return key_pair(tmp_path / "keys")
 
 
 @pytest.fixture
 def signed(tmp_path: Path, keys: tuple[Path, Path]) -> Path:
     pack(PackOptions(_run_dir(tmp_path / "a"), tmp_path / "signed", sign_key=keys[0]))
     return tmp_path / "signed"
-
-
-def _verify(b: Path, pub: Path | None = None) -> BundleReport:
-    return verify_dir(b, public_key=load_public_key(pub) if pub else None)
-
-
-def _detail(report: BundleReport, name: str) -> str:
-    return next(c.detail for c in report.checks if c.name == name)
 
 
 def test_pack_writes_lists_and_signs_the_attestation(
@@ -270,34 +258,34 @@ def test_pack_writes_lists_and_signs_the_attestation(
     crate = json.loads((signed / "ro-crate-metadata.json").read_text())
     assert {SCAI, SCAI_DSSE} <= {e["@id"] for e in crate["@graph"]}
 
-    report = _verify(signed, keys[1])
+    report = report_of(signed, keys[1])
     assert report.ok, report.to_json()
     assert [c.name for c in report.checks][-2:] == ["signature", "isolation"]
-    assert _detail(report, "isolation").startswith(
+    assert detail_of(report, "isolation").startswith(
         f"{SCAI}: the record's 3 properties, evidence logs/probe.out; signed by key "
     )
-    assert _detail(_verify(signed), "isolation").endswith(", not checked (give --key KEY.pub)")
+    assert detail_of(report_of(signed), "isolation").endswith(", not checked (give --key KEY.pub)")
     other, other_pub = tmp_path / "other", tmp_path / "other.pub"
     keygen(other)
-    report = _verify(signed, other_pub)
+    report = report_of(signed, other_pub)
     assert report.failed() == ["signature", "isolation"]
-    assert "signed by another key" in _detail(report, "isolation")
+    assert "signed by another key" in detail_of(report, "isolation")
 
 
 def test_unsigned_pack_and_a_run_without_the_probe(tmp_path: Path) -> None:
     pack(PackOptions(_run_dir(tmp_path / "a"), tmp_path / "b"))
     assert (tmp_path / "b" / SCAI).exists() and not (tmp_path / "b" / SCAI_DSSE).exists()
-    report = _verify(tmp_path / "b")
-    assert report.ok and _detail(report, "isolation").endswith(f"; not signed (no {SCAI_DSSE})")
+    report = report_of(tmp_path / "b")
+    assert report.ok and detail_of(report, "isolation").endswith(f"; not signed (no {SCAI_DSSE})")
     pack(PackOptions(make_run_dir(tmp_path / "c"), tmp_path / "d"))
     assert not (tmp_path / "d" / SCAI).exists()
-    report = _verify(tmp_path / "d")
+    report = report_of(tmp_path / "d")
     assert report.ok
-    assert _detail(report, "isolation") == "the record has no isolation section (no probe ran)"
+    assert detail_of(report, "isolation") == "the record has no isolation section (no probe ran)"
     # a statement in a bundle whose record has no isolation section is refused
     shutil.copyfile(tmp_path / "b" / SCAI, tmp_path / "d" / SCAI)
     _resum(tmp_path / "d")
-    assert "isolation" in _verify(tmp_path / "d").failed()
+    assert "isolation" in report_of(tmp_path / "d").failed()
 
 
 def _copy(signed: Path, tmp_path: Path, name: str) -> Path:
@@ -315,33 +303,33 @@ def test_a_tampered_bundle_fails_the_row(
     _attrs(st)[0]["conditions"]["state"] = "not_held"
     (b / SCAI).write_text(canonical_json(st))
     _resum(b)
-    report = _verify(b, keys[1])
+    report = report_of(b, keys[1])
     assert "isolation" in report.failed()
-    assert "says network not_held (only lo), the record held (only lo)" in _detail(
+    assert "says network not_held (only lo), the record held (only lo)" in detail_of(
         report, "isolation"
     )
-    assert f"{SCAI_DSSE} signs another statement than {SCAI}" in _detail(report, "isolation")
+    assert f"{SCAI_DSSE} signs another statement than {SCAI}" in detail_of(report, "isolation")
 
     # the probe's output changed: the evidence no longer matches the file
     c = _copy(signed, tmp_path, "probe")
     (c / "logs" / "probe.out").write_text("@@iso check network held forged\n")
     _resum(c)
-    report = _verify(c, keys[1])
+    report = report_of(c, keys[1])
     assert "isolation" in report.failed()
-    assert "names logs/probe.out sha256" in _detail(report, "isolation")
+    assert "names logs/probe.out sha256" in detail_of(report, "isolation")
 
     # the statement removed: the record's facts are no longer attested
     d = _copy(signed, tmp_path, "gone")
     (d / SCAI).unlink()
     _resum(d)
-    assert _detail(_verify(d), "isolation").startswith(f"no {SCAI}: the record's isolation")
+    assert detail_of(report_of(d), "isolation").startswith(f"no {SCAI}: the record's isolation")
 
     # its envelope removed while the provenance is signed
     e = _copy(signed, tmp_path, "unsigned")
     (e / SCAI_DSSE).unlink()
     _resum(e)
-    report = _verify(e, keys[1])
+    report = report_of(e, keys[1])
     assert "isolation" in report.failed()
-    assert f"{SCAI_DSSE} is not: the isolation attestation is not signed" in _detail(
+    assert f"{SCAI_DSSE} is not: the isolation attestation is not signed" in detail_of(
         report, "isolation"
     )

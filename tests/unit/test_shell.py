@@ -15,6 +15,7 @@ from dotlab_hpc.site.resolve import prepared_argv
 from dotlab_hpc.site.settings import JOB_PATH, Setting, Site
 from dotlab_hpc.slurm.argv import srun_shell_argv
 from dotlab_hpc.verify.inputs import VerifyReport
+from tests.support.siteenv import clear_site_env
 
 PROGRAM = "/opt/site/apptainer/bin/apptainer"
 
@@ -112,17 +113,7 @@ resources: {{time: '1', partition: cpu, account: lab, gpus: 1, gpu_type: a100}}
 @pytest.fixture
 def planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[Site]]:
     """A claim, a site file, and no program run: the inputs pass, the Apptainer is found."""
-    for var in (
-        "SBATCH_PARTITION",
-        "SBATCH_ACCOUNT",
-        "SBATCH_QOS",
-        "SBATCH_CONSTRAINT",
-        "SBATCH_RESERVATION",
-        "DOTLAB_SITE",
-        "DOTLAB_APPTAINER",
-        "DOTLAB_SCRATCH_ROOT",
-    ):
-        monkeypatch.delenv(var, raising=False)
+    clear_site_env(monkeypatch, "DOTLAB_SCRATCH_ROOT")
     for d in ("code", "data"):
         (tmp_path / d).mkdir()
     (tmp_path / "img.sif").write_bytes(b"SIF")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,6 +16,7 @@ from dotlab_hpc.cli import main
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.site.resolve import resolve_argv
+from tests.support.fakes import Call, CallAnswerer
 
 GOOD = Path(__file__).resolve().parents[1] / "data" / "manifests" / "good.yaml"
 FOUND = "/opt/apptainer-1.4/bin/apptainer"
@@ -32,24 +32,17 @@ a100 = "nvidia_a100-sxm4-80gb"
 """
 
 
-class FakeBash:
+class FakeBash(CallAnswerer):
     """bash resolving the Apptainer: answers ``answer`` (stdout, status) and keeps each call."""
 
     calls: ClassVar[list[tuple[tuple[str, ...], dict[str, str]]]] = []
     answer: ClassVar[tuple[str, int]] = (f"{FOUND}\n", 0)
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        self.calls.append((tuple(argv), dict(env or {})))
+    def answer_call(self, call: Call) -> Completed:
+        """Keep the call's argv and environment; answer ``answer``."""
+        self.calls.append((call.argv, dict(call.env or {})))
         out, rc = self.answer
-        return Completed(tuple(argv), rc, out, "")
+        return Completed(call.argv, rc, out, "")
 
 
 class FakeSlurm:

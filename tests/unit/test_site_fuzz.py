@@ -253,6 +253,18 @@ def file_case(setting: str, chosen: list[str]) -> dict[str, Any]:
     return data
 
 
+def site_or_refused(text: str) -> Site | None:
+    """The site the file ``text`` gives, or None when it is refused in one line naming FILE."""
+    try:
+        spec = parse_site_text(text, FILE)
+    except UsageError as e:
+        assert_one_line(e, f"{FILE}: ")
+        event("refused")
+        return None
+    event("accepted")
+    return resolve_site(SiteOptions(), spec, Path("f.toml"), {})
+
+
 @pytest.mark.parametrize("setting", KEYS)
 @settings(FUZZ, max_examples=100)
 @given(data=st.data())
@@ -261,14 +273,9 @@ def test_every_setting_of_the_site_file_is_refused_or_inert(
 ) -> None:
     chosen = data.draw(st.lists(values_for(setting), min_size=1, max_size=2), label="values")
     given = file_case(setting, chosen)
-    try:
-        spec = parse_site_text(toml_text(given), FILE)
-    except UsageError as e:
-        assert_one_line(e, f"{FILE}: ")
-        event("refused")
+    site = site_or_refused(toml_text(given))
+    if site is None:
         return
-    event("accepted")
-    site = resolve_site(SiteOptions(), spec, Path("f.toml"), {})
     check_accepted(site, given)
     gpu_type = next(iter(site.gpu_types))
     assert_inert(site, gpu_type)
@@ -282,14 +289,9 @@ def test_every_setting_of_the_site_file_is_refused_or_inert(
     ).map("".join)
 )
 def test_any_text_is_a_site_or_one_line(text: str) -> None:
-    try:
-        spec = parse_site_text(text, FILE)
-    except UsageError as e:
-        assert_one_line(e, f"{FILE}: ")
-        event("refused")
+    site = site_or_refused(text)
+    if site is None:
         return
-    event("accepted")
-    site = resolve_site(SiteOptions(), spec, Path("f.toml"), {})
     assert_inert(site, next(iter(site.gpu_types), GPU))
 
 

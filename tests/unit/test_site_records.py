@@ -34,9 +34,9 @@ from tests.support.runfiles import (
     write_status,
     write_submission,
 )
+from tests.support.submits import submit_options, write_manifest
 from tests.unit.test_pack import _index
 from tests.unit.test_pack_bundle import _resum, make_run_dir
-from tests.unit.test_submit import opts, write_manifest
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
@@ -73,7 +73,7 @@ def _site(partition: str) -> Site:
 def _planned(tmp_path: Path, manifest: Path, partition: str, cluster: str) -> Plan:
     root = tmp_path / partition
     root.mkdir()
-    p = plan(opts(root, manifest, site=_site(partition)), NOW)
+    p = plan(submit_options(root, manifest, site=_site(partition)), NOW)
     return replace(p, cluster=cluster)
 
 

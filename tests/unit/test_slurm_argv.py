@@ -25,6 +25,8 @@ from dotlab_hpc.slurm.units import slurm_time
 SACCT_O = "JobID,JobIDRaw,JobName,State,ExitCode,Elapsed,Start,End,NodeList,Reason"
 SQUEUE_O = "%i|%T|%r|%M|%S|%e|%N|%j"
 SINCE = datetime(2026, 11, 29, 7, 5, 9)
+# how both sacct calls begin: allocations only (-X), parsable (-P), no header (-n), since SINCE
+SACCT_SINCE = ("sacct", "-X", "-P", "-n", "-S", "2026-11-29T07:05:09")
 
 
 def test_sbatch_minimal() -> None:
@@ -89,12 +91,7 @@ def test_sbatch_version() -> None:
 
 def test_sacct() -> None:
     assert sacct_argv(["7", "12", "12_1"], since=SINCE) == (
-        "sacct",
-        "-X",
-        "-P",
-        "-n",
-        "-S",
-        "2026-11-29T07:05:09",
+        *SACCT_SINCE,
         "-D",  # every record of a reused id: the run's is picked by its name
         "-j",
         "7,12,12_1",
@@ -105,12 +102,7 @@ def test_sacct() -> None:
 
 def test_sacct_by_name() -> None:
     assert sacct_by_name_argv("dotlab-r1", since=SINCE) == (
-        "sacct",
-        "-X",
-        "-P",
-        "-n",
-        "-S",
-        "2026-11-29T07:05:09",
+        *SACCT_SINCE,
         "--name=dotlab-r1",
         "-o",
         SACCT_O,

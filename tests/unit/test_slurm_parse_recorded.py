@@ -19,18 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from dotlab_hpc.slurm import parse
 from dotlab_hpc.slurm.failures import classify_sbatch_failure
-from dotlab_hpc.slurm.parse import (
-    log_says_oom,
-    log_says_time_limit,
-    parse_jobcomp,
-    parse_key_values,
-    parse_sacct,
-    parse_sbatch_parsable,
-    parse_sbatch_version,
-    parse_scontrol_show_config,
-    parse_squeue,
-)
 from dotlab_hpc.slurm.states import JobInfo, JobState
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -115,10 +105,13 @@ def test_each_recording_is_of_its_version_with_distinct_ids(rec: Recording) -> N
 # ------------------------------------------------------------------ sbatch
 def test_sbatch_parsable_and_version(rec: Recording) -> None:
     assert rec.rc("sbatch_parsable") == 0
-    assert parse_sbatch_parsable(rec.out("sbatch_parsable")) == rec.ok[0]
-    assert parse_sbatch_version(rec.out("sbatch_version")) == rec.version
+    assert parse.parse_sbatch_parsable(rec.out("sbatch_parsable")) == rec.ok[0]
+    assert parse.parse_sbatch_version(rec.out("sbatch_version")) == rec.version
     # --export=NONE is still accepted, and still gives a job id
-    assert (rec.rc("sbatch_export_none"), parse_sbatch_parsable(rec.out("sbatch_export_none"))) == (
+    assert (
+        rec.rc("sbatch_export_none"),
+        parse.parse_sbatch_parsable(rec.out("sbatch_export_none")),
+    ) == (
         0,
         rec.jid("env-none"),
     )
@@ -159,23 +152,23 @@ def test_a_refused_submission_still_leaves_a_failed_record(rec: Recording) -> No
     # --mem=999999 was refused, yet slurmctld made job REFUSED: sacct says FAILED 1:0
     # (jobcomp says ExitCode=0:1), squeue says FAILED BadConstraints, both under the job's name
     refused = rec.jid("refused")
-    job = parse_sacct(rec.out("sacct_refused"))[refused]
+    job = parse.parse_sacct(rec.out("sacct_refused"))[refused]
     assert (job.state, job.exit_code, job.signal) == (JobState.FAILED, 1, None)
     assert (job.node, job.start, job.name) == (None, None, "rec-refused")
-    queued = parse_squeue(rec.out("squeue_refused"))[refused]
+    queued = parse.parse_squeue(rec.out("squeue_refused"))[refused]
     assert (queued.state, queued.reason, queued.node) == (
         JobState.FAILED,
         "BadConstraints",
         None,
     )
-    comp = parse_jobcomp((rec.data / "jobcomp.txt").read_text())[refused]
+    comp = parse.parse_jobcomp((rec.data / "jobcomp.txt").read_text())[refused]
     assert (comp.state, comp.exit_code, comp.signal, comp.node) == (JobState.FAILED, 0, 1, None)
 
 
 # ------------------------------------------------------------------ sacct
 def test_sacct_final_states(rec: Recording) -> None:
     assert rec.rc("sacct_final") == 0
-    jobs = parse_sacct(rec.out("sacct_final"))
+    jobs = parse.parse_sacct(rec.out("sacct_final"))
     ok = jobs[rec.ok[1]]
     assert (ok.state, ok.raw_state, ok.exit_code, ok.signal) == (
         JobState.COMPLETED,
@@ -204,7 +197,7 @@ def test_sacct_final_states(rec: Recording) -> None:
 
 def test_sacct_array_tasks_use_the_user_facing_id_never_jobidraw(rec: Recording) -> None:
     text = rec.out("sacct_final")
-    jobs = parse_sacct(text)
+    jobs = parse.parse_sacct(text)
     arr, thr = rec.jid("array"), rec.jid("throttled")
     assert [k for k in jobs if k.startswith(f"{arr}_")] == [f"{arr}_{i}" for i in range(3)]
     # the last task's JobIDRaw is the array's own number: it must not appear as a job
@@ -220,7 +213,7 @@ def test_sacct_cancelled_pending_tasks_are_expanded(rec: Recording) -> None:
     text = rec.out("sacct_final")
     thr = rec.jid("throttled")
     assert text.count(f"\n{thr}_[2-5%2]|{thr}|") == 1
-    jobs = parse_sacct(text)
+    jobs = parse.parse_sacct(text)
     for i in (2, 3, 4, 5):
         task = jobs[f"{thr}_{i}"]
         assert (task.state, task.node, task.start, task.reason) == (
@@ -237,7 +230,7 @@ def test_sacct_live_reads_the_pending_remainder_as_pending(rec: Recording) -> No
     text = rec.out("sacct_live")
     thr = rec.jid("throttled")
     assert text.count(f"\n{thr}_[2-5%2]|{thr}|") == 1
-    jobs = parse_sacct(text)
+    jobs = parse.parse_sacct(text)
     assert {k: v.state for k, v in jobs.items() if k.startswith(f"{thr}_")} == {
         f"{thr}_0": JobState.RUNNING,
         f"{thr}_1": JobState.RUNNING,
@@ -258,15 +251,15 @@ def test_sacct_live_reads_the_pending_remainder_as_pending(rec: Recording) -> No
 
 
 def test_sacct_by_name_and_unknown_id(rec: Recording) -> None:
-    assert sorted(parse_sacct(rec.out("sacct_by_name")), key=int) == list(rec.ok)
+    assert sorted(parse.parse_sacct(rec.out("sacct_by_name")), key=int) == list(rec.ok)
     assert (rec.rc("sacct_unknown_id"), rec.out("sacct_unknown_id")) == (0, "")
     assert rec.err("sacct_unknown_id") == ""
-    assert parse_sacct(rec.out("sacct_unknown_id")) == {}
+    assert parse.parse_sacct(rec.out("sacct_unknown_id")) == {}
 
 
 # ------------------------------------------------------------------ squeue
 def test_squeue_mixed(rec: Recording) -> None:
-    jobs = parse_squeue(rec.out("squeue_mixed"))
+    jobs = parse.parse_squeue(rec.out("squeue_mixed"))
     thr, arr = rec.jid("throttled"), rec.jid("array")
     timeout = jobs[rec.jid("timeout")]
     assert (timeout.state, timeout.exit_code) == (JobState.RUNNING, None)
@@ -291,10 +284,10 @@ def test_squeue_mixed(rec: Recording) -> None:
 
 
 def test_squeue_final_and_by_name(rec: Recording) -> None:
-    jobs = parse_squeue(rec.out("squeue_final"))
+    jobs = parse.parse_squeue(rec.out("squeue_final"))
     thr, to = rec.jid("throttled"), rec.jid("timeout")
     assert (jobs[to].state, jobs[to].reason) == (JobState.TIMEOUT, "TimeLimit")
-    assert jobs[to].elapsed_s == parse_sacct(rec.out("sacct_final"))[to].elapsed_s
+    assert jobs[to].elapsed_s == parse.parse_sacct(rec.out("sacct_final"))[to].elapsed_s
     assert {k: v.state for k, v in jobs.items() if k.startswith(f"{thr}_")} == {
         f"{thr}_{i}": JobState.CANCELLED for i in range(6)
     }
@@ -302,7 +295,7 @@ def test_squeue_final_and_by_name(rec: Recording) -> None:
     # --name with -t all works on both (argv.py never uses --only-job-state, which 25.05 made
     # fatal together with --name or --me)
     assert rec.rc("squeue_by_name") == 0
-    by_name = parse_squeue(rec.out("squeue_by_name"))
+    by_name = parse.parse_squeue(rec.out("squeue_by_name"))
     assert sorted(by_name) == [f"{thr}_{i}" for i in range(6)]
     assert {v.name for v in by_name.values()} == {"rec-throttled"}
 
@@ -310,7 +303,7 @@ def test_squeue_final_and_by_name(rec: Recording) -> None:
 def test_squeue_gone_ids(rec: Recording) -> None:
     # a list holding an unknown id: rc 0, that id left out; a single unknown id: rc 1
     assert rec.rc("squeue_invalid_in_list") == 0
-    assert sorted(parse_squeue(rec.out("squeue_invalid_in_list"))) == [rec.ok[1]]
+    assert sorted(parse.parse_squeue(rec.out("squeue_invalid_in_list"))) == [rec.ok[1]]
     assert rec.rc("squeue_invalid_single") == 1
     assert rec.err("squeue_invalid_single") == "slurm_load_jobs error: Invalid job id specified\n"
 
@@ -334,21 +327,21 @@ SCONTROL_CASES = {
 def test_scontrol_24_11_fields(rec: Recording) -> None:
     # 24.11 and 26.05 print ReqTRES= and AllocTRES= where 22.05 printed TRES=, and no Power=;
     # a held job's NumNodes reads "1-1". The parser uses none of these.
-    fields = parse_key_values(rec.out("scontrol_show_job_completed").strip())
+    fields = parse.parse_key_values(rec.out("scontrol_show_job_completed").strip())
     assert fields["ReqTRES"] == "cpu=1,mem=500M,node=1,billing=1"
     assert fields["AllocTRES"] == "cpu=1,mem=500M,node=1,billing=1"
     assert "TRES" not in fields
     assert "Power" not in fields
     assert fields["UserId"] == "dotlab(10001)"
     assert fields["StdOut"].endswith(f"/rec-ok-{rec.ok[1]}.out")
-    held = parse_key_values(rec.out("scontrol_show_job_held").strip())
+    held = parse.parse_key_values(rec.out("scontrol_show_job_held").strip())
     assert (held["NumNodes"], held["AllocTRES"]) == ("1-1", "(null)")
 
 
 @pytest.mark.parametrize("case", SCONTROL_CASES)
 def test_scontrol_show_job_fields_by_version(rec: Recording, case: str) -> None:
     text = rec.out(f"scontrol_show_job_{case}")
-    fields = parse_key_values(text.strip())
+    fields = parse.parse_key_values(text.strip())
     assert fields["JobName"] == SCONTROL_CASES[case]
     if rec.version < (25, 11):
         # 24.11: the line ends in a space, StdErr names the (default) output file, and there is
@@ -393,14 +386,14 @@ def test_scancel_is_quiet(rec: Recording, case: str) -> None:
 
 
 def test_jobcomp(rec: Recording) -> None:
-    jobs = parse_jobcomp((rec.data / "jobcomp.txt").read_text())
+    jobs = parse.parse_jobcomp((rec.data / "jobcomp.txt").read_text())
     fail, arr, thr, to = (rec.jid(n) for n in ("fail", "array", "throttled", "timeout"))
     assert (jobs[fail].state, jobs[fail].exit_code) == (JobState.FAILED, 3)
     assert jobs[rec.jid("cancel")].state is JobState.CANCELLED
     assert jobs[rec.jid("oom")].state is JobState.OUT_OF_MEMORY
     assert (jobs[to].state, jobs[to].elapsed_s) == (
         JobState.TIMEOUT,
-        parse_sacct(rec.out("sacct_final"))[to].elapsed_s,
+        parse.parse_sacct(rec.out("sacct_final"))[to].elapsed_s,
     )
     assert jobs[rec.jid("held")].state is JobState.COMPLETED
     # array tasks by ArrayJobId_ArrayTaskId; ARR (the last task's raw id) is not a job
@@ -417,13 +410,13 @@ def test_jobcomp_lines_have_the_same_fields_in_both(rec: Recording) -> None:
     # jobcomp/filetxt did not change between 24.11 and 26.05: same keys, same order
     def keys(data: Path) -> set[tuple[str, ...]]:
         lines = (data / "jobcomp.txt").read_text().splitlines()
-        return {tuple(parse_key_values(line.strip())) for line in lines}
+        return {tuple(parse.parse_key_values(line.strip())) for line in lines}
 
     assert keys(rec.data) == keys(RECORDINGS[0].data)
 
 
 def test_scontrol_show_config(rec: Recording) -> None:
-    config = parse_scontrol_show_config(rec.out("scontrol_show_config"))
+    config = parse.parse_scontrol_show_config(rec.out("scontrol_show_config"))
     assert config["SLURM_VERSION"] == rec.release
     assert config["AccountingStorageType"] == "accounting_storage/slurmdbd"
     assert config["JobCompType"] == "jobcomp/filetxt"
@@ -485,10 +478,10 @@ def test_slurmstepd_lines_in_the_job_output(rec: Recording) -> None:
         rec.out("job_output_oom"),
         re.MULTILINE,
     )
-    assert log_says_oom(rec.out("job_output_oom"))
-    assert log_says_oom(
+    assert parse.log_says_oom(rec.out("job_output_oom"))
+    assert parse.log_says_oom(
         "slurmstepd-localhost: error: Detected 1 oom-kill event(s) in StepId=41.batch."
     )
-    assert not log_says_oom(timeout) and not log_says_oom(cancel)
-    assert log_says_time_limit(timeout)
-    assert not log_says_time_limit(cancel)
+    assert not parse.log_says_oom(timeout) and not parse.log_says_oom(cancel)
+    assert parse.log_says_time_limit(timeout)
+    assert not parse.log_says_time_limit(cancel)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,27 +19,21 @@ from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import (
     JOB_NAME,
+    NOW,
+    RUN_ID,
     job_status,
+    new_run_dir,
     run_record,
     submission_record,
-    write_run,
-    write_status,
-    write_submission,
 )
-
-NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
-RUN_ID = "c0-20261129T070000Z-000000000000"
 
 
 def submitted(tmp_path: Path, *, marker: bool, status: bool) -> RunDir:
     ends = tmp_path / ".ends" / "b"
     ends.mkdir(parents=True, exist_ok=True)
-    rd = RunDir(tmp_path / "r")
-    rd.path.mkdir()
-    write_run(rd, run_record(run_id=RUN_ID, ends_dir=str(ends)))
-    write_submission(rd, submission_record(job_id="1000"))
-    if status:
-        write_status(rd, job_status(job_id="1000", exit_code=3))
+    run = run_record(run_id=RUN_ID, ends_dir=str(ends))
+    written = job_status(job_id="1000", exit_code=3) if status else None
+    rd = new_run_dir(tmp_path / "r", run, submission_record(job_id="1000"), written)
     if marker:
         (ends / RUN_ID).touch()
     return rd

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,25 +18,13 @@ from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.slurm.client import SlurmClient
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import (
-    job_status,
-    run_record,
-    submission_record,
-    write_run,
-    write_status,
-    write_submission,
-)
-
-NOW = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
+from tests.support.runfiles import NOW, job_status, new_run_dir, run_record, submission_record
 
 
 def finished_run(path: Path, i: int) -> RunDir:
-    rd = RunDir(path)
-    path.mkdir(parents=True)
-    write_run(rd, run_record(claim=f"c{i}", run_id=f"r{i}"))
-    write_submission(rd, submission_record(job_id=str(1000 + i)))
-    write_status(rd, job_status(job_id=str(1000 + i)))
-    return rd
+    run = run_record(claim=f"c{i}", run_id=f"r{i}")
+    job = str(1000 + i)
+    return new_run_dir(path, run, submission_record(job_id=job), job_status(job_id=job))
 
 
 @pytest.fixture
@@ -93,15 +81,8 @@ def test_status_json_keeps_the_order_and_marks_bad_entries(
 
 
 def orphan(path: Path, *, task: int | None, created: datetime) -> RunDir:
-    rd = RunDir(path)
-    path.mkdir(parents=True)
-    write_run(
-        rd,
-        run_record(
-            job_name="dotlab-b", task_index=task, created_at=created.strftime("%Y-%m-%dT%H:%M:%SZ")
-        ),
-    )
-    return rd
+    at = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return new_run_dir(path, run_record(job_name="dotlab-b", task_index=task, created_at=at))
 
 
 def squeue_by_name(jobs: dict[str, str]) -> ScriptedRunner[tuple[str, ...]]:

@@ -14,12 +14,13 @@ from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME
 from dotlab_hpc.slurm.client import SlurmClient
-from dotlab_hpc.submit.execute import execute
+from dotlab_hpc.submit.execute import SubmitResult, execute
 from dotlab_hpc.submit.once import NotSubmitted, backoff_delays, submit_once
 from dotlab_hpc.submit.outdirs import check_out_dirs
 from dotlab_hpc.submit.plan import SubmitOptions, plan
 from tests.support.expect import parse_task_facts
 from tests.support.fakes import ScriptedRunner
+from tests.support.submits import submit_options, write_manifest
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
@@ -162,33 +163,8 @@ def test_backoff_grows_with_jitter_and_a_cap() -> None:
 
 
 # --------------------------------------------------------------------------- planning
-def write_manifest(p: Path, claim: str = "c1", **extra: str) -> Path:
-    p.write_text(
-        f"version: 1\nclaim: {claim}\ncode: {{commit: {'a' * 40}}}\n"
-        f"image: {{digest: 'sha256:{'b' * 64}'}}\nentrypoint: 'true'\n"
-        "targets: {x: {value: 1}}\nresources: {time: '1'}\n"
-    )
-    return p
-
-
-def opts(tmp_path: Path, *manifests: Path, **over: object) -> SubmitOptions:
-    for d in ("code", "data"):
-        (tmp_path / d).mkdir(exist_ok=True)
-    (tmp_path / "img.sif").write_bytes(b"x")
-    base: dict[str, object] = {
-        "manifests": manifests,
-        "code_dir": tmp_path / "code",
-        "data_dir": tmp_path / "data",
-        "out_dir": tmp_path / "out",
-        "image": tmp_path / "img.sif",
-        "runs_root": tmp_path / "runs",
-    }
-    base.update(over)
-    return SubmitOptions(**base)  # type: ignore[arg-type]
-
-
 def test_plan_single(tmp_path: Path) -> None:
-    p = plan(opts(tmp_path, write_manifest(tmp_path / "m.yaml")), NOW)
+    p = plan(submit_options(tmp_path, write_manifest(tmp_path / "m.yaml")), NOW)
     (run,) = p.runs
     assert run.run_id.startswith("c1-20261129T080000Z-")
     assert run.run_dir == tmp_path / "runs" / run.run_id
@@ -201,7 +177,7 @@ def test_plan_single(tmp_path: Path) -> None:
 def test_plan_array_out_dirs_and_log_pattern(tmp_path: Path) -> None:
     a = write_manifest(tmp_path / "a.yaml", "ca")
     b = write_manifest(tmp_path / "b.yaml", "cb")
-    p = plan(opts(tmp_path, a, b), NOW)
+    p = plan(submit_options(tmp_path, a, b), NOW)
     assert p.is_array
     assert [r.out_dir for r in p.runs] == [tmp_path / "out" / "ca", tmp_path / "out" / "cb"]
     assert p.slurm_output().endswith("-%a/slurm.out")
@@ -210,14 +186,14 @@ def test_plan_array_out_dirs_and_log_pattern(tmp_path: Path) -> None:
 
 def test_plan_escapes_percent_for_slurm(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
-    p = plan(opts(tmp_path, m, run_dir=tmp_path / "100%run"), NOW)
+    p = plan(submit_options(tmp_path, m, run_dir=tmp_path / "100%run"), NOW)
     assert p.slurm_output().endswith("100%%run/slurm.out")
 
 
 def test_job_name_is_unique_even_with_a_chosen_run_dir(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
-    a = plan(opts(tmp_path, m, run_dir=tmp_path / "run1"), NOW)
-    b = plan(opts(tmp_path, m, run_dir=tmp_path / "run1"), NOW)
+    a = plan(submit_options(tmp_path, m, run_dir=tmp_path / "run1"), NOW)
+    b = plan(submit_options(tmp_path, m, run_dir=tmp_path / "run1"), NOW)
     assert a.job_name != b.job_name
     assert a.job_name.startswith("dotlab-c1-20261129T080000Z-")
 
@@ -226,20 +202,20 @@ def test_plan_refuses_duplicate_claims(tmp_path: Path) -> None:
     a = write_manifest(tmp_path / "a.yaml", "same")
     b = write_manifest(tmp_path / "b.yaml", "same")
     with pytest.raises(UsageError, match="given twice"):
-        plan(opts(tmp_path, a, b), NOW)
+        plan(submit_options(tmp_path, a, b), NOW)
 
 
 def test_plan_refuses_missing_inputs(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
     with pytest.raises(UsageError, match="--code-dir"):
-        plan(opts(tmp_path, m, code_dir=tmp_path / "nope"), NOW)
+        plan(submit_options(tmp_path, m, code_dir=tmp_path / "nope"), NOW)
     with pytest.raises(UsageError, match="--image"):
-        plan(opts(tmp_path, m, image=tmp_path / "nope.sif"), NOW)
+        plan(submit_options(tmp_path, m, image=tmp_path / "nope.sif"), NOW)
 
 
 def test_non_empty_out_dir_is_refused_and_missing_one_created(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
-    p = plan(opts(tmp_path, m), NOW)
+    p = plan(submit_options(tmp_path, m), NOW)
     check_out_dirs(p, create_missing=True)
     assert (tmp_path / "out").is_dir()
     (tmp_path / "out" / ".hidden").write_text("x")
@@ -282,7 +258,7 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
     ms = [write_manifest(tmp_path / f"m{i}.yaml", claim=f"c{i}") for i in range(3)]
     fake = ArraySlurm()
     res = execute(
-        opts(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
+        submit_options(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
         client=SlurmClient(fake),
         clock=NoSleep(),
         verify_run=lambda m: ["image: wrong digest"] if m.spec.claim == "c0" else [],
@@ -311,14 +287,23 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
     assert record is not None and record.outcome == "input_mismatch"
 
 
+def one_claim(tmp_path: Path) -> SubmitOptions:
+    """The options of submitting one manifest, m.yaml, with Apptainer at /usr/bin/apptainer."""
+    return submit_options(
+        tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"
+    )
+
+
+def execute_matching(o: SubmitOptions, fake: ArraySlurm, *, dry_run: bool = False) -> SubmitResult:
+    """``execute`` against ``fake``, never sleeping, every claim's inputs matching."""
+    return execute(
+        o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: [], dry_run=dry_run
+    )
+
+
 def test_execute_single_claim_is_not_an_array(tmp_path: Path) -> None:
     fake = ArraySlurm()
-    res = execute(
-        opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"),
-        client=SlurmClient(fake),
-        clock=NoSleep(),
-        verify_run=lambda m: [],
-    )
+    res = execute_matching(one_claim(tmp_path), fake)
     (run,) = res.runs
     sub = RunDir(run.run_dir).submission()
     assert sub is not None and (sub.job_id, sub.array_job_id, sub.task_index) == ("500", None, None)
@@ -327,13 +312,7 @@ def test_execute_single_claim_is_not_an_array(tmp_path: Path) -> None:
 
 def test_execute_dry_run_writes_nothing(tmp_path: Path) -> None:
     fake = ArraySlurm()
-    res = execute(
-        opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"),
-        client=SlurmClient(fake),
-        clock=NoSleep(),
-        verify_run=lambda m: [],
-        dry_run=True,
-    )
+    res = execute_matching(one_claim(tmp_path), fake, dry_run=True)
     assert res.dry_run and res.script is not None
     assert not (tmp_path / "runs").exists()
     assert all(c[:2] == ("sbatch", "--version") for c in fake.calls)
@@ -364,7 +343,7 @@ def test_execute_refused_by_verification_creates_no_output_folder(tmp_path: Path
     def refuse(m: object) -> list[str]:
         raise UsageError("code.working_dir: analysis is not a directory of commit c0ffee")
 
-    o = opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer")
+    o = one_claim(tmp_path)
     assert not o.out_dir.exists()
     with pytest.raises(UsageError, match="working_dir"):
         execute(o, client=SlurmClient(ArraySlurm()), clock=NoSleep(), verify_run=refuse)
@@ -374,9 +353,6 @@ def test_execute_refused_by_verification_creates_no_output_folder(tmp_path: Path
 
 def test_hold_submits_held(tmp_path: Path) -> None:
     fake = ArraySlurm()
-    o = opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer")
-    execute(
-        replace(o, hold=True), client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: []
-    )
+    execute_matching(replace(one_claim(tmp_path), hold=True), fake)
     (sbatch,) = [c for c in fake.calls if c[0] == "sbatch" and c[:2] != ("sbatch", "--version")]
     assert "--hold" in sbatch and sbatch[-1].endswith("job.sbatch")

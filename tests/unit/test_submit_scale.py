@@ -17,21 +17,33 @@ import pytest
 
 from dotlab_hpc.errors import OperatorError, SlurmError, UsageError
 from dotlab_hpc.fsio.write import Writer, atomic_write_all
+from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME, ended_in
 from dotlab_hpc.slurm.argv import array_ranges
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.submit.execute import SubmitResult, execute
 from tests.support.expect import parse_task_facts
+from tests.support.submits import submit_options, write_manifest
 
-from .test_submit import ArraySlurm, NoSleep, opts, write_manifest
+from .test_submit import ArraySlurm, NoSleep
+
+
+def refused(args: tuple[str, ...]) -> Completed:
+    """sbatch's answer to a job it refuses outright: no job was made."""
+    return Completed(
+        args,
+        1,
+        "",
+        "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
+    )
 
 
 def submit(
     tmp_path: Path, n: int, fake: ArraySlurm, write_all: Writer = atomic_write_all, **over: object
 ) -> SubmitResult:
     ms = [write_manifest(tmp_path / f"m{i}.yaml", claim=f"c{i}") for i in range(n)]
-    o = replace(opts(tmp_path, *ms, apptainer="/usr/bin/apptainer"), **over)  # type: ignore[arg-type]
+    o = replace(submit_options(tmp_path, *ms, apptainer="/usr/bin/apptainer"), **over)  # type: ignore[arg-type]
     return execute(
         o,
         client=SlurmClient(fake),
@@ -199,15 +211,7 @@ def test_a_refused_later_array_says_which_claims_were_not_submitted(tmp_path: Pa
     class Refusing(ArraySlurm):
         def answer(self, args: tuple[str, ...]) -> object:  # type: ignore[override]
             if args[0] == "sbatch" and args[1] != "--version" and self.jobs == 1:
-                from dotlab_hpc.proc import Completed
-
-                return Completed(
-                    args,
-                    1,
-                    "",
-                    "sbatch: error: Batch job submission failed:"
-                    " Invalid partition name specified\n",
-                )
+                return refused(args)
             return super().answer(args)
 
     fake = Refusing(max_array_size=2)
@@ -489,22 +493,12 @@ def test_a_refused_submission_leaves_nothing_or_its_marked_runs_and_their_index(
     class Refusing(ArraySlurm):
         def answer(self, args: tuple[str, ...]) -> object:  # type: ignore[override]
             if args[0] == "sbatch" and args[1] != "--version":
-                from dotlab_hpc.proc import Completed
-
-                return Completed(
-                    args,
-                    1,
-                    "",
-                    "sbatch: error: Batch job submission failed:"
-                    " Invalid partition name specified\n",
-                )
+                return refused(args)
             return super().answer(args)
 
     class Unsure(Refusing):  # ... and the lookup by name cannot tell whether a job exists
         def answer(self, args: tuple[str, ...]) -> object:  # type: ignore[override]
             if args[0] == "squeue":
-                from dotlab_hpc.proc import Completed
-
                 return Completed(
                     args,
                     1,
@@ -538,7 +532,7 @@ def test_a_refused_submission_leaves_nothing_or_its_marked_runs_and_their_index(
     ms = [write_manifest(again / f"m{i}.yaml", claim=f"c{i}") for i in range(2)]
     with pytest.raises(UsageError, match="nothing was submitted"):
         execute(
-            opts(again, *ms, apptainer="/usr/bin/apptainer"),
+            submit_options(again, *ms, apptainer="/usr/bin/apptainer"),
             client=SlurmClient(ArraySlurm()),
             clock=NoSleep(),
             verify_run=lambda m: [],
