@@ -326,7 +326,9 @@ def _sbatch_lines(script: str | None) -> list[str]:
 
 def test_the_result_carries_the_request_its_script_states(tmp_path: Path) -> None:
     res = execute(
-        opts(tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"),
+        submit_options(
+            tmp_path, write_manifest(tmp_path / "m.yaml"), apptainer="/usr/bin/apptainer"
+        ),
         client=SlurmClient(ArraySlurm()),
         clock=NoSleep(),
         verify_run=lambda m: [],
