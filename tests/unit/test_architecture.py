@@ -1,5 +1,6 @@
 """The package's shape: the pipeline as its folders, imports one way down the layers, no circle,
-small modules, a CLI that only calls ``api``, and a map in docs/architecture.md that is current.
+short functions and modules as ruff formats them, nothing written twice (in the package or its
+tests), a CLI that only calls ``api``, and a map in docs/architecture.md that is current.
 
 The imports are read from the source (function-level and ``TYPE_CHECKING`` ones included), so
 an import hidden from the interpreter still counts. Regenerate the map with
@@ -273,20 +274,65 @@ def _code_lines(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def test_no_block_of_six_lines_is_written_twice() -> None:
-    """No run of 6 counted lines stands twice in the package (generated files aside)."""
+def _twice(paths: dict[str, Path]) -> list[str]:
+    """The places where a run of 6 counted lines stands again (generated files aside)."""
     places: dict[tuple[str, ...], list[tuple[str, int]]] = {}
-    for m, p in modules().items():
+    for m, p in paths.items():
         if _generated(p):
             continue
         lines = _code_lines(p)
         for i in range(len(lines) - 5):
             block = tuple(text for _, text in lines[i : i + 6])
             places.setdefault(block, []).append((m, i))
-    twice = [
+    return [
         f"{a[0]}#{a[1]} ~ {b[0]}#{b[1]}"
         for spots in places.values()
         for a, b in itertools.pairwise(spots)
         if a[0] != b[0] or b[1] - a[1] >= 6
     ]
-    assert twice == []
+
+
+def test_no_block_of_six_lines_is_written_twice() -> None:
+    """No run of 6 counted lines stands twice in the package (generated files aside)."""
+    assert _twice(modules()) == []
+
+
+def _test_files() -> dict[str, Path]:
+    tests = ROOT / "tests"
+    found = [p for p in sorted(tests.rglob("*.py")) if "__pycache__" not in p.parts]
+    return {p.relative_to(ROOT).as_posix(): p for p in [*found, tests / "bin" / "apptainer"]}
+
+
+def test_no_block_of_six_lines_is_written_twice_in_the_tests() -> None:
+    """The tests' fixtures, builders and set-ups are written once, in tests/support/."""
+    assert _twice(_test_files()) == []
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_functions_stay_short() -> None:
+    """No function of the package passes 60 lines, ``def`` to its last line (generated aside)."""
+    long = [
+        f"{m}:{node.lineno} {node.name} ({(node.end_lineno or 0) - node.lineno + 1} lines)"
+        for m, p in modules().items()
+        if not _generated(p)
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (node.end_lineno or 0) - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long == []
+
+
+def test_code_is_as_ruff_format_writes_it() -> None:
+    """No ``# fmt: skip`` or ``# fmt: off`` keeps a hand-packed line, in the package or tests."""
+    marker = re.compile(r"#\s*fmt:\s*(skip|off)\b")
+    files = {**modules(), **_test_files()}
+    skipped = [
+        f"{name}:{n}"
+        for name, p in files.items()
+        if p != Path(__file__)
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if marker.search(line)
+    ]
+    assert skipped == []
