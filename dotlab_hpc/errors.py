@@ -1,6 +1,6 @@
 """One exception hierarchy: each class knows its exit code, a hint, and whether a retry helps.
 
-Library code raises these; only ``cli.py`` prints them and picks the exit code.
+Library code raises these; only the command line (``cli/``) prints them and picks the exit code.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``reproduce``: a reviewer's rerun of a bundle, and the table of the two results side by side.
 
 The bundle is checked as ``verify-bundle`` checks it; its manifest then goes through the same
-submit, follow and collect as ``run`` (``cli.py``), with the bundle's image or a given one (the
+submit, follow and collect as ``run`` (``cli/``), with the bundle's image or a given one (the
 pre-flight checks it against the pinned digest). What is left here is pure: the plan read from
 a checked bundle, and the comparison of the authors' record with the new one.
 """

@@ -1,1 +1,1 @@
-"""Output for people: short, aligned lines and tables (pure functions; cli.py prints them)."""
+"""Output for people: short, aligned lines and tables (pure functions; cli/ prints them)."""

@@ -1,4 +1,4 @@
-"""The JSON documents ``--json`` prints, one per command, as plain data (pure functions; cli.py
+"""The JSON documents ``--json`` prints, one per command, as plain data (pure functions; cli/
 prints them with ``json_text``, the project's one JSON layout)."""
 
 from __future__ import annotations

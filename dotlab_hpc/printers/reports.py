@@ -1,5 +1,5 @@
 """Reports for people: verify's checks, a bundle's checks, a rerun beside the authors' run, the
-doctor's table (pure functions; cli.py prints them)."""
+doctor's table (pure functions; cli/ prints them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The lines people read about runs: status, a submission, a dry run, what was collected
-(pure functions; cli.py prints them)."""
+(pure functions; cli/ prints them)."""
 
 from __future__ import annotations
 

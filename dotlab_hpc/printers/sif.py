@@ -1,4 +1,4 @@
-"""The text ``inspect`` prints for people about one SIF image (pure; cli.py prints it)."""
+"""The text ``inspect`` prints for people about one SIF image (pure; cli/ prints it)."""
 
 from __future__ import annotations
 
