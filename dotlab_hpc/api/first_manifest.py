@@ -28,7 +28,7 @@ class Initialised:
 
     manifest: Path
     notes: tuple[str, ...]
-    complete: bool  # False: targets still to be written by hand
+    complete: bool  # False: the image still to be built and pinned
 
 
 def _checkout_head(code_dir: Path) -> str:
@@ -71,10 +71,26 @@ def _datasets(data_dir: Path) -> tuple[DraftDataset, ...]:
             raise UsageError(
                 f"--data-dir: {p!r}: a name with a newline or backslash cannot be pinned"
             )
+        if p.is_symlink():
+            _refuse_symlink(p)
     with Progress("hashing the data") as progress:
         hashes = hash_paths(entries, progress=progress)
     names = unique_names([safe_name(p.stem if p.is_file() else p.name, "data") for p in entries])
     return tuple(DraftDataset(n, p.name, h) for n, p, h in zip(names, entries, hashes, strict=True))
+
+
+def _refuse_symlink(link: Path) -> None:
+    """``verify`` refuses a dataset that is a symlink (docs/contract.md §3): init must not pin
+    one. The fix: the file (or folder) itself in the link's place."""
+    import shlex
+
+    target = os.path.realpath(link)
+    raise UsageError(
+        f"--data-dir: {link} is a symlink; verify refuses symlinks in datasets, so init does not"
+        " pin one",
+        hint=f"put the file itself there: rm {shlex.quote(str(link))} &&"
+        f" cp -R {shlex.quote(target)} {shlex.quote(str(link))}",
+    )
 
 
 def _base_ref(base: str, manifest_dir: Path) -> str:
@@ -120,6 +136,24 @@ def _targets(results: Path) -> tuple[tuple[tuple[str, float], ...], list[str]]:
     except (FileRefused, OSError, ValueError) as e:
         raise UsageError(f"--results {results}: not a readable JSON file ({e})") from None
     return result_targets(doc)
+
+
+def _require_targets(
+    results: PathLike | None, targets: tuple[tuple[str, float], ...], skipped: list[str]
+) -> None:
+    """A manifest without targets fails ``validate``: without a number from ``--results`` there
+    is nothing to write."""
+    if results is None:
+        raise UsageError(
+            "--results: not given; init takes the targets from an earlier run's results.json",
+            hint="run the analysis once and give what it wrote: --results RUN/results.json",
+        )
+    if not targets:
+        why = f" ({skipped[0].removeprefix('results: ')})" if skipped else ""
+        raise UsageError(
+            f"--results {results}: holds no number to make a target of{why}",
+            hint='it must be a JSON object of numbers, e.g. {"accuracy": 0.93}',
+        )
 
 
 def _check_request(out: Path, *, force: bool, image: PathLike | None, base: str | None) -> None:
@@ -181,15 +215,12 @@ def _write_manifest(out: Path, text: str) -> None:
         raise UsageError(f"-o {out}: cannot write ({e.strerror})", hint=hint) from e
 
 
-def _next_steps(out: Path, targets: tuple[tuple[str, float], ...], *, pinned: bool) -> list[str]:
-    """What the author still has to do: the targets, the image's digest, the tolerances."""
+def _next_steps(out: Path, *, pinned: bool) -> list[str]:
+    """What the author still has to do: the image's digest, the tolerances."""
     notes = []
-    if not targets:
-        notes.append(f"write the targets into {out} (or run init again with --results F.json)")
     if not pinned:
         notes.append(f"build the image and pin it: dotlab-hpc build {out} -o claim.sif --pin")
-    if targets:
-        notes.append(f"confirm each target's tolerance in {out} (init wrote 1 % of the value)")
+    notes.append(f"confirm each target's tolerance in {out} (init wrote 1 % of the value)")
     return notes
 
 
@@ -207,7 +238,13 @@ def init(
     force: bool = False,
 ) -> Initialised:
     """``dotlab-hpc init``: write a manifest pinning what is there; ``UsageError`` for what
-    cannot be pinned, with the command that fixes it."""
+    cannot be pinned, with the command that fixes it, and nothing written.
+
+    What the author gave is checked before the data are hashed; the targets come from
+    ``results`` (an earlier ``results.json``), which must hold at least one number.
+    """
+    import dataclasses
+
     from ..fsio.sha256 import sha256_file
     from ..manifest.draft import DraftFacts, draft_text, safe_name
 
@@ -216,25 +253,24 @@ def init(
     code = Path(code_dir)
     entrypoint = _entrypoint(code, working_dir, entrypoint)
     commit = _checkout_head(code)
-    notes: list[str] = []
-    targets: tuple[tuple[str, float], ...] = ()
-    if results is not None:
-        targets, skipped = _targets(Path(results))
-        notes += skipped
+    targets, skipped = _targets(Path(results)) if results is not None else ((), [])
     if image is not None and not Path(image).is_file():
         raise UsageError(f"--image {image}: no such file")
     facts = DraftFacts(
         claim=claim or safe_name(out.parent.absolute().name, "claim"),
         commit=commit,
         entrypoint=entrypoint,
-        datasets=_datasets(Path(data_dir)) if data_dir is not None else (),
         image_digest=None if image is None else "sha256:" + sha256_file(Path(image)),
         base=None if base is None else _base_ref(base, out.parent),
         working_dir=working_dir,
         targets=targets,
     )
+    _check_draft(draft_text(facts), out)  # the fields given, before the data are hashed
+    _require_targets(results, targets, skipped)
+    if data_dir is not None:
+        facts = dataclasses.replace(facts, datasets=_datasets(Path(data_dir)))
     text = draft_text(facts)
     _check_draft(text, out)
     _write_manifest(out, text)
-    notes += _next_steps(out, targets, pinned=facts.image_digest is not None)
-    return Initialised(out, tuple(notes), complete=bool(targets) and facts.image_digest is not None)
+    notes = skipped + _next_steps(out, pinned=facts.image_digest is not None)
+    return Initialised(out, tuple(notes), complete=facts.image_digest is not None)

@@ -42,10 +42,11 @@ def init_args(p: argparse.ArgumentParser) -> None:
         help="the base to build on: a local .sif (beside the manifest) or"
         " docker://NAME@sha256:…; then `build --pin` writes image.digest",
     )
-    p.add_argument(
+    p.add_argument(  # needed, but not required=True: api.init says so in one line
         "--results",
         type=Path,
-        help="an earlier results.json: each number becomes a target (confirm its tolerance)",
+        help="needed: an earlier results.json; each number becomes a target (confirm its"
+        " tolerance)",
     )
     p.add_argument("--entrypoint", help='how the analysis starts (default "python3 run.py")')
     p.add_argument("--claim", help="the claim's id (default: the manifest's folder's name)")

@@ -340,6 +340,11 @@ class Manifest:
     sha256: str
     raw: bytes
 
+    @property
+    def claim(self) -> str:
+        """The claim's id (``spec.claim``), read-only."""
+        return self.spec.claim
+
 
 # What ``value_problems`` looks for can only come from an escape (``\0``, ``\ud800``), a raw
 # NUL, or a number literal of more than MAX_NUMBER_CHARS characters (``TooLongNumber``): a JSON
