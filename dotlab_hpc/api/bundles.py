@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from .arguments import checked
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -23,14 +24,23 @@ if TYPE_CHECKING:
     from .where import SiteInputs
 
 
+@checked
 def keygen(key: PathLike) -> tuple[Path, str]:
     """``dotlab-hpc keygen``: an Ed25519 pair (``KEY`` mode 0600, ``KEY.pub``); (public key
-    path, key id). Never overwrites either file."""
+    path, key id). Never overwrites either file.
+
+    >>> from dotlab_hpc import api
+    >>> api.keygen(None)
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.keygen: key must be a path, not None
+    """
     from ..bundle.sign import keygen as make
 
     return make(Path(key))
 
 
+@checked
 def pack(
     run_dir: PathLike,
     output: PathLike,
@@ -51,7 +61,14 @@ def pack(
     names it by its manifest digest: ``reproduce`` pulls it from there. ``license`` (an SPDX
     id) is the license the bundle is given under, over the manifest's; a run whose manifest
     names none is refused without it (UsageError). ``anonymize``: no login name, uid, home
-    folder or host path in any file (``bundle.anonymize``), for double-blind review."""
+    folder or host path in any file (``bundle.anonymize``), for double-blind review.
+
+    >>> from dotlab_hpc import api
+    >>> api.pack("dotlab-runs/demo")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.pack: missing the required argument output
+    """
     from ..bundle.pack import PackOptions
     from ..bundle.pack import pack as pack_run
 
@@ -71,9 +88,17 @@ def pack(
     )
 
 
+@checked
 def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleReport:
     """``dotlab-hpc verify-bundle``: the report of every check; ``failed()`` lists the failed.
-    With ``key`` (a ``KEY.pub``), the signature is required and checked."""
+    With ``key`` (a ``KEY.pub``), the signature is required and checked.
+
+    >>> from dotlab_hpc import api
+    >>> api.verify_bundle("bundle.tar.gz", kye="key.pub")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.verify_bundle: unknown keyword kye; did you mean key?
+    """
     from ..bundle.check import verify_bundle as check
     from ..bundle.sign import load_public_key
 
@@ -131,6 +156,7 @@ def _rerun_image(
     )
 
 
+@checked
 def reproduce(
     bundle: PathLike,
     *,
@@ -158,7 +184,14 @@ def reproduce(
     A bundle that names its image by an ``oras://`` reference instead of carrying it: the image
     is pulled into ``RUNS_ROOT/images/`` and checked (``plain_http`` for a registry on
     loopback). ``on_checked`` gets the bundle's report once it passed, before anything is pulled
-    or submitted (its ``signature`` says whether a signature was checked)."""
+    or submitted (its ``signature`` says whether a signature was checked).
+
+    >>> from dotlab_hpc import api
+    >>> api.reproduce("bundle.tar.gz", image="claim.sif")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.reproduce: missing the required keyword code_dir
+    """
     from .submitting import run_all
 
     plan = _checked_plan(bundle, key=key, image=image, on_checked=on_checked)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from .arguments import checked
 
 if TYPE_CHECKING:
     from ..manifest.models import Manifest
@@ -36,6 +37,7 @@ def _home(runs_root: PathLike | None, run_dir: PathLike | None) -> Path:
     return Path(runs_root if runs_root is not None else RUNS_ROOT).absolute()
 
 
+@checked
 def default_out_dir(
     claims: Sequence[str],
     *,
@@ -44,7 +46,14 @@ def default_out_dir(
     run_dir: PathLike | None = None,
 ) -> Path:
     """A fresh ``dotlab-out/<claim>-<UTC time>`` (``batch-<UTC time>`` for several claims)
-    beside the run directories' folder; ``-2``, ``-3``… when that name is taken already."""
+    beside the run directories' folder; ``-2``, ``-3``… when that name is taken already.
+
+    >>> from datetime import UTC, datetime
+    >>> from dotlab_hpc import api
+    >>> now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    >>> str(api.default_out_dir(["demo"], now=now, runs_root="/nonexistent/dotlab-runs"))
+    '/nonexistent/dotlab-out/demo-20260102T030405Z'
+    """
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"{claims[0]}-{stamp}" if len(claims) == 1 else f"batch-{stamp}"
     base = _home(runs_root, run_dir).parent / OUT_ROOT
@@ -86,9 +95,15 @@ def empty_data_dir(*, runs_root: PathLike | None = None, run_dir: PathLike | Non
     return path
 
 
+@checked
 def default_run_dirs(runs_root: PathLike | None = None) -> list[str]:
     """``status`` without run directories: the runs root's folders, by name (``dotlab-runs/*``
-    as a shell would glob it: no hidden names)."""
+    as a shell would glob it: no hidden names).
+
+    >>> from dotlab_hpc import api
+    >>> api.default_run_dirs("/nonexistent/dotlab-runs")
+    []
+    """
     root = Path(runs_root if runs_root is not None else RUNS_ROOT)
     try:
         with os.scandir(root) as entries:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from .arguments import checked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ def _next_steps(out: Path, *, pinned: bool) -> list[str]:
     return notes
 
 
+@checked
 def init(
     *,
     code_dir: PathLike,
@@ -242,6 +244,12 @@ def init(
 
     What the author gave is checked before the data are hashed; the targets come from
     ``results`` (an earlier ``results.json``), which must hold at least one number.
+
+    >>> from dotlab_hpc import api
+    >>> api.init(code_dir="code", image="image.sif", output="claim.json")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: -o claim.json: init writes YAML; name it claim.yaml
     """
     import dataclasses
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import SifError, UsageError
+from .arguments import checked
 
 TYPE_CHECKING = False  # no runtime `typing` import: `dotlab-hpc hash` starts in ~50 ms
 if TYPE_CHECKING:
@@ -28,13 +29,30 @@ if TYPE_CHECKING:
 PLACEHOLDER_ROOT = Path("/dotlab")
 
 
+@checked
 def load_manifest(path: PathLike) -> Manifest:
-    """Read and validate a manifest (.yaml, .yml, .json); ``ManifestError`` lists each problem."""
+    """Read and validate a manifest (.yaml, .yml, .json); ``ManifestError`` lists each problem.
+
+    >>> import json, pathlib, tempfile
+    >>> from dotlab_hpc import api
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = pathlib.Path(tmp.name, "claim.json")
+    >>> fields = {"version": 1, "claim": "demo", "code": {"commit": "a" * 40}}
+    >>> fields["image"] = {"digest": "sha256:" + "b" * 64}
+    >>> fields |= {"entrypoint": "python3 run.py", "resources": {"time": 30}}
+    >>> fields["targets"] = {"acc": {"value": 0.9, "abs_tol": 0.01}}
+    >>> _ = path.write_text(json.dumps(fields))
+    >>> manifest = api.load_manifest(path)
+    >>> manifest.claim, manifest.spec.targets["acc"].value
+    ('demo', 0.9)
+    >>> tmp.cleanup()
+    """
     from ..manifest.models import load
 
     return load(Path(path))
 
 
+@checked
 def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
     """``dotlab-hpc validate``: ``ManifestError`` with one line per problem of every file; else
     the warnings (a target with no tolerance at all; no ``license``; no ``code.repo``, a dataset
@@ -42,6 +60,21 @@ def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
 
     ``paths``: one manifest or a list of them. A good manifest is decided by pydantic-core alone
     (no model is built); the models word what is wrong in a bad one.
+
+    >>> import pathlib, tempfile
+    >>> from dotlab_hpc import api
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     bad = pathlib.Path(tmp, "bad.yaml")
+    ...     _ = bad.write_text("version: 2")
+    ...     try:
+    ...         api.validate([bad])
+    ...     except api.ManifestError as e:
+    ...         print(e.problems[0].removeprefix(f"{bad}: "))
+    version: must be 1
+    >>> api.validate(42)
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.validate: paths must be a path or a list of paths, not int 42
     """
     from ..errors import ManifestError
     from ..manifest.credit import handover_warnings
@@ -72,17 +105,37 @@ def as_path_list(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
     return list(paths)
 
 
+@checked
 def schema() -> dict[str, Any]:
-    """The manifest's JSON Schema (``dotlab-hpc schema``)."""
+    """The manifest's JSON Schema (``dotlab-hpc schema``).
+
+    >>> from dotlab_hpc import api
+    >>> api.schema()["properties"]["claim"]["type"]
+    'string'
+    """
     from ..manifest.models import json_schema
 
     return json_schema()
 
 
+@checked
 def hash_paths(paths: Sequence[Path], *, jobs: int | None = None) -> list[str]:
     """``dotlab-hpc hash``: the sha256 of each file or folder, as ``verify`` computes it, in one
     parallel pass of ``jobs`` threads (default: the cores available); a progress line on a
-    terminal. ``UsageError`` names a path that cannot be pinned."""
+    terminal. ``UsageError`` names a path that cannot be pinned.
+
+    >>> import pathlib, tempfile
+    >>> from dotlab_hpc import api
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     data = pathlib.Path(tmp, "data.csv")
+    ...     _ = data.write_bytes(b"abc")
+    ...     api.hash_paths([data])
+    ['ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad']
+    >>> api.hash_paths("data.csv")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.hash_paths: paths must be a list of paths, not str 'data.csv'
+    """
     from ..progress import Progress
     from ..verify.hashing import hash_paths as hash_all
 
@@ -92,6 +145,7 @@ def hash_paths(paths: Sequence[Path], *, jobs: int | None = None) -> list[str]:
         return hash_all(paths, progress=progress, workers=jobs)
 
 
+@checked
 def verify(
     manifest: PathLike, *, code_dir: PathLike, data_dir: PathLike | None = None, image: PathLike
 ) -> VerifyReport:
@@ -99,6 +153,12 @@ def verify(
 
     The report's ``ok`` says whether all match; ``mismatches()`` names each one that does not.
     ``data_dir`` is needed when the manifest lists ``data`` (``UsageError`` naming the field).
+
+    >>> from dotlab_hpc import api
+    >>> api.verify("claim.yaml", code_dir="code")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.verify: missing the required keyword image
     """
     import tempfile
     from contextlib import nullcontext
@@ -132,6 +192,7 @@ def _or_placeholder(given: PathLike | None, placeholder: str) -> Path:
     return (Path(given) if given is not None else PLACEHOLDER_ROOT / placeholder).absolute()
 
 
+@checked
 def render(
     manifest: PathLike,
     output: PathLike,
@@ -147,7 +208,14 @@ def render(
     .def, written into ``output``, all or none; paths not given are placeholders under
     /dotlab. With ``run_dir`` equal to ``output`` the two are a complete job. ``site_inputs``: the
     site settings (``SiteInputs``), as ``submit`` takes them; the Apptainer is not looked for
-    (what the job will find is ``submit``'s and ``dotlab-hpc site``'s to check)."""
+    (what the job will find is ``submit``'s and ``dotlab-hpc site``'s to check).
+
+    >>> from dotlab_hpc import api
+    >>> api.render("claim.yaml", "job", partitio="gpu")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.render: unknown keyword partitio; did you mean partition?
+    """
     from ..fsio.write import atomic_write_all
     from ..render.deffile import render_def
     from ..render.facts import task_facts
@@ -191,12 +259,20 @@ def render(
     return [path for path, _, _ in files]
 
 
+@checked
 def convert_dockerfile(
     dockerfile: PathLike, output: PathLike, *, target: str | None = None
 ) -> tuple[Path, DefConversion]:
     """``render --from-dockerfile``: a pinned .def from a Dockerfile, written into ``output``;
     the path written and the conversion (its ``warnings`` say what was lost). ``target``: the
-    stage to convert (default the last); only the stages it needs are converted."""
+    stage to convert (default the last); only the stages it needs are converted.
+
+    >>> from dotlab_hpc import api
+    >>> api.convert_dockerfile("Dockerfile")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.convert_dockerfile: missing the required argument output
+    """
     from ..container.dockerfile import convert_dockerfile as convert
     from ..container.dockerfile import write_def
 
@@ -204,6 +280,7 @@ def convert_dockerfile(
     return write_def(conversion, Path(output)), conversion
 
 
+@checked
 def build(
     manifest: PathLike,
     output: PathLike,
@@ -220,6 +297,12 @@ def build(
     manifest's ``image.digest``. The manifest may leave ``image.digest`` out: it is what this makes.
     A ``docker://`` base is read from its registry and refused unless it is the pinned one;
     ``plain_http`` reads it over HTTP, for a registry on loopback only.
+
+    >>> from dotlab_hpc import api
+    >>> api.build("claim.yaml", "claim.sif", pin="yes")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.build: pin must be True or False, not str 'yes'
     """
     import dataclasses
 
@@ -247,16 +330,32 @@ def build(
     return res
 
 
+@checked
 def inspect(sif: PathLike, *, digest: bool = True) -> SifImage:
     """``dotlab-hpc inspect``: a SIF file's header, objects, embedded .def and (with
-    ``digest``) the sha256 of its bytes, read in pure Python."""
+    ``digest``) the sha256 of its bytes, read in pure Python.
+
+    >>> from dotlab_hpc import api
+    >>> api.inspect(None)
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.inspect: sif must be a path, not None
+    """
     from ..container.sif import read_sif
 
     return read_sif(Path(sif), digest=digest)
 
 
+@checked
 def embedded_def(sif: PathLike) -> bytes:
-    """``inspect --def``: the definition file a SIF carries; ``SifError`` when it has none."""
+    """``inspect --def``: the definition file a SIF carries; ``SifError`` when it has none.
+
+    >>> from dotlab_hpc import api
+    >>> api.embedded_def("no-such.sif")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.SifError: no-such.sif: no such file
+    """
     image = inspect(sif, digest=False)
     if image.deffile is None:
         raise SifError(f"{sif}: holds no definition file (no Def.FILE object)")

@@ -6,16 +6,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .arguments import checked
+
 if TYPE_CHECKING:
     from ..bundle.oras import Transfer
     from .inputs import PathLike
 
 
+@checked
 def push(
     image: PathLike, uri: str, *, plain_http: bool = False, apptainer: str | None = None
 ) -> Transfer:
     """``dotlab-hpc push``: ``apptainer push`` the .sif to ``oras://HOST/REPO:TAG``, then check
-    that the registry holds this very file; its reference by manifest digest."""
+    that the registry holds this very file; its reference by manifest digest.
+
+    >>> from dotlab_hpc import api
+    >>> api.push("claim.sif")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.push: missing the required argument uri
+    """
     from ..bundle.oras import push_image
     from ..proc import SubprocessRunner
     from ..render.build import find_builder
@@ -25,6 +35,7 @@ def push(
     )
 
 
+@checked
 def pull(
     uri: str,
     output: PathLike,
@@ -35,7 +46,14 @@ def pull(
     apptainer: str | None = None,
 ) -> Transfer:
     """``dotlab-hpc pull``: the .sif that ``uri`` (``…@sha256:`` of the artifact) and/or
-    ``digest`` (of the file) pin, written to ``output`` only when it is that one."""
+    ``digest`` (of the file) pin, written to ``output`` only when it is that one.
+
+    >>> from dotlab_hpc import api
+    >>> api.pull("oras://example.org/claim:1")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.pull: missing the required argument output
+    """
     from ..bundle.oras import pull_image
     from ..proc import SubprocessRunner
     from ..render.build import find_builder

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import NotFinished, OperatorError, UsageError
+from .arguments import checked
 
 if TYPE_CHECKING:
     from ..rundir.directory import RunDir
@@ -80,6 +81,7 @@ def _aside(path: Path) -> Path | None:
     return target
 
 
+@checked
 def rerun_lost(
     claim_dir: PathLike,
     *,
@@ -88,7 +90,14 @@ def rerun_lost(
     on_retry: OnRetry | None = None,
 ) -> SubmitResult:
     """Submit the lost runs of a claim over many runs again, into the same claim: the code,
-    data and image from its runs' ``run.json`` (checked again against the pins first)."""
+    data and image from its runs' ``run.json`` (checked again against the pins first).
+
+    >>> from dotlab_hpc import api
+    >>> api.rerun_lost("dotlab-runs/demo", hold=1)
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.rerun_lost: hold must be True or False, not int 1
+    """
     from ..rundir.directory import open_existing
     from ..rundir.names import ENDS_SUBDIR
     from .submitting import submission

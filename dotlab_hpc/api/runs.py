@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OperatorError, RunDirError, UsageError
+from .arguments import checked
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -100,8 +101,16 @@ def run_dirs_of(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[Path]:
     return [r.run_dir if isinstance(r, Run) else Path(os.fsdecode(r)) for r in items]
 
 
+@checked
 def open_run(run_dir: PathLike) -> Run:
-    """A run directory made by ``submit`` earlier, by this process or another one."""
+    """A run directory made by ``submit`` earlier, by this process or another one.
+
+    >>> from dotlab_hpc import api
+    >>> api.open_run("/nonexistent/run")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.RunDirError: /nonexistent/run: no such run directory
+    """
     from ..rundir.directory import open_existing
 
     rd = open_existing(Path(run_dir))
@@ -132,6 +141,7 @@ def _trace_to(path: str) -> Callable[[datetime, FollowStats, int], None]:
     return trace
 
 
+@checked
 def follow(
     runs: Sequence[Path | Local],
     *,
@@ -140,7 +150,14 @@ def follow(
 ) -> list[RunState]:
     """Follow runs (run directories, or rows ``status`` read) until every one is final: files
     every 2 s, Slurm at most once every ``DOTLAB_FOLLOW_SLURM_S`` (60 s). A lost job is final
-    too (state ``LOST``): ``lost_error`` says which."""
+    too (state ``LOST``): ``lost_error`` says which.
+
+    >>> from dotlab_hpc import api
+    >>> api.follow("dotlab-runs/demo")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.follow: runs must be a list, not str 'dotlab-runs/demo'
+    """
     from ..clock import SystemClock
     from ..follow.follower import follow as follow_runs
     from ..follow.knobs import TRACE_ENV, Knobs
@@ -160,13 +177,20 @@ def follow(
     )
 
 
+@checked
 def lost_error(states: Sequence[RunState]) -> JobsLost | None:
-    """The operator error of runs whose job was lost (or whose directory broke), or None."""
+    """The operator error of runs whose job was lost (or whose directory broke), or None.
+
+    >>> from dotlab_hpc import api
+    >>> api.lost_error([]) is None
+    True
+    """
     from ..follow.lost import jobs_lost
 
     return jobs_lost(states)
 
 
+@checked
 def wait(
     runs: Run | PathLike | Sequence[Run | PathLike],
     *,
@@ -177,6 +201,12 @@ def wait(
 
     ``JobsLost`` (an ``OperatorError``, the CLI's exit 2) when Slurm lost a job, naming each
     lost run. A run never submitted (``input_mismatch``) is final already.
+
+    >>> from dotlab_hpc import api
+    >>> api.wait("dotlab-runs/demo", on_cycl=print)
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.wait: unknown keyword on_cycl; did you mean on_cycle?
     """
     states = follow(run_dirs_of(runs), on_cycle=on_cycle, log_file=log_file)
     error = lost_error(states)
@@ -225,8 +255,16 @@ def watch_rows(run_dirs: Sequence[PathLike], *, on_cycle: OnCycle | None = None)
     return fold([r if isinstance(r, BadRun) else next(followed) for r in rows], groups)
 
 
+@checked
 def status(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[RunState]:
-    """``dotlab-hpc status``: each run's state, with one Slurm query for all of them."""
+    """``dotlab-hpc status``: each run's state, with one Slurm query for all of them.
+
+    >>> from dotlab_hpc import api
+    >>> api.status(["dotlab-runs/demo", 3])
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.status: runs[1] must be a Run or a path, not int 3
+    """
     from ..follow.states import BadRun
 
     out = status_rows(run_dirs_of(runs))
@@ -305,11 +343,18 @@ def records(collected: Sequence[Collected]) -> list[ClaimRecord]:
     return out
 
 
+@checked
 def collect(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[ClaimRecord]:
     """``dotlab-hpc collect``: the record of each run (written once; a second collect reads it).
 
     Raises the first run's error (``NotFinished`` while a job runs, ``OperatorError`` when the
     cluster failed it), its message naming that run directory.
+
+    >>> from dotlab_hpc import api
+    >>> api.collect(["dotlab-runs/demo", 42])
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.collect: runs[1] must be a Run or a path, not int 42
     """
     return records(collect_all(run_dirs_of(runs)))
 
@@ -351,10 +396,17 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     )
 
 
+@checked
 def cancel(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[str]:
     """``dotlab-hpc cancel``: scancel each run's job; returns the job ids cancelled.
 
     ``RunDirError`` (nothing cancelled) when a run directory cannot be read.
+
+    >>> from dotlab_hpc import api
+    >>> api.cancel(None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.cancel: runs must be a Run or a path or ..., not None
     """
     from ..follow.claims import expand
     from ..follow.poll import read_rows
@@ -371,9 +423,17 @@ def cancel(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[str]:
     return list(cancel_all(dirs).job_ids)
 
 
+@checked
 def analysis_stderr(run_dir: PathLike) -> tuple[Path, list[str]]:
     """The analysis's stderr file in a run directory and its last lines (why a ``spec_issue``);
-    for a claim over many runs, its first failed run's."""
+    for a claim over many runs, its first failed run's.
+
+    >>> from dotlab_hpc import api
+    >>> api.analysis_stderr(None)
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.analysis_stderr: run_dir must be a path, not None
+    """
     from ..collect.explain import stderr_tail
     from ..collect.over_runs import RAN
     from ..rundir.directory import RunDir

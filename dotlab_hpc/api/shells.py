@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from ..errors import InputMismatch, UsageError
 from ..site.settings import JOB_PATH  # the job's own PATH: the same programs, found the same way
+from .arguments import checked
 from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def shell_env(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@checked
 def plan_shell(
     manifest: PathLike,
     *,
@@ -63,7 +65,14 @@ def plan_shell(
     **site_inputs: Unpack[SiteInputs],
 ) -> ShellPlan:
     """Check the inputs and build the shell's argv; ``InputMismatch`` (with the fixes) when an
-    input is not the pinned one, UsageError when the site's Apptainer cannot be found."""
+    input is not the pinned one, UsageError when the site's Apptainer cannot be found.
+
+    >>> from dotlab_hpc import api
+    >>> api.plan_shell("claim.yaml", image="claim.sif")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.plan_shell: missing the required keyword code_dir
+    """
     from ..render.spec import TaskSpec
     from .inputs import load_manifest
 
@@ -164,8 +173,16 @@ def _on_a_node(argv: tuple[str, ...], m: Manifest, site: Site, pty: bool | None)
     )
 
 
+@checked
 def shell(plan: ShellPlan) -> int:
-    """``dotlab-hpc shell``: run a planned ``sh`` (``plan_shell``) on this terminal; its status."""
+    """``dotlab-hpc shell``: run a planned ``sh`` (``plan_shell``) on this terminal; its status.
+
+    >>> from dotlab_hpc import api
+    >>> api.shell("claim.yaml")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.shell: plan must be a ShellPlan, not str 'claim.yaml'
+    """
     from ..proc import SubprocessRunner
 
     return SubprocessRunner().stream(plan.argv, env=plan.env)

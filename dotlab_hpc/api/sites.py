@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
+from .arguments import checked
 from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
@@ -14,10 +15,18 @@ if TYPE_CHECKING:
     from .inputs import PathLike
 
 
+@checked
 def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteReport:
     """``dotlab-hpc site``: the site settings in force and where each came from (with a
     ``manifest``: merged with its resources, as its job would ask); the Apptainer resolved as
-    the job will resolve it; the cluster's name when Slurm answers."""
+    the job will resolve it; the cluster's name when Slurm answers.
+
+    >>> from dotlab_hpc import api
+    >>> api.site(qso="long")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.site: unknown keyword qso; did you mean qos?
+    """
     from ..errors import DotlabError
     from ..proc import SubprocessRunner
     from ..site.report import SiteReport, SiteRow
@@ -59,6 +68,7 @@ def site(manifest: PathLike | None = None, **where: Unpack[SiteInputs]) -> SiteR
     return SiteReport(file, settings.name, cluster, tuple(rows), problem, fix)
 
 
+@checked
 def doctor(
     *,
     image: PathLike | None = None,
@@ -71,7 +81,14 @@ def doctor(
 ) -> DoctorReport:
     """``dotlab-hpc doctor``: each property held, not held or unchecked, read on the login node
     and measured by a probe job submitted with the site settings jobs get (``site_inputs``, as
-    for ``submit``); the report's ``exit_code`` is 0, 1 or 2."""
+    for ``submit``); the report's ``exit_code`` is 0, 1 or 2.
+
+    >>> from dotlab_hpc import api
+    >>> api.doctor(gpus="1")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.doctor: gpus must be an int, not str '1'
+    """
     from ..proc import SubprocessRunner
     from ..site.doctor import DoctorOptions, DoctorReport
     from ..site.doctor import doctor as check_site

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
 
 from ..errors import OperatorError, Preempted, UsageError
+from .arguments import checked
 from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
@@ -252,6 +253,7 @@ def submitted_runs(res: SubmitResult) -> list[Run]:
     return [Run(r.run_dir.absolute(), r.claim, r.job_id, r.mismatch) for r in res.shown]
 
 
+@checked
 def submit(
     manifests: PathLike | Sequence[PathLike], *, hold: bool = False, **where: Unpack[RunInputs]
 ) -> list[Run]:
@@ -262,6 +264,12 @@ def submit(
     ``runs_root``, ``run_dir`` (the run directory of a single claim), ``apptainer`` and
     ``array_limit`` (``RunInputs``); ``hold`` submits held. A claim whose inputs do not match
     is not submitted: its ``Run`` carries the ``input_mismatch`` record.
+
+    >>> from dotlab_hpc import api
+    >>> api.submit(["claim.yaml"], code_dir="code")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.submit: missing the required keyword image
     """
     return submitted_runs(submission(manifests, hold=hold, **where))
 
@@ -369,12 +377,20 @@ class _Again:
         return collect_all(again, record=self.record, log_file=self.log_file, lost=lost)
 
 
+@checked
 def run(
     manifests: PathLike | Sequence[PathLike], *, local: bool = False, **where: Unpack[RunInputs]
 ) -> list[ClaimRecord]:
     """``dotlab-hpc run``: submit, follow until every run is final, collect every record
     (``where``: as for ``submit``; ``local``: on this machine without Slurm, ``run --local``);
-    the first run's error is raised (a lost job's is an ``OperatorError``)."""
+    the first run's error is raised (a lost job's is an ``OperatorError``).
+
+    >>> from dotlab_hpc import api
+    >>> api.run("claim.yaml", code_dir="code", imag="claim.sif")
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.run: unknown keyword imag; did you mean image?
+    """
     from .inputs import as_path_list
     from .runs import records
 
