@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..container.sif_types import SifImage
     from ..manifest.models import Manifest
     from ..render.build import BuildResult
+    from ..render.spec import TaskSpec
     from ..verify.inputs import VerifyReport
     from .where import SiteInputs
 
@@ -192,6 +193,22 @@ def _or_placeholder(given: PathLike | None, placeholder: str) -> Path:
     return (Path(given) if given is not None else PLACEHOLDER_ROOT / placeholder).absolute()
 
 
+def _placeholder_task(m: Manifest, paths: tuple[PathLike | None, ...]) -> TaskSpec:
+    """``render``'s task: its run, code, data and out folders and its image, each the path given
+    or its placeholder."""
+    from ..render.spec import TaskSpec
+
+    run_dir, code_dir, data_dir, out_dir, image = paths
+    return TaskSpec(
+        manifest=m,
+        run_dir=_or_placeholder(run_dir, "run"),
+        code_dir=_or_placeholder(code_dir, "code"),
+        data_dir=_or_placeholder(data_dir, "data"),
+        out_dir=_or_placeholder(out_dir, "out"),
+        image=_or_placeholder(image, "image.sif"),
+    )
+
+
 @checked
 def render(
     manifest: PathLike,
@@ -220,7 +237,7 @@ def render(
     from ..render.deffile import render_def
     from ..render.facts import task_facts
     from ..render.job import render_script
-    from ..render.spec import JobSpec, TaskSpec
+    from ..render.spec import JobSpec
     from ..rundir.names import DEF_NAME, FACTS_FILE, SCRIPT_NAME
     from ..site.resolve import locate_apptainer
     from ..site.settings import DEFAULT_SCRATCH_ROOT
@@ -233,14 +250,7 @@ def render(
     except OSError as e:
         raise UsageError(f"-o {out}: cannot create the folder ({e.strerror})") from e
 
-    task = TaskSpec(
-        manifest=m,
-        run_dir=_or_placeholder(run_dir, "run"),
-        code_dir=_or_placeholder(code_dir, "code"),
-        data_dir=_or_placeholder(data_dir, "data"),
-        out_dir=_or_placeholder(out_dir, "out"),
-        image=_or_placeholder(image, "image.sif"),
-    )
+    task = _placeholder_task(m, (run_dir, code_dir, data_dir, out_dir, image))
     site = site_settings(site_inputs)
     job = JobSpec(
         (task,),
