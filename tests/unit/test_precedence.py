@@ -15,6 +15,7 @@ from dotlab_hpc.collect.collect import after_end_record, collect_runs
 from dotlab_hpc.errors import DotlabError, NotFinished
 from dotlab_hpc.printers.runs import collected_lines
 from dotlab_hpc.proc import Completed
+from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import RunPaths
 from dotlab_hpc.rundir.records import AfterEndRecord, Outcome
 from dotlab_hpc.slurm.client import SlurmClient
@@ -236,9 +237,8 @@ def test_row_18_finished_past_resources_time_by_its_own_watch_is_a_spec_issue(
 
 
 # --------------------------------------------------------------------------- issue 37, collected
-def test_the_run_of_issue_37_is_reproduced_with_slurms_timeout_kept_and_shown(
-    tmp_path: Path,
-) -> None:
+def _finished_run(tmp_path: Path) -> RunDir:
+    """A run directory whose job finished (status.json: exit 0) and wrote results.json."""
     rd = complete_run_dir(tmp_path / "run", with_record=False)
     out = tmp_path / "out"
     out.mkdir()
@@ -247,12 +247,41 @@ def test_the_run_of_issue_37_is_reproduced_with_slurms_timeout_kept_and_shown(
         run_dir=str(rd.path), code_dir="/c", data_dir="/d", out_dir=str(out), image="/i"
     )
     write_run(rd, run_record(manifest_sha256=rd.run().manifest_sha256, paths=paths))
-    row = f"1000|1000|{JOB_NAME}|TIMEOUT|0:0|00:10:04|{START}|{END}|n1|None\n"
-    runner = ScriptedRunner[tuple[str, ...]](lambda argv: Completed(argv, 0, row, ""))
-    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW)
+    return rd
+
+
+def _slurm_says(state: str, held: bool = False) -> ScriptedRunner[tuple[str, ...]]:
+    """sacct's row of job 1000 in ``state``; squeue lists it RUNNING when ``held``."""
+    row = f"1000|1000|{JOB_NAME}|{state}|0:0|00:10:04|{START}|{END}|n1|None\n"
+    listed = f"1000|RUNNING|None|10:04|N/A|N/A|n1|{JOB_NAME}\n" if held else ""
+    return ScriptedRunner[tuple[str, ...]](
+        lambda argv: Completed(argv, 0, listed if argv[0] == "squeue" else row, "")
+    )
+
+
+def test_the_run_of_issue_37_is_reproduced_with_slurms_timeout_kept_and_shown(
+    tmp_path: Path,
+) -> None:
+    rd = _finished_run(tmp_path)
+    (c,) = collect_runs([rd], SlurmClient(_slurm_says("TIMEOUT")), now=NOW)
     assert c.record is not None, c.error
     assert (c.record.outcome, c.record.slurm.state) == (Outcome.REPRODUCED.value, "TIMEOUT")
     assert c.record.slurm.state_after_end == _kept(S.TIMEOUT)
     assert rd.record() == c.record  # as written
     (line,) = collected_lines([c])
     assert "Slurm says TIMEOUT (its end: 2026-11-29T02:12:07) after the job's own end" in line
+
+
+def test_a_job_slurm_still_runs_is_collected_after_the_grace_with_running_kept(
+    tmp_path: Path,
+) -> None:
+    naps: list[float] = []
+    runner = _slurm_says("RUNNING", held=True)
+    (c,) = collect_runs(
+        [_finished_run(tmp_path)], SlurmClient(runner), now=NOW, sleep=naps.append, settle_s=10
+    )
+    assert 10 <= sum(naps) < 15  # the whole grace, and not one pause (5 s at most) more
+    assert c.record is not None and c.record.outcome == Outcome.REPRODUCED.value
+    assert c.record.slurm.state_after_end == _kept(S.RUNNING)
+    (line,) = collected_lines([c])
+    assert "Slurm still listed it RUNNING after the job's own end (2026-11-29T07:02:03Z)" in line
