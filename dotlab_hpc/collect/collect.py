@@ -380,7 +380,9 @@ def collect_runs(
     A job whose own status file says it has ended can still be RUNNING, COMPLETING or even
     PENDING in Slurm's answer for a few seconds (slurmdbd hears of the end after the script has
     written its status): such jobs are asked about again, all in one query per round, for up to
-    ``settle_s`` seconds, so that the record carries Slurm's final state.
+    ``settle_s`` seconds, so that the record carries Slurm's final state. A state that still
+    contradicts the status file then (or a final one that does: TIMEOUT, CANCELLED, ...) is
+    kept as the record's ``slurm.state_after_end``; the status file decides (``classify``).
 
     A run whose ``submission.json`` was never written gets the job found under its name. A
     run in ``lost`` (the follower found its job lost, or ended without its status file: that

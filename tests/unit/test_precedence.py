@@ -155,10 +155,18 @@ def test_row_10_stopped_and_slurm_ended_it_is_an_operator_error(job: JobFacts) -
     assert "no finding about the claim" in said and kept is None
 
 
-@pytest.mark.parametrize("job", _each((S.COMPLETED, S.RUNNING, None), **TERMINATED))
+@pytest.mark.parametrize(
+    "job",
+    [
+        *_each((S.COMPLETED, S.RUNNING, None), **TERMINATED),
+        *_each((S.TIMEOUT,), container_started=False, **TERMINATED),
+        *_each((S.TIMEOUT, S.COMPLETED), container_started=False, phase="slurm_time_limit"),
+    ],
+)
 def test_row_11_terminated_without_slurms_reason_is_an_operator_error(job: JobFacts) -> None:
     said, kept = _judged(job)
-    assert said.startswith("OperatorError: the job was terminated") and kept is None
+    stopped = "before the container started" if not job.container_started else "was terminated"
+    assert said.startswith("OperatorError: the job ") and stopped in said and kept is None
 
 
 # --------------------------------------------------------------------------- the script finished
