@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .. import TOOL_NAME, __version__
 from ..container.isolation import State
@@ -57,6 +57,14 @@ class SlurmRecord(_Frozen):
     node: str | None
     # Slurm's state when it contradicted the job's status file (None: it agreed, or said nothing)
     state_after_end: AfterEndRecord | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_agreement(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``state_after_end`` key where Slurm agreed: such records stay as they were."""
+        data: dict[str, Any] = handler(self)
+        if data.get("state_after_end") is None:
+            data.pop("state_after_end", None)
+        return data
 
 
 class InputsRecord(_Frozen):
