@@ -60,6 +60,26 @@ _OPERATOR_STATES = {
 }
 
 
+# Slurm's final states that it gives a job it signalled or gave up on: a status file that says
+# the script finished was written before (the job script traps TERM and writes ``terminated``),
+# so its word stands over them (docs/contract.md §6, the precedence of evidence). A failed node
+# (NODE_FAIL, BOOT_FAIL) is not among them: it may have cost the results the status file cannot
+# vouch for, so it stays the operator's error; nor is OUT_OF_MEMORY, measured on the node.
+_CONTRADICTED = frozenset(
+    {JobState.TIMEOUT, JobState.CANCELLED, JobState.PREEMPTED, JobState.DEADLINE}
+)
+
+
+def state_after_end(job: JobFacts) -> JobState | None:
+    """Slurm's state where it contradicts a status file that says the script finished: a final
+    state of ``_CONTRADICTED``, or a job still listed (RUNNING, PENDING, ...) after its end;
+    None where Slurm agrees, says nothing, or decides (docs/contract.md §6)."""
+    state = job.slurm_state
+    if job.phase != "finished" or state is None or state is JobState.UNKNOWN:
+        return None
+    return state if state in _CONTRADICTED or not is_terminal(state) else None
+
+
 class Tolerant(Protocol):
     """A number to match and its tolerances: a manifest's target, or a statistic's over runs."""
 
@@ -121,9 +141,7 @@ def classify(spec: ManifestSpec, job: JobFacts, output: OutputFacts | None) -> V
         raise error
     if job.probe_failed:
         raise _probe_failure(spec, job)
-    if job.slurm_state in _OPERATOR_STATES and not (
-        job.slurm_state is JobState.CANCELLED and job.phase == "finished"
-    ):
+    if job.slurm_state in _OPERATOR_STATES and state_after_end(job) is None:
         raise _operator(
             f"{_OPERATOR_STATES[job.slurm_state]}; no finding about the claim",
             "submit the claim again; if it keeps happening, ask the cluster admins",
@@ -303,7 +321,10 @@ def _started(
 ) -> Verdict:
     if job.slurm_state is JobState.OUT_OF_MEMORY or job.oom_in_log:
         return Verdict(Outcome.SPEC_ISSUE, _oom_reason(spec), none)
-    if job.timed_out or job.phase == "slurm_time_limit" or job.slurm_state is JobState.TIMEOUT:
+    # Slurm's TIMEOUT counts only when the job's own word leaves it open (a TERM, no status):
+    # a status file that says the script finished was written before any time limit
+    slurm_timeout = job.slurm_state is JobState.TIMEOUT and state_after_end(job) is None
+    if job.timed_out or job.phase == "slurm_time_limit" or slurm_timeout:
         return Verdict(Outcome.SPEC_ISSUE, _time_reason(spec), none)
     if job.phase == "terminated":
         raise _operator(

@@ -28,6 +28,7 @@ from ..fsio.write import locked
 from ..rundir.directory import RunDir
 from ..rundir.events import event
 from ..rundir.records import (
+    AfterEndRecord,
     ClaimRecord,
     EvidenceRecord,
     SlurmRecord,
@@ -37,7 +38,7 @@ from ..rundir.records import (
 from ..slurm.client import SlurmClient
 from ..slurm.states import JobInfo
 from .attempts import attempts_record
-from .classify import classify
+from .classify import JobFacts, classify, state_after_end
 from .facts import RunFiles, job_facts, read_facts
 from .isolation import isolation_record
 from .output import read_output
@@ -45,6 +46,17 @@ from .over_runs import RAN, run_verdict
 
 # How long collect waits for Slurm to agree that a job whose status file says it ended has ended.
 SETTLE_S = 60.0
+
+
+def after_end_record(job: JobFacts, info: JobInfo | None) -> AfterEndRecord | None:
+    """Slurm's state and times where they contradict the job's status file (the record's
+    ``slurm.state_after_end``), or None."""
+    state = state_after_end(job)
+    if state is None or info is None:
+        return None
+    return AfterEndRecord(
+        state=state.value, start=info.start, end=info.end, elapsed_s=info.elapsed_s
+    )
 
 
 def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None) -> ClaimRecord:
@@ -74,6 +86,7 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
             if jf.exit_code is not None
             else (info.exit_code if info else None),
             node=jf.node,
+            state_after_end=after_end_record(jf, info),
         ),
         inputs=facts.run.inputs,
         evidence=EvidenceRecord(
@@ -367,7 +380,9 @@ def collect_runs(
     A job whose own status file says it has ended can still be RUNNING, COMPLETING or even
     PENDING in Slurm's answer for a few seconds (slurmdbd hears of the end after the script has
     written its status): such jobs are asked about again, all in one query per round, for up to
-    ``settle_s`` seconds, so that the record carries Slurm's final state.
+    ``settle_s`` seconds, so that the record carries Slurm's final state. A state that still
+    contradicts the status file then (or a final one that does: TIMEOUT, CANCELLED, ...) is
+    kept as the record's ``slurm.state_after_end``; the status file decides (``classify``).
 
     A run whose ``submission.json`` was never written gets the job found under its name. A
     run in ``lost`` (the follower found its job lost, or ended without its status file: that

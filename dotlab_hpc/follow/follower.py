@@ -4,7 +4,11 @@ Each cycle (every ``file_check_s``, 2 s) looks at the file system only: one list
 folder (``RunRecord.ends_dir``, shared by the runs of one submission: the job drops an empty file
 named after its run id there once ``status.json`` is complete), and one stat per run whose
 run directory predates those folders. A run's files are read again only when its marker (or its
-status file) appeared. So a finished run is noticed within seconds and costs no Slurm call.
+status file) appeared. So a finished run is noticed within seconds and costs no Slurm call; and
+it is concluded then, whatever Slurm lists (a controller restarted from older saved state may
+keep a finished job RUNNING or PENDING until its time limit): nothing waits on a controller that
+disagrees with the job's own status file (docs/contract.md §6, §8; ``collect`` gives Slurm its
+one bounded grace, and records a state that still disagrees as ``slurm.state_after_end``).
 
 Slurm is asked at most once per cycle, whatever the number of runs: once at the start, then every
 ``slurm_s`` (60 s, ``DOTLAB_FOLLOW_SLURM_S``; jitter only lengthens it, by up to 5 %) while

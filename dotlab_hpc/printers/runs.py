@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 
 from .. import TOOL_NAME
 from ..slurm.directives import asked_args
+from ..slurm.states import is_terminal, parse_state
 from ..slurm.units import duration
 from .table import table
 
 if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..follow.states import RunState
+    from ..rundir.records import ClaimRecord
     from ..submit.execute import SubmitResult
 
 
@@ -72,10 +74,32 @@ def dry_run_text(res: SubmitResult) -> str:
     return "".join(out)
 
 
+def after_end_text(record: ClaimRecord) -> str:
+    """What Slurm said against the job's status file (``slurm.state_after_end``), in words;
+    empty when it agreed."""
+    after = record.slurm.state_after_end
+    if after is None:
+        return ""
+    ended = record.evidence.container_ended_at or "?"
+    if is_terminal(parse_state(after.state)):
+        said = f"Slurm says {after.state}" + (f" (its end: {after.end})" if after.end else "")
+    else:
+        said = f"Slurm still listed it {after.state}"
+    return (
+        f"{said} after the job's own end ({ended}); its status file decides"
+        " (kept as slurm.state_after_end)"
+    )
+
+
 def collected_lines(results: Sequence[Collected]) -> list[str]:
-    """One line per run: claim, outcome (or ``error``), reason."""
+    """One line per run: claim, outcome (or ``error``), reason (and Slurm's contradicting
+    state, when it contradicted the job's own status file)."""
     rows = [
-        [c.claim, c.record.outcome, c.record.reason]
+        [
+            c.claim,
+            c.record.outcome,
+            "; ".join(filter(None, (c.record.reason, after_end_text(c.record)))),
+        ]
         if c.record is not None
         else [c.claim, "error", str(c.error)]
         for c in results

@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .. import TOOL_NAME, __version__
 from ..container.isolation import State
@@ -38,6 +38,16 @@ class TargetRecord(_Frozen):
     within: bool
 
 
+class AfterEndRecord(_Frozen):
+    """Slurm's word on a job that contradicts its status file's normal end (docs/contract.md
+    §6): the state and times Slurm gave, kept as evidence; the outcome is the status file's."""
+
+    state: str  # TIMEOUT, NODE_FAIL, CANCELLED, ..., or RUNNING / PENDING: still listed
+    start: str | None  # Slurm's start and end (sacct's Start, End: local time, no zone)
+    end: str | None
+    elapsed_s: int | None
+
+
 class SlurmRecord(_Frozen):
     """What Slurm and the job said about the job."""
 
@@ -45,6 +55,16 @@ class SlurmRecord(_Frozen):
     state: str | None
     exit_code: int | None
     node: str | None
+    # Slurm's state when it contradicted the job's status file (None: it agreed, or said nothing)
+    state_after_end: AfterEndRecord | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_agreement(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``state_after_end`` key where Slurm agreed: such records stay as they were."""
+        data: dict[str, Any] = handler(self)
+        if data.get("state_after_end") is None:
+            data.pop("state_after_end", None)
+        return data
 
 
 class InputsRecord(_Frozen):

@@ -374,3 +374,35 @@ def test_knobs_from_the_environment() -> None:
     for bad in ("0", "-1", "x", "1e9", "٣"):
         with pytest.raises(UsageError, match="DOTLAB_FOLLOW_SLURM_S"):
             Knobs.from_env({"DOTLAB_FOLLOW_SLURM_S": bad})
+
+
+@pytest.mark.parametrize("listed", ["RUNNING", "PENDING"])
+def test_a_job_slurm_still_lists_is_concluded_by_its_status_file_and_marker(
+    tmp_path: Path, listed: str
+) -> None:
+    # issue 37: a restarted controller keeps a job that ended RUNNING (or PENDING) until its
+    # time limit. Its status file and end marker decide: FINISHED within one file check (2 s)
+    # of the marker, never before it, and without waiting for Slurm to agree.
+    runs = array_runs(tmp_path, 1)
+    cluster = Cluster(controller={"500_0": Job(listed)})
+    clock = FakeClock(NOW)
+    seen: list[tuple[datetime, str, bool]] = []
+
+    def end_at_30_s(t: datetime) -> None:
+        if t >= NOW + timedelta(seconds=30) and not runs[0].has_status():
+            end(runs[0], "r0", tmp_path / ".ends")
+
+    clock.hooks.append(end_at_30_s)
+    (state,) = follow(
+        runs,
+        SlurmClient(ScriptedRunner(cluster.answer)),
+        clock,
+        knobs=Knobs(),
+        on_cycle=lambda states: seen.append((clock.t, states[0].state, states[0].finished)),
+    )
+    assert (state.state, state.finished, state.source) == ("FINISHED", True, "status")
+    assert NOW + timedelta(seconds=30) <= clock.t <= NOW + timedelta(seconds=32)
+    before = [(st, done) for t, st, done in seen if t < NOW + timedelta(seconds=30)]
+    assert before and all(b == (listed, False) for b in before)
+    assert len(cluster.calls) == 1  # the first call only: Slurm is not waited for
+    assert cluster.controller["500_0"].state == listed  # Slurm never agreed
