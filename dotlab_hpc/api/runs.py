@@ -158,6 +158,18 @@ def follow(
     ...
     dotlab_hpc.errors.UsageError: api.follow: runs must be a list, not str 'dotlab-runs/demo'
     """
+    return follow_calling(runs, on_cycle=on_cycle, log_file=log_file)
+
+
+def follow_calling(
+    runs: Sequence[Path | Local],
+    *,
+    on_cycle: OnCycle | None = None,
+    log_file: PathLike | None = None,
+    on_final: OnCycle | None = None,
+) -> list[RunState]:
+    """``follow``, ``on_final`` hearing of the runs that became final in each cycle (``run``
+    and ``submit --wait`` collect them then)."""
     from ..clock import SystemClock
     from ..follow.follower import follow as follow_runs
     from ..follow.knobs import TRACE_ENV, Knobs
@@ -174,6 +186,7 @@ def follow(
         on_cycle=on_cycle,
         log=step_logger(None if log_file is None else Path(log_file)),
         trace=_trace_to(trace_path) if trace_path else None,
+        on_final=on_final,
     )
 
 

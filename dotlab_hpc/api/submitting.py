@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
 
-from ..errors import OperatorError, Preempted, UsageError
+from ..errors import DotlabError, OperatorError, Preempted, UsageError
 from .arguments import checked
 from .where import SiteInputs, site_settings
 
 if TYPE_CHECKING:
     from ..collect.collect import Collected
+    from ..follow.states import RunState
     from ..rundir.records import ClaimRecord
     from ..site.settings import Site
     from ..slurm.client import SlurmClient
@@ -317,8 +318,9 @@ def run_all(
     if on_submitted is not None:
         on_submitted(res)
     submitted = [r.run_dir for r in res.runs if r.job_id]
-    lost = _lost(submitted, on_cycle, log_file) if submitted else {}
     dirs = [r.run_dir for r in res.shown]  # a claim over many runs: its folder
+    lost = _lost(submitted, on_cycle, log_file, dirs) if submitted else {}
+    # each record was written as its claim ended: this reads it back (and writes --record)
     got = collect_all(dirs, record=record, log_file=log_file, lost=lost)
     requeues = site_settings(where).requeues
     if requeues == 0 or not any(isinstance(c.error, Preempted) for c in got):
@@ -328,13 +330,50 @@ def run_all(
 
 
 def _lost(
-    dirs: list[Path], on_cycle: OnCycle | None, log_file: PathLike | None
+    dirs: list[Path],
+    on_cycle: OnCycle | None,
+    log_file: PathLike | None,
+    shown: Sequence[Path] | None = None,
 ) -> dict[Path, OperatorError]:
-    """Follow ``dirs`` until every run is final; the lost ones' errors, by run directory."""
+    """Follow ``dirs`` until every run is final, collecting each claim of ``shown`` (default:
+    ``dirs``) as soon as its runs have ended; the lost ones' errors, by run directory."""
     from ..follow.lost import lost_runs
-    from .runs import follow
+    from .runs import collect_all, follow_calling
 
-    return lost_runs(follow(dirs, on_cycle=on_cycle, log_file=log_file))
+    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> object:
+        return collect_all(ready, log_file=log_file, lost=lost)
+
+    claims = {s: {d for d in dirs if s in (d, d.parent)} for s in shown or dirs}
+    on_final = collect_as_they_end(claims, collect)
+    return lost_runs(follow_calling(dirs, on_cycle=on_cycle, log_file=log_file, on_final=on_final))
+
+
+def collect_as_they_end(
+    claims: Mapping[Path, set[Path]],
+    collect: Callable[[list[Path], dict[Path, OperatorError]], object],
+) -> Callable[[list[RunState]], None]:
+    """The follower's ``on_final`` for ``run`` and ``submit --wait``: each claim (its run
+    directory, or the folder of a claim over many runs: by its runs) is collected by
+    ``collect``, with the follower's lost runs, in the cycle its last run ended, so that its
+    record exists while the other claims still run and a stopped ``run`` keeps it. Best
+    effort: a collect that fails here is done again, and reported, at the end."""
+    from ..follow.lost import lost_runs
+
+    left = {claim: set(runs) for claim, runs in claims.items() if runs}
+    ended: list[RunState] = []
+
+    def on_final(states: list[RunState]) -> None:
+        ended.extend(states)
+        for runs in left.values():
+            runs.difference_update(st.run_dir for st in states)
+        ready = [claim for claim, runs in left.items() if not runs]
+        for claim in ready:
+            del left[claim]
+        if ready:
+            with contextlib.suppress(DotlabError):
+                collect(ready, lost_runs(ended))
+
+    return on_final
 
 
 @dataclass(frozen=True)

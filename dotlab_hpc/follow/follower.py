@@ -36,6 +36,7 @@ benchmark can measure it; ``DOTLAB_FOLLOW_TRACE=FILE`` makes the CLI append one 
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from ..slurm.client import SlurmClient
 from ..slurm.states import JobInfo
 from .knobs import FollowStats, Knobs
 from .lost import ERROR, LOST, lost_reason
+from .nodes import Nodes, waits_on_nodes, with_nodes
 from .orphans import adopt_orphans
 from .poll import from_slurm, read_local, refresh
 from .states import Local, RunState, lookup_since
@@ -123,6 +125,7 @@ class Follower:
         self.next_slurm = now
         self.resolve: set[int] = set()  # indices of runs to ask accounting about next
         self.failures = 0
+        self.nodes: Nodes = {}  # the drained or down nodes, while a job waits on them
         self.runs = [self._new_run(lo, infos, now) for lo in adopted]
 
     def _new_run(self, lo: Local, infos: dict[str, JobInfo], now: datetime) -> _Run:
@@ -289,6 +292,20 @@ class Follower:
                 r.state = from_slurm(r.local, info, now)
             else:  # ended by its marker, Slurm not yet: ask again within its grace
                 self._ask_soon(now)
+        self._note_nodes(live)
+
+    def _note_nodes(self, live: list[int]) -> None:
+        """While a job waits on nodes that are not available, ask sinfo (in the same cycle as
+        squeue) which are drained or down and why, and say so in the run's state."""
+        waiting = [i for i in live if waits_on_nodes(self.runs[i].state)]
+        if not waiting:
+            self.nodes = {}
+            return
+        # sinfo failing: squeue's reason alone, with what sinfo said last
+        with contextlib.suppress(SlurmError, ProcTimeout):
+            self.nodes = self.client.unusable_nodes()
+        for i in waiting:
+            self.runs[i].state = with_nodes(self.runs[i].state, self.nodes)
 
     def _ask_accounting(self, now: datetime, ops: dict[str, int]) -> None:
         todo = sorted(i for i in self.resolve if not self.runs[i].state.finished)
@@ -381,17 +398,21 @@ def follow(
     log: Logger | None = None,
     trace: Callable[[datetime, FollowStats, int], None] | None = None,
     rng: random.Random | None = None,
+    on_final: Callable[[list[RunState]], None] | None = None,
 ) -> list[RunState]:
     """Wait until every run is final (finished, ended in Slurm, LOST or unreadable).
 
     ``log`` gets a ``state`` event for each run whose state changed; ``on_cycle`` the states
-    whenever one changed; ``trace`` each cycle's time, the running stats and the runs left.
+    whenever one changed; ``trace`` each cycle's time, the running stats and the runs left;
+    ``on_final``, in the cycle a run became final, the runs that did (each once), so that the
+    caller can collect them while the others still run.
     """
     k = knobs or Knobs()
     runs = [x if isinstance(x, Local) else read_local(x) for x in run_dirs]
     f = Follower(runs, client, k, rng or random.Random(), clock.now())
     by_path = {lo.rd.path: lo.rd for lo in runs}
     seen: dict[Path, str] = {}
+    told: set[Path] = set()  # the runs on_final heard of
     first = True
     while True:
         now = clock.now()
@@ -415,6 +436,10 @@ def follow(
             trace(now, f.stats, left)
         if on_cycle is not None and states and changed:
             on_cycle(states)
+        ended = [st for st in states if st.finished and st.run_dir not in told]
+        told.update(st.run_dir for st in ended)
+        if on_final is not None and ended:
+            on_final(ended)
         if left == 0:
             return states
         until_slurm = (f.next_slurm - clock.now()).total_seconds()

@@ -29,6 +29,8 @@ SQUEUE_FIELDS: tuple[str, ...] = ("%i", "%T", "%r", "%M", "%S", "%e", "%N", "%j"
 SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
 # sinfo -o: partition (default marked *), time limit, memory, GRES, nodes; "|" between them
 SINFO_PARTITION_FORMAT = "%P|%l|%m|%G|%D"
+# sinfo -N -o: one line per node (and partition): name, long state, why an admin set it
+SINFO_NODE_FORMAT = "%N|%T|%E"
 
 
 def _no_option(value: str, what: str) -> str:
@@ -187,6 +189,12 @@ def sinfo_partitions_argv() -> tuple[str, ...]:
     """``sinfo`` of each partition's name, time limit, memory, GRES and nodes
     (``SINFO_PARTITION_FORMAT``, read by ``partitions.parse_partitions``)."""
     return ("sinfo", "-h", "-o", SINFO_PARTITION_FORMAT)
+
+
+def sinfo_nodes_argv() -> tuple[str, ...]:
+    """``sinfo`` of every node's state and reason (``SINFO_NODE_FORMAT``, read by
+    ``parse.parse_sinfo_nodes``): why jobs wait on a drained or down node."""
+    return ("sinfo", "-h", "-N", "-o", SINFO_NODE_FORMAT)
 
 
 def scontrol_show_config_argv() -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from .argv import (
     sbatch_version_argv,
     scancel_argv,
     scontrol_show_config_argv,
+    sinfo_nodes_argv,
     squeue_argv,
     squeue_by_name_argv,
     squeue_by_names_argv,
@@ -46,6 +47,7 @@ from .parse import (
     parse_sbatch_parsable,
     parse_sbatch_version,
     parse_scontrol_show_config,
+    parse_sinfo_nodes,
     parse_squeue,
 )
 from .states import JobInfo
@@ -326,6 +328,14 @@ class SlurmClient:
         """
         ids = list(dict.fromkeys(check_job_ids(job_ids)))
         return self._squeue(list(dict.fromkeys(base_job_id(i) for i in ids)))
+
+    def unusable_nodes(self) -> dict[str, tuple[str, str | None]]:
+        """The drained, down or failed nodes, each with its state and reason: ONE sinfo call
+        (``parse_sinfo_nodes``)."""
+        done = self._run(sinfo_nodes_argv())
+        if done.returncode != 0:
+            raise classify_query_failure("sinfo", done.returncode, done.stderr, done.argv)
+        return parse_sinfo_nodes(done.stdout)
 
     def find_by_names(self, names: Sequence[str], *, since: datetime) -> dict[str, list[JobInfo]]:
         """Every job (array tasks expanded) named one of ``names``, by name.

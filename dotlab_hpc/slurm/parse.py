@@ -209,6 +209,24 @@ def parse_squeue(stdout: str) -> dict[str, JobInfo]:
     return out
 
 
+# sinfo's long node states no job starts on (sinfo(1) "NODE STATE CODES"), without the
+# flags it appends (``*`` not responding, ``~`` powered off, ...)
+_UNUSABLE_NODE = re.compile(r"^(down|drained|draining|drain|fail|failing)\W*$")
+
+
+def parse_sinfo_nodes(stdout: str) -> dict[str, tuple[str, str | None]]:
+    """``sinfo -h -N -o argv.SINFO_NODE_FORMAT``: each drained, down or failed node's state
+    and reason (``Duplicate jobid``), by name; usable nodes are left out. A node in several
+    partitions is listed once per partition: kept once."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for line in stdout.splitlines():
+        node, sep, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
+        if sep and _UNUSABLE_NODE.match(state.strip()):
+            out.setdefault(node, (state.strip(), _value(reason)))
+    return out
+
+
 def parse_key_values(line: str) -> dict[str, str]:
     """``Key=Value Key2=Value two`` -> dict; a value runs up to the next ``Key=``."""
     matches = list(_KEY.finditer(line))
