@@ -338,14 +338,42 @@ def _lost(
     """Follow ``dirs`` until every run is final, collecting each claim of ``shown`` (default:
     ``dirs``) as soon as its runs have ended; the lost ones' errors, by run directory."""
     from ..follow.lost import lost_runs
+
+    return lost_runs(_follow_collecting(dirs, on_cycle, log_file, shown))
+
+
+def _follow_collecting(
+    dirs: list[Path],
+    on_cycle: OnCycle | None,
+    log_file: PathLike | None,
+    shown: Sequence[Path] | None = None,
+) -> list[RunState]:
+    """The final states of ``dirs``, each claim of ``shown`` collected as it ended."""
     from .runs import collect_all, follow_calling
 
     def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> object:
         return collect_all(ready, log_file=log_file, lost=lost)
 
-    claims = {s: {d for d in dirs if s in (d, d.parent)} for s in shown or dirs}
+    runs = [d.absolute() for d in dirs]  # as the follower names them
+    claims = {s: {d for d in runs if s in (d, d.parent)} for s in map(Path.absolute, shown or dirs)}
     on_final = collect_as_they_end(claims, collect)
-    return lost_runs(follow_calling(dirs, on_cycle=on_cycle, log_file=log_file, on_final=on_final))
+    return follow_calling(runs, on_cycle=on_cycle, log_file=log_file, on_final=on_final)
+
+
+def wait_collecting(
+    res: SubmitResult, *, on_cycle: OnCycle | None = None, log_file: PathLike | None = None
+) -> None:
+    """``submit --wait``: ``api.wait`` for the submitted runs (``JobsLost`` when a job was
+    lost), each claim collected as soon as it ended, as ``run`` does."""
+    from .runs import lost_error
+
+    submitted = [r.run_dir for r in res.runs if r.job_id]
+    if not submitted:
+        return
+    shown = [r.run_dir for r in res.shown]
+    error = lost_error(_follow_collecting(submitted, on_cycle, log_file, shown))
+    if error is not None:
+        raise error
 
 
 def collect_as_they_end(

@@ -167,6 +167,20 @@ def print_result(res: Any) -> None:
     print_json(plain(res))
 
 
+def print_interrupted(run_dirs: Sequence[Path]) -> None:
+    """A stopped ``run``: every claim that had ended has its record; how to go on."""
+    if not run_dirs:
+        return
+    import shlex
+
+    dirs = one_line(shlex.join(str(d) for d in run_dirs))
+    sys.stderr.write(
+        "the claims that had ended are collected (their records are written); the others'"
+        f" jobs go on: `dotlab-hpc collect {dirs}` once they end, or follow them with"
+        f" `dotlab-hpc status --watch {dirs}`\n"
+    )
+
+
 def print_collected(results: Sequence[Collected], as_json: bool) -> None:
     """One line per run: claim, outcome, reason (``--json``: one document, records and all)."""
     from ..printers import documents

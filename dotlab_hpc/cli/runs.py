@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..api import Collected
+    from ..submit.execute import SubmitResult
 
 
 def _on_retry(attempt: int, error: Exception, delay: float) -> None:
@@ -102,9 +103,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if not args.json:
         out.print_submitted(res)
     # each run's own directory (a claim over many runs: its runs, as `run` follows them)
-    submitted = [r.run_dir for r in res.runs if r.job_id] if args.wait else []
-    if submitted:
-        api.wait(submitted, on_cycle=live_table(), log_file=args.log_file)
+    if args.wait:  # each claim collected as it ends (``wait_collecting``)
+        from ..api.submitting import wait_collecting
+
+        wait_collecting(res, on_cycle=live_table(), log_file=args.log_file)
     out.print_next(res, waited=args.wait, as_json=args.json, out_dir=where["out_dir"])
     return 1 if any(r.mismatch for r in res.runs) else 0
 
@@ -168,15 +170,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Submit, follow, collect: one line per run (``_print_collected``)."""
     from ..api.submitting import run_all  # the command line's own helper
 
-    _, collected = run_all(
-        args.manifest,
-        record=args.record,
-        on_cycle=live_table(),
-        on_submitted=out.submitted_to(args.json),
-        local=args.local,
-        on_attempt=_on_attempt,
-        **_run_options(args),
-    )
+    shown: list[Path] = []
+    print_submitted = out.submitted_to(args.json)
+
+    def on_submitted(res: SubmitResult) -> None:
+        shown.extend(r.run_dir for r in res.shown)
+        print_submitted(res)
+
+    try:
+        _, collected = run_all(
+            args.manifest,
+            record=args.record,
+            on_cycle=live_table(),
+            on_submitted=on_submitted,
+            local=args.local,
+            on_attempt=_on_attempt,
+            **_run_options(args),
+        )
+    except KeyboardInterrupt:
+        out.print_interrupted(shown)
+        raise
     return _print_collected(collected, args.json)
 
 
