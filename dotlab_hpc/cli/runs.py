@@ -19,8 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from ..api import Collected
-    from ..submit.execute import SubmitResult
+    from ..api import Collected, SubmitResult
 
 
 def _on_retry(attempt: int, error: Exception, delay: float) -> None:
