@@ -54,16 +54,29 @@ def environment() -> jinja2.Environment:
     )
 
 
+# the line of wrapper.sh and probe.sh that templates/hostenv.sh replaces: one clear_host_env for
+# both, so that the probe measures the environment exactly as the analysis will find it
+HOSTENV_LINE = "# @@hostenv: templates/hostenv.sh goes here\n"
+
+
+def _sh_template(name: str) -> str:
+    text = (_template_dir() / name).read_text(encoding="utf-8")
+    if text.count(HOSTENV_LINE) != 1:
+        raise UsageError(f"dotlab-hpc's templates/{name} is damaged; reinstall it")
+    hostenv = (_template_dir() / "hostenv.sh").read_text(encoding="utf-8")
+    return text.replace(HOSTENV_LINE, hostenv)
+
+
 @cache
 def wrapper_script() -> str:
     """The POSIX sh wrapper that runs inside the container (templates/wrapper.sh)."""
-    return (_template_dir() / "wrapper.sh").read_text(encoding="utf-8")
+    return _sh_template("wrapper.sh")
 
 
 @cache
 def probe_script() -> str:
     """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
-    text = (_template_dir() / "probe.sh").read_text(encoding="utf-8")
+    text = _sh_template("probe.sh")
     # it travels in every task's facts and argv: its comment lines stay in the template
     kept = (ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
     return "\n".join(kept) + "\n"

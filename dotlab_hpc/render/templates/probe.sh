@@ -1,6 +1,8 @@
 # dotlab-hpc probe: runs INSIDE a container started with the analysis's own flags, before the
 # analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE MIN_TMP_MIB GPU_TYPE SCRATCH`,
-# followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE.
+# followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE,
+# then the host's paths the container must not learn (the image, the run directory, the bind
+# sources: code, data, output, scratch).
 # Nothing of the analysis runs yet, and this output is kept outside, in the run directory: the
 # analysis can neither see nor alter it. It measures each property of docs/contract.md §4 from inside
 # (the one measuring code: the record's `isolation` and `dotlab-hpc doctor` both read it) and
@@ -12,6 +14,7 @@ gpu=$1 writable=$2 min_tmp_mib=$3 gpu_type=$4 scratch=$5
 out_pid_ns=$6 out_ipc_ns=$7 out_uid=$8 out_gid=$9
 shift 9
 runtime=$1 out_cuda=${2-}
+shift $(($# < 2 ? $# : 2))
 failed=0
 gpu_failed=0
 
@@ -42,6 +45,12 @@ size_kib() {
     case "$_size" in '' | *[!0-9]*) ;; *) echo "$_size" ;; esac
   done
 }
+
+# @@hostenv: templates/hostenv.sh goes here
+# the environment is measured as the wrapper leaves it for the analysis; the mounts with
+# Apptainer's HOME (--workdir makes it a folder of the claim's scratch)
+container_home=${HOME-}
+clear_host_env
 
 # what runs the container: the stand-in says so in its version (tests/bin/apptainer)
 case "$runtime" in
@@ -134,20 +143,36 @@ for ns in pid ipc; do
   fi
 done
 
-# the environment: names only, never values; nothing of the job's (Slurm's) may be there
+# the environment: names only, never values; nothing of the job's (Slurm's) may be there, no
+# value may hold a host path given, nor an APPTAINER_*/SINGULARITY_* one name a path outside
+# /.singularity.d (Apptainer's own): what Apptainer sets from the host must be cleared
 names=$(export -p | sed -n -e 's/^export \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' \
   -e 's/^declare -x \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' 2>/dev/null | sort -u | sed -e :a -e '$!N;s/\n/,/;ta')
 fact env_names "${names:-unknown}"
 leaked=
+hostpaths=
 for name in $(echo "$names" | sed 's/,/ /g'); do
   case "$name" in SLURM_* | SLURMD_*) leaked="$leaked${leaked:+,}$name" ;; esac
+  value=
+  eval "value=\${$name-}" # a name as export -p printed it: letters, digits and _ only
+  host=
+  for path in "$@"; do
+    case "$path" in '' | / | /work/code | /work/data | /work/out) continue ;; esac
+    case "$value" in *"$path"*) host=1 ;; esac
+  done
+  case "$name" in APPTAINER_* | SINGULARITY_*)
+    case "$value" in /.singularity.d/*) ;; */*) host=1 ;; esac
+    ;;
+  esac
+  [ -n "$host" ] && hostpaths="$hostpaths${hostpaths:+,}$name"
 done
 if [ -z "$names" ]; then
   check clean_environment unknown "the environment's names could not be read"
-elif [ -n "$leaked" ]; then
-  check clean_environment not_held "from the job: $leaked"
+elif [ -n "$leaked" ] || [ -n "$hostpaths" ]; then
+  what="${leaked:+from the job: $leaked}${leaked:+${hostpaths:+; }}"
+  check clean_environment not_held "$what${hostpaths:+naming a host path: $hostpaths}"
 else
-  check clean_environment held "no variable of the job's"
+  check clean_environment held "no variable of the job's, none naming a host path"
 fi
 
 # mounts: the host's file systems reach the container only as /work/code, /work/data, /work/out
@@ -166,7 +191,7 @@ while read -r _id _parent _dev _root mp rest; do
   esac
   [ "$fstype" = tmpfs ] && continue
   # with sandbox.scratch (--workdir), Apptainer makes $HOME in the claim's own scratch folder
-  [ "$scratch" = 1 ] && [ "$mp" = "${HOME-}" ] && continue
+  [ "$scratch" = 1 ] && [ "$mp" = "$container_home" ] && continue
   if [ "$gpu" = 1 ]; then
     case "$mp" in
       /usr/bin/nvidia-* | /usr/bin/nv-* | /run/nvidia-persistenced/* | /var/run/nvidia-persistenced/*) continue ;;

@@ -8,8 +8,8 @@
 limit=$1
 max_processes=$2
 entry=$3
-HOME=/tmp
-export HOME
+# @@hostenv: templates/hostenv.sh goes here
+clear_host_env
 # RLIMIT_NPROC, soft and hard (no capability here can raise it again): bash and busybox call it
 # -u, dash -p. Inside the container's user namespace it bounds this container's processes only.
 # shellcheck disable=SC3045  # not POSIX: both spellings are tried, whichever this sh knows
