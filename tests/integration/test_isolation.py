@@ -97,6 +97,27 @@ def test_a_host_folder_bound_into_the_sandbox_stops_the_run(kit: Kit) -> None:
     assert list(out.iterdir()) == []  # the analysis never ran
 
 
+def test_a_hostile_analysis_finds_no_host_path_in_its_environment(kit: Kit) -> None:
+    # Apptainer exports APPTAINER_CONTAINER (the image's host path), the bind list and their
+    # SINGULARITY_ twins into the container: the analysis must start without any of them.
+    dump = "env > /work/out/env.txt && python3 analysis.py good"
+    res = kit.run(kit.manifest("envdump", entrypoint=dump))
+    assert res.rc == 0, (res.stdout, res.stderr)
+    assert res.record is not None and res.run_dir is not None
+    paths = json.loads((res.run_dir / "run.json").read_text())["paths"]
+    out = Path(paths["out_dir"])
+    env = dict(ln.split("=", 1) for ln in (out / "env.txt").read_text().splitlines() if "=" in ln)
+    assert env["PATH"] and env["HOME"] == "/tmp"
+    host = {str(kit.root), str(res.run_dir), *paths.values()}
+    assert {k: v for k, v in env.items() if any(h in v for h in host)} == {}
+    own = ("APPTAINER_", "SINGULARITY_")
+    named = {k: v for k, v in env.items() if k.startswith(own) and "/" in v}
+    assert {k: v for k, v in named.items() if not v.startswith("/.singularity.d/")} == {}
+    assert not any(k.endswith(("_BIND", "_CONTAINER", "_NO_EVAL")) for k in env), env
+    iso = assert_all_held(res.record)
+    assert "naming a host path" in iso["properties"]["clean_environment"]["measured"]
+
+
 WEAKENED = [
     ("allow pid ns", "no", "pid_namespace", "allow pid ns = yes"),
     ("allow ipc ns", "no", "ipc_namespace", "allow ipc ns = yes"),
