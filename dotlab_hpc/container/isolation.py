@@ -104,9 +104,10 @@ _PROPERTIES = (
     ),
     Property(
         "clean_environment",
-        "nothing from the job's environment (--containall)",
-        "Apptainer passed the job's variables in: check for APPTAINERENV_*/SINGULARITYENV_*"
-        " set by a module or the site's prologue, and for an `env` option in apptainer.conf",
+        "nothing from the job's environment, no host path (--containall, clear_host_env)",
+        "Apptainer passed the job's variables or a host path in: check for"
+        " APPTAINERENV_*/SINGULARITYENV_* set by a module or the site's prologue, an `env`"
+        " option in apptainer.conf, and the claim's own `env` values",
     ),
     Property(
         "host_mounts",

@@ -3,7 +3,9 @@
 tests/data/probe/apptainer-1.4.5-*.out: the probe run by Debian's Apptainer 1.4.5 (user-namespace
 mode, uid 10001) in the rooted Debian 13 root with a copy of its apptainer.conf, weakened as the
 file name says (`apptainer --config COPY`); the last line is the exit status. standin-*.out: the
-stand-in tests/bin/apptainer (bubblewrap), as root, as the host cluster's jobs run it.
+stand-in tests/bin/apptainer (bubblewrap), as root, as the host cluster's jobs run it
+(standin-host-*.out: with the host paths the job script passes last, one with a claim `env`
+value holding the output folder's host path).
 """
 
 from __future__ import annotations
@@ -159,6 +161,30 @@ def test_the_stand_in_says_it_is_the_stand_in() -> None:
     rec = isolation_record(report)
     assert rec is not None and rec.held
     assert rec.sandbox == "stand-in" and "dotlab-standin" in rec.runtime
+
+
+def test_what_apptainer_sets_from_the_host_is_cleared_before_it_is_measured() -> None:
+    # the stand-in exports APPTAINER_CONTAINER (the image's host path), *_BIND, *_NO_EVAL and the
+    # SINGULARITY_ twins as 1.4.5 does; the probe measures after clear_host_env, as the analysis
+    text = probe_out("standin-host-env-cleared")
+    report = parse_probe(text)
+    assert exit_status(text) == 0 and report.not_held() == ()
+    names = (report.fact("env_names") or "").split(",")
+    assert "APPTAINER_NAME" in names and "SINGULARITY_COMMAND" in names
+    assert [n for n in names if n.endswith(("_BIND", "_CONTAINER", "_NO_EVAL"))] == []
+    checks = dict(report.checks)
+    assert checks["clean_environment"].measured.endswith("none naming a host path")
+
+
+def test_a_variable_holding_a_host_path_stops_the_run() -> None:
+    # the claim's `env` gave RESULTS the host path of its output folder: clear_host_env keeps
+    # the claim's variables, so the probe names it and the analysis does not run
+    text = probe_out("standin-host-path-in-env")
+    report = parse_probe(text)
+    assert exit_status(text) == ISOLATION_FAILED_RC and report.not_held() == ("clean_environment",)
+    what, remedy = failure_text(report)
+    assert what.endswith("naming a host path: RESULTS") and "`env` values" in remedy
+    assert "RESULTS" in (report.fact("env_names") or "").split(",")
 
 
 def test_gpu_facts_from_inside() -> None:
