@@ -375,9 +375,19 @@ def test_environment_is_clean_plus_env_values(box: Box) -> None:
         "PWD": "/work/code",
         "TERM": "xterm-standin",
         "http_proxy": "http://proxy.invalid:3128",
-        "APPTAINER_COMMAND": "exec",
-        "APPTAINER_CONTAINER": str(box.image),
-        "APPTAINER_NAME": "app.sif",
+        **{
+            prefix + key: value
+            for prefix in ("APPTAINER_", "SINGULARITY_")
+            for key, value in {
+                "APPNAME": "",
+                "BIND": "/work/code,/work/data,/work/out",  # 1.4.5: the destinations
+                "COMMAND": "exec",
+                "CONTAINER": str(box.image),
+                "ENVIRONMENT": "/.singularity.d/env/91-environment.sh",
+                "NAME": "app.sif",
+                "NO_EVAL": "1",
+            }.items()
+        },
     }
 
 
