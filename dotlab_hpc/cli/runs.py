@@ -336,6 +336,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         print_error(row.message)
     for path in done.never_submitted:
         print_error(f"{path}: never submitted; nothing to cancel")
+    for job_id in done.local_ended:
+        print(f"local run {job_id} has ended; nothing to cancel")
     if done.job_ids:
         print(f"cancelled {' '.join(done.job_ids)}")
     return 2 if done.unreadable else 0
