@@ -63,13 +63,23 @@ def _record_local_task(run_dir: Path, job_id: str, pid: int | None) -> None:
 
 @contextlib.contextmanager
 def local_jobs() -> Iterator[None]:
-    """Within it, every verb's jobs run on this machine without Slurm (``run --local``)."""
+    """Within it, every verb's jobs run on this machine without Slurm (``run --local``), each
+    task with a progress line while it runs (``local_progress``)."""
     from ..slurm.local import LocalCluster
+    from .local_progress import LocalTicks
 
-    token = _LOCAL.set(LocalCluster(on_task=_record_local_task))
+    ticks = LocalTicks()
+
+    def on_task(run_dir: Path, job_id: str, pid: int | None) -> None:
+        _record_local_task(run_dir, job_id, pid)
+        if pid is not None:
+            ticks.start(run_dir, job_id)
+
+    token = _LOCAL.set(LocalCluster(on_task=on_task, on_ended=ticks.stop))
     try:
         yield
     finally:
+        ticks.stop()
         _LOCAL.reset(token)
 
 

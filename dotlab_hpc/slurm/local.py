@@ -175,9 +175,11 @@ class LocalCluster(SlurmClient):
         environ: Mapping[str, str] | None = None,
         node: str | None = None,
         on_task: TaskHook | None = None,
+        on_ended: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(_NoSlurm())
         self._on_task = on_task
+        self._on_ended = on_ended  # after each task, however it ended
         self._environ = dict(os.environ if environ is None else environ)
         self.node = node or socket.gethostname().split(".")[0] or "localhost"
         self.jobs: dict[str, JobInfo] = {}
@@ -228,15 +230,19 @@ class LocalCluster(SlurmClient):
                 task=task,
                 submit_dir=cwd,
             )
-            done = run_batch(
-                ("/bin/bash", str(req.script), *req.script_args),
-                env=env,
-                cwd=cwd,
-                output=out,
-                limit_s=limit_s,
-                usr1_lead_s=float(usr1.group(1)) if usr1 else None,
-                on_start=partial(self._tell, out.parent, own),
-            )
+            try:
+                done = run_batch(
+                    ("/bin/bash", str(req.script), *req.script_args),
+                    env=env,
+                    cwd=cwd,
+                    output=out,
+                    limit_s=limit_s,
+                    usr1_lead_s=float(usr1.group(1)) if usr1 else None,
+                    on_start=partial(self._tell, out.parent, own),
+                )
+            finally:
+                if self._on_ended is not None:
+                    self._on_ended()
             self.jobs[own] = job_info(own, req.job_name, self.node, done)
             self._names.setdefault(req.job_name, []).append(own)
         return job_id
