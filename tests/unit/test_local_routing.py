@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from dotlab_hpc.api.local_progress import last_output_line
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.follow.local_runs import RoutedClient
+from dotlab_hpc.printers.runs import submission_lines
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import LocalProcessRecord
@@ -19,6 +21,7 @@ from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.slurm.jobids import check_job_ids, is_local_job_id
 from dotlab_hpc.slurm.local import process_started
 from dotlab_hpc.slurm.states import JobState
+from dotlab_hpc.submit.execute import SubmitResult, SubmittedRun
 from tests.support.fakes import ScriptedRunner
 
 SINCE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -110,3 +113,23 @@ def test_cancel_ends_only_the_recorded_process(
     client.cancel(["01_0", "01_1", "02"])
     assert sent == [(os.getpid(), signal.SIGTERM)]  # never the stale pid's process
     assert client.ended == ["01_1", "02"] and runner.calls == []
+
+
+def test_the_progress_line_shows_the_analysis_last_line(tmp_path: Path) -> None:
+    assert last_output_line(tmp_path) == ""
+    (tmp_path / "slurm.out").write_text("dotlab-hpc: probe\n")
+    assert last_output_line(tmp_path) == "dotlab-hpc: probe"
+    (tmp_path / "container.out").write_text("step 1\nstep 2 \x1b[31mred\n\n" + "x" * 200 + "\n")
+    os.utime(tmp_path / "slurm.out", (1, 1))  # the analysis wrote last
+    shown = last_output_line(tmp_path)
+    assert shown == "x" * 79 + "…"
+    (tmp_path / "container.out").write_text("step 2 \x1b[31mred\n")
+    assert "\x1b" not in last_output_line(tmp_path)
+
+
+def test_a_local_job_says_local_where_its_id_would_stand() -> None:
+    run = SubmittedRun("c1", Path("/r/c1-X"), "0045460237", None, None)
+    res = SubmitResult(runs=(run,), script="", apptainer_argvs=(), dry_run=False)
+    header, line = submission_lines(res)
+    assert header.split() == ["CLAIM", "RUN", "DIR", "JOB"]
+    assert line.split() == ["c1", "/r/c1-X", "local"]
