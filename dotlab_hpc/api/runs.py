@@ -38,17 +38,27 @@ OnRetry = Callable[[int, Exception, float], None]
 _LOCAL: contextvars.ContextVar[SlurmClient | None] = contextvars.ContextVar("local", default=None)
 
 
-def slurm_client(run_dirs: Iterable[Path] = ()) -> SlurmClient:
-    """The Slurm client every verb uses: the real commands, through the one Runner, but a
-    ``run --local`` job of ``run_dirs`` answered from its run directory (``follow.local_runs``);
-    inside ``local_jobs``, the machine's own ``LocalCluster``."""
+def slurm_client() -> SlurmClient:
+    """The Slurm client every verb uses: the real commands, through the one Runner (or, inside
+    ``local_jobs``, the machine's own ``LocalCluster``)."""
     local = _LOCAL.get()
     if local is not None:
         return local
     from ..follow.local_runs import RoutedClient
     from ..proc import SubprocessRunner
 
-    return RoutedClient(SubprocessRunner(), run_dirs)
+    return RoutedClient(SubprocessRunner())
+
+
+def _client_for(run_dirs: Iterable[Path]) -> SlurmClient:
+    """``slurm_client``, a ``run --local`` job of ``run_dirs`` answered from its run directory
+    and its process, never by Slurm (``follow.local_runs``)."""
+    from ..follow.local_runs import RoutedClient
+
+    client = slurm_client()
+    if isinstance(client, RoutedClient):
+        client.know(run_dirs)
+    return client
 
 
 def _record_local_task(run_dir: Path, job_id: str, pid: int | None) -> None:
@@ -189,7 +199,7 @@ def follow(
     trace_path = os.environ.get(TRACE_ENV)
     return follow_runs(
         dirs,
-        slurm_client(d.rd.path if not isinstance(d, RunDir) else d.path for d in dirs),
+        _client_for(d.rd.path if not isinstance(d, RunDir) else d.path for d in dirs),
         SystemClock(),
         knobs=Knobs.from_env(),
         on_cycle=on_cycle,
@@ -245,7 +255,7 @@ def status_rows(run_dirs: Sequence[PathLike]) -> list[Row]:
     from ..follow.poll import poll_rows, read_rows
 
     paths, groups = expand(run_dirs)  # a claim over many runs: its runs, then one row
-    client = slurm_client(Path(p) for p in paths)
+    client = _client_for(Path(p) for p in paths)
     return fold(poll_rows(read_rows(paths), client, now=SystemClock().now()), groups)
 
 
@@ -318,7 +328,7 @@ def collect_all(
     from ..rundir.events import step_logger
 
     now = SystemClock().now()
-    client = slurm_client(_member_dirs(run_dirs))
+    client = _client_for(_member_dirs(run_dirs))
     log = step_logger(None if log_file is None else Path(log_file))
 
     def runs(dirs: Sequence[RunDir], extra: Path | None = None) -> list[Collected]:
@@ -414,7 +424,7 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     paths, groups = expand(run_dirs)  # a claim over many runs: its runs
     rows = read_rows(paths)
     good = [r for r in rows if isinstance(r, Local)]
-    client = slurm_client(Path(p) for p in paths)
+    client = _client_for(Path(p) for p in paths)
     found, _ = adopt_orphans(good, client, now=SystemClock().now()) if good else ([], {})
     # each job once: a claim's paired samples share one job, the runs of a claim over many
     # runs its array's tasks

@@ -66,11 +66,16 @@ class RoutedClient(SlurmClient):
     """The Slurm client, but a local job's id is answered from its run directory (``dirs``:
     the run directories of this verb, read only when a local id is asked)."""
 
-    def __init__(self, runner: Runner, dirs: Iterable[Path]) -> None:
+    def __init__(self, runner: Runner, dirs: Iterable[Path] = ()) -> None:
         super().__init__(runner)
         self._dirs = dirs  # read once, on the first local id asked
         self._local: dict[str, LocalProcessRecord] | None = None
         self.ended: list[str] = []  # local jobs ``cancel`` found finished already
+
+    def know(self, dirs: Iterable[Path]) -> None:
+        """The run directories a verb is about: where its local jobs are looked up."""
+        self._dirs = dirs
+        self._local = None
 
     def _records(self) -> dict[str, LocalProcessRecord]:
         if self._local is None:
