@@ -353,7 +353,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         from ..printers.documents import cancelled
 
         unreadable = [row.message for row in done.unreadable]
-        out.print_json(cancelled(done.job_ids, done.never_submitted, unreadable))
-    elif done.job_ids:
+        out.print_json(cancelled(done.job_ids, done.never_submitted, unreadable, done.local_ended))
+        return 2 if done.unreadable else 0
+    for job_id in done.local_ended:
+        print(f"local run {job_id} has ended; nothing to cancel")
+    if done.job_ids:
         print(f"cancelled {' '.join(done.job_ids)}")
     return 2 if done.unreadable else 0

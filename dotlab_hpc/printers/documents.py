@@ -61,14 +61,19 @@ def initialised(manifest: Path, next_steps: Sequence[str]) -> dict[str, Any]:
 
 
 def cancelled(
-    job_ids: Sequence[str], never_submitted: Sequence[Path], unreadable: Sequence[str]
+    job_ids: Sequence[str],
+    never_submitted: Sequence[Path],
+    unreadable: Sequence[str],
+    local_ended: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``cancel --json``: the job ids cancelled, the runs never submitted (nothing to cancel)
-    and the error line of each run directory that could not be read."""
+    """``cancel --json``: the job ids cancelled, the runs never submitted (nothing to cancel),
+    the error line of each run directory that could not be read, and the local runs that had
+    already ended (nothing to cancel either)."""
     return {
         "cancelled": list(job_ids),
         "never_submitted": [os.fsdecode(p) for p in never_submitted],
         "unreadable": list(unreadable),
+        "local_ended": list(local_ended),
     }
 
 
