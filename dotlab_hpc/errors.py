@@ -20,6 +20,7 @@ class DotlabError(Exception):
 
     exit_code: int = 2
     retryable: bool = False
+    what: str = "an error"  # what the exit code means, in a verb's --help (``exit_codes``)
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -37,9 +38,13 @@ class DotlabError(Exception):
 class UsageError(DotlabError):
     """The command line, a path, or a directory is not usable as given (exit 2)."""
 
+    what = "a usage error"
+
 
 class ManifestError(DotlabError):
     """The manifest cannot be read or does not follow the contract; one line per problem."""
+
+    what = "an invalid manifest"
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__(problems[0] if problems else "invalid manifest")
@@ -53,6 +58,7 @@ class InputMismatch(DotlabError):
     """A pinned input (dataset, checkout, image) is not what the manifest says (exit 1)."""
 
     exit_code = 1
+    what = "a pinned input (dataset, checkout, image) is not what the manifest says"
 
     def __init__(self, mismatches: list[str]) -> None:
         super().__init__(mismatches[0] if mismatches else "input mismatch")
@@ -64,6 +70,8 @@ class InputMismatch(DotlabError):
 
 class OperatorError(DotlabError):
     """The cluster or the container runtime failed; not a finding about the claim (exit 2)."""
+
+    what = "the cluster or the container runtime failed"
 
 
 class Preempted(OperatorError):
@@ -108,9 +116,13 @@ class SlurmError(OperatorError):
 class SifError(DotlabError):
     """A file is not a readable SIF image (truncated, not SIF, or lying about its layout)."""
 
+    what = "a file is not a readable SIF image"
+
 
 class RunDirError(DotlabError):
     """A run directory is missing, incomplete, or in a state the command cannot act on (exit 2)."""
+
+    what = "a run directory cannot be read or acted on"
 
 
 # How every NotFinished hint begins: what the user (or a script waiting on collect) acts on.
@@ -121,3 +133,27 @@ class NotFinished(DotlabError):
     """``collect`` was asked about a job that has not finished yet (exit 2; try again later)."""
 
     retryable = True
+    what = "a job has not finished yet"
+
+
+# The table of errors: each class above that gives an exit code of its own meaning, in the order
+# a verb's --help lists them (``exit_codes``). Subclasses (a Slurm failure, a missing tool) keep
+# their parent's code and meaning.
+ERRORS: tuple[type[DotlabError], ...] = (
+    InputMismatch,
+    UsageError,
+    ManifestError,
+    OperatorError,
+    SifError,
+    RunDirError,
+    NotFinished,
+)
+INTERRUPTED = 130  # Ctrl-C: the exit code of an interrupted command
+
+
+def exit_codes() -> dict[int, list[str]]:
+    """Each exit code an error gives, with what gives it (``ERRORS``), smallest code first."""
+    table: dict[int, list[str]] = {}
+    for error in ERRORS:
+        table.setdefault(error.exit_code, []).append(error.what)
+    return dict(sorted(table.items()))

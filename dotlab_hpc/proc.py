@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from .errors import ProcTimeout, ToolMissing
 
@@ -118,6 +118,24 @@ class BatchDone:
     ended: float
 
 
+def _spawn_session(
+    args: tuple[str, ...], env: Mapping[str, str], cwd: Path, out: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """``args`` started in a session of its own, no stdin, stdout and stderr into ``out``."""
+    try:
+        return subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError as e:
+        raise ToolMissing(f"{args[0]}: program not found") from e
+
+
 def run_batch(
     argv: Sequence[str],
     *,
@@ -127,6 +145,7 @@ def run_batch(
     limit_s: float,
     usr1_lead_s: float | None = None,
     kill_wait_s: float = 30.0,
+    on_start: Callable[[int], None] | None = None,
 ) -> BatchDone:
     """Run a batch script here as slurmd would: stdout and stderr into ``output`` (appended),
     no stdin, its own session; ``SIGUSR1`` to the script alone ``usr1_lead_s`` before
@@ -138,18 +157,7 @@ def run_batch(
     args = tuple(argv)
     started = time.time()
     with output.open("ab") as out:
-        try:
-            p = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=dict(env),
-                cwd=cwd,
-                start_new_session=True,
-            )
-        except FileNotFoundError as e:
-            raise ToolMissing(f"{args[0]}: program not found") from e
+        p = _spawn_session(args, env, cwd, out)
 
         def stop() -> None:
             for sig, wait_s in ((signal.SIGTERM, kill_wait_s), (signal.SIGKILL, None)):
@@ -164,6 +172,8 @@ def run_batch(
                     continue
 
         try:
+            if on_start is not None:
+                on_start(p.pid)
             first = limit_s if usr1_lead_s is None else max(0.0, limit_s - usr1_lead_s)
             try:
                 return BatchDone(p.wait(timeout=first), False, started, time.time())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,21 +44,52 @@ def slurm_client() -> SlurmClient:
     local = _LOCAL.get()
     if local is not None:
         return local
+    from ..follow.local_runs import RoutedClient
     from ..proc import SubprocessRunner
-    from ..slurm.client import SlurmClient
 
-    return SlurmClient(SubprocessRunner())
+    return RoutedClient(SubprocessRunner())
+
+
+def _client_for(run_dirs: Iterable[Path]) -> SlurmClient:
+    """``slurm_client``, a ``run --local`` job of ``run_dirs`` answered from its run directory
+    and its process, never by Slurm (``follow.local_runs``)."""
+    from ..follow.local_runs import RoutedClient
+
+    client = slurm_client()
+    if isinstance(client, RoutedClient):
+        client.know(run_dirs)
+    return client
+
+
+def _record_local_task(run_dir: Path, job_id: str, pid: int | None) -> None:
+    """``local.json`` of a local job's run directory: waiting (no pid), then its process."""
+    from ..rundir.directory import RunDir
+    from ..rundir.models import LocalProcessRecord
+    from ..slurm.local import process_started
+
+    started = process_started(pid) if pid is not None else None
+    RunDir(run_dir).write_local_process(LocalProcessRecord(job_id=job_id, pid=pid, started=started))
 
 
 @contextlib.contextmanager
 def local_jobs() -> Iterator[None]:
-    """Within it, every verb's jobs run on this machine without Slurm (``run --local``)."""
+    """Within it, every verb's jobs run on this machine without Slurm (``run --local``), each
+    task with a progress line while it runs (``local_progress``)."""
     from ..slurm.local import LocalCluster
+    from .local_progress import LocalTicks
 
-    token = _LOCAL.set(LocalCluster())
+    ticks = LocalTicks()
+
+    def on_task(run_dir: Path, job_id: str, pid: int | None) -> None:
+        _record_local_task(run_dir, job_id, pid)
+        if pid is not None:
+            ticks.start(run_dir, job_id)
+
+    token = _LOCAL.set(LocalCluster(on_task=on_task, on_ended=ticks.stop))
     try:
         yield
     finally:
+        ticks.stop()
         _LOCAL.reset(token)
 
 
@@ -180,7 +211,7 @@ def follow_calling(
     trace_path = os.environ.get(TRACE_ENV)
     return follow_runs(
         dirs,
-        slurm_client(),
+        _client_for(d.rd.path if not isinstance(d, RunDir) else d.path for d in dirs),
         SystemClock(),
         knobs=Knobs.from_env(),
         on_cycle=on_cycle,
@@ -237,7 +268,8 @@ def status_rows(run_dirs: Sequence[PathLike]) -> list[Row]:
     from ..follow.poll import poll_rows, read_rows
 
     paths, groups = expand(run_dirs)  # a claim over many runs: its runs, then one row
-    return fold(poll_rows(read_rows(paths), slurm_client(), now=SystemClock().now()), groups)
+    client = _client_for(Path(p) for p in paths)
+    return fold(poll_rows(read_rows(paths), client, now=SystemClock().now()), groups)
 
 
 def watch_rows(run_dirs: Sequence[PathLike], *, on_cycle: OnCycle | None = None) -> list[Row]:
@@ -309,7 +341,7 @@ def collect_all(
     from ..rundir.events import step_logger
 
     now = SystemClock().now()
-    client = slurm_client()
+    client = _client_for(_member_dirs(run_dirs))
     log = step_logger(None if log_file is None else Path(log_file))
 
     def runs(dirs: Sequence[RunDir], extra: Path | None = None) -> list[Collected]:
@@ -339,6 +371,14 @@ def collect_all(
 
         write_record(out[0].record, Path(record))
     return out
+
+
+def _member_dirs(run_dirs: Sequence[PathLike]) -> Iterator[Path]:
+    """The run directories of ``run_dirs``, a claim over many runs' own runs in its place
+    (read only when a local job's id is asked)."""
+    from ..follow.claims import expand
+
+    yield from (Path(p) for p in expand(run_dirs)[0])
 
 
 def records(collected: Sequence[Collected]) -> list[ClaimRecord]:
@@ -375,11 +415,13 @@ def collect(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[ClaimRecord
 # --------------------------------------------------------------------------- cancel
 @dataclass(frozen=True)
 class Cancelled:
-    """What ``cancel`` did: the job ids cancelled, the runs never submitted, the unreadable."""
+    """What ``cancel`` did: the job ids cancelled, the runs never submitted, the unreadable,
+    and the ``run --local`` jobs that had ended already (nothing was signalled)."""
 
     job_ids: tuple[str, ...]
     never_submitted: tuple[Path, ...]
     unreadable: tuple[BadRun, ...]
+    local_ended: tuple[str, ...] = ()
 
 
 def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
@@ -387,6 +429,7 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     missing is found by its name), in one call."""
     from ..clock import SystemClock
     from ..follow.claims import expand
+    from ..follow.local_runs import RoutedClient
     from ..follow.orphans import adopt_orphans
     from ..follow.poll import read_rows
     from ..follow.states import BadRun, Local
@@ -394,16 +437,18 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     paths, groups = expand(run_dirs)  # a claim over many runs: its runs
     rows = read_rows(paths)
     good = [r for r in rows if isinstance(r, Local)]
-    client = slurm_client()
+    client = _client_for(Path(p) for p in paths)
     found, _ = adopt_orphans(good, client, now=SystemClock().now()) if good else ([], {})
     # each job once: a claim's paired samples share one job, the runs of a claim over many
     # runs its array's tasks
     ids = list(dict.fromkeys(lo.job_id for lo in found if lo.job_id is not None))
     if ids:
         client.cancel(ids)
+    ended = tuple(client.ended) if isinstance(client, RoutedClient) else ()
     broken = [BadRun(g.claim_dir, g.error) for g in groups if g is not None and g.error]
     return Cancelled(
-        job_ids=tuple(ids),
+        job_ids=tuple(i for i in ids if i not in ended),
+        local_ended=ended,
         never_submitted=tuple(lo.rd.path for lo in found if lo.job_id is None),
         unreadable=tuple(broken + [r for r in rows if isinstance(r, BadRun)]),
     )

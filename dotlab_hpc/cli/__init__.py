@@ -14,7 +14,7 @@ import os
 import sys
 
 from .. import TOOL_NAME
-from ..errors import DotlabError
+from ..errors import INTERRUPTED, DotlabError
 from .output import print_error_lines
 
 # Imported where used: `dotlab-hpc hash` starts in ~50 ms and must not pay for pydantic,
@@ -64,9 +64,10 @@ def entry() -> NoReturn:
 
 def _main(argv: Sequence[str] | None) -> int:
     from .options import joined_sbatch_args
+    from .parser import parse
     from .verbs import build_parser
 
-    args = build_parser().parse_args(joined_sbatch_args(sys.argv[1:] if argv is None else argv))
+    args = parse(build_parser(), joined_sbatch_args(sys.argv[1:] if argv is None else argv))
     try:
         code: int = args.handler(args)  # the verb's handler, from the table (``verbs.VERBS``)
     except DotlabError as e:
@@ -78,7 +79,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         return 0
     return code

@@ -122,11 +122,17 @@ def cmd_verify_bundle(args: argparse.Namespace) -> int:
 def keygen_args(p: argparse.ArgumentParser) -> None:
     """``keygen``: the private key to write."""
     p.add_argument("key", type=Path, help="the private key to write (mode 0600); KEY.pub beside")
+    add_json(p)
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     """Write the key pair; one line naming both and the key id."""
     pub, kid = api.keygen(args.key)
+    if args.json:
+        from ..printers.documents import key_pair
+
+        out.print_json(key_pair(args.key, pub, kid))
+        return 0
     print(f"{args.key}: Ed25519 private key (mode 0600); {pub}: its public key; key id {kid}")
     return 0
 

@@ -26,6 +26,7 @@ from .output import print_error, print_json
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
 
 # --------------------------------------------------------------------------- init
@@ -53,6 +54,7 @@ def init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--working-dir", help="the folder in the checkout the entrypoint starts in")
     p.add_argument("-o", "--output", type=Path, required=True, help="the manifest to write (.yaml)")
     p.add_argument("--force", action="store_true", help="replace an existing manifest")
+    add_json(p)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -69,11 +71,15 @@ def cmd_init(args: argparse.Namespace) -> int:
         working_dir=args.working_dir,
         force=args.force,
     )
+    steps = [*done.notes, *([f"dotlab-hpc validate {done.manifest}"] if done.complete else [])]
+    if args.json:
+        from ..printers.documents import initialised
+
+        print_json(initialised(done.manifest, steps))
+        return 0
     print(f"wrote {done.manifest}")
-    for note in done.notes:
-        print(f"next: {note}")
-    if done.complete:
-        print(f"next: dotlab-hpc validate {done.manifest}")
+    for step in steps:
+        print(f"next: {step}")
     return 0
 
 
@@ -81,13 +87,30 @@ def cmd_init(args: argparse.Namespace) -> int:
 def validate_args(p: argparse.ArgumentParser) -> None:
     """``validate``: the manifests."""
     p.add_argument("manifest", nargs="+", type=Path)
+    add_json(p)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Check the manifests: nothing printed but errors and warnings."""
-    for warning in api.validate(args.manifest):
-        print_error(f"warning: {warning}")
+    """Check the manifests: nothing printed but errors and warnings (``--json``: the warnings,
+    in one document, too)."""
+    warnings = api.validate(args.manifest)
+    print_warnings(warnings)
+    if args.json:
+        from ..printers.documents import validated
+
+        print_json(validated(args.manifest, warnings))
     return 0
+
+
+def print_warnings(warnings: Sequence[str]) -> None:
+    """Each warning, one line on stderr (under ``--json`` too: the document repeats them)."""
+    for warning in warnings:
+        print_error(f"warning: {warning}")
+
+
+def schema_args(p: argparse.ArgumentParser) -> None:
+    """``schema``: --json (the schema is one JSON document either way)."""
+    add_json(p)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -179,14 +202,14 @@ def cmd_render(args: argparse.Namespace) -> int:
         path, conversion = api.convert_dockerfile(
             args.from_dockerfile, args.output, target=args.target
         )
-        for warning in conversion.warnings:
-            print_error(f"warning: {warning}")
+        print_warnings(conversion.warnings)
         out.print_paths([path], args.json, conversion.warnings)
         return 0
     if args.target is not None:
         raise UsageError("--target names a stage of a Dockerfile: give --from-dockerfile too")
     if args.manifest is None:
         raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
+    warnings = api.validate([args.manifest])  # the same list as validate's (or its errors)
     written = api.render(
         args.manifest,
         args.output,
@@ -197,7 +220,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         image=args.image,
         **site_options(args),
     )
-    out.print_paths(written, args.json)
+    print_warnings(warnings)
+    out.print_paths(written, args.json, warnings)
     return 0
 
 
@@ -209,21 +233,28 @@ def shell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", type=Path, help="the shell's /work/out (default: a fresh folder)")
     p.add_argument("--local", action="store_true", help="on this machine, without Slurm")
     add_site_options(p)
+    add_json(p)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    """An interactive sh in the claim's sandbox; its exit code."""
-    return api.shell(
-        api.plan_shell(
-            args.manifest,
-            code_dir=args.code_dir,
-            data_dir=args.data_dir,
-            image=args.image,
-            out_dir=args.out_dir,
-            local=args.local,
-            **site_options(args),
-        )
+    """An interactive sh in the claim's sandbox; its exit code (``--json``: the shell on the
+    terminal through stderr, then its exit status as one document on stdout)."""
+    plan = api.plan_shell(
+        args.manifest,
+        code_dir=args.code_dir,
+        data_dir=args.data_dir,
+        image=args.image,
+        out_dir=args.out_dir,
+        local=args.local,
+        **site_options(args),
     )
+    with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
+        code = api.shell(plan)
+    if args.json:
+        from ..printers.documents import shell_exit
+
+        print_json(shell_exit(code))
+    return code
 
 
 # --------------------------------------------------------------------------- build

@@ -337,6 +337,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def cancel_args(p: argparse.ArgumentParser) -> None:
     """``cancel``: the run directories."""
     p.add_argument("run_dirs", nargs="+", type=Path)
+    add_json(p)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -348,6 +349,14 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         print_error(row.message)
     for path in done.never_submitted:
         print_error(f"{path}: never submitted; nothing to cancel")
+    if args.json:
+        from ..printers.documents import cancelled
+
+        unreadable = [row.message for row in done.unreadable]
+        out.print_json(cancelled(done.job_ids, done.never_submitted, unreadable, done.local_ended))
+        return 2 if done.unreadable else 0
+    for job_id in done.local_ended:
+        print(f"local run {job_id} has ended; nothing to cancel")
     if done.job_ids:
         print(f"cancelled {' '.join(done.job_ids)}")
     return 2 if done.unreadable else 0

@@ -13,7 +13,8 @@ import sys
 
 from .. import TOOL_NAME
 from . import bundles, inputs, runs, sites
-from .options import add_globals
+from .options import add_globals, add_json
+from .parser import HelpFormatter, Parser, with_exit_codes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,26 +25,27 @@ if TYPE_CHECKING:
 
 
 class Verb:
-    """One verb of the command line: its name, its help, its grammar and its handler (read-only)."""
+    """One verb of the command line: its name, its help, its grammar and its handler (read-only);
+    ``finding``: what it exits 1 for besides the errors' exit codes (a check that failed)."""
 
-    __slots__ = ("grammar", "handler", "help", "name")
+    __slots__ = ("finding", "grammar", "handler", "help", "name")
     name: str
     help: str
     grammar: Grammar
     handler: Handler
+    finding: str
 
-    def __init__(self, name: str, help: str, grammar: Grammar, handler: Handler) -> None:
+    def __init__(
+        self, name: str, help: str, grammar: Grammar, handler: Handler, finding: str = ""
+    ) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "help", help)
         object.__setattr__(self, "grammar", grammar)
         object.__setattr__(self, "handler", handler)
+        object.__setattr__(self, "finding", finding)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Verb is read-only ({name})")
-
-
-def no_arguments(p: argparse.ArgumentParser) -> None:
-    """The grammar of a verb that takes only the global options."""
 
 
 # --------------------------------------------------------------------------- completion
@@ -53,11 +55,20 @@ SHELLS = ("bash", "zsh")
 def completion_args(p: argparse.ArgumentParser) -> None:
     """``completion``: the shell."""
     p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+    add_json(p)
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    """The shell's completion script on stdout (``completion_script``)."""
-    sys.stdout.write(completion_script(args.shell))
+    """The shell's completion script on stdout (``completion_script``; ``--json``: in a
+    document)."""
+    script = completion_script(args.shell)
+    if args.json:
+        from ..printers.documents import completion
+        from .output import print_json
+
+        print_json(completion(args.shell, script))
+    else:
+        sys.stdout.write(script)
     return 0
 
 
@@ -87,6 +98,8 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 # --------------------------------------------------------------------------- the table
+ANOTHER = "some run has another outcome than reproduced"  # run, collect, reproduce: exit 1
+
 VERBS: tuple[Verb, ...] = (
     Verb(
         "init",
@@ -96,11 +109,11 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "validate",
-        "check manifests; print nothing but errors",
+        "check manifests; print only their errors and warnings",
         inputs.validate_args,
         inputs.cmd_validate,
     ),
-    Verb("schema", "print the manifest's JSON Schema", no_arguments, inputs.cmd_schema),
+    Verb("schema", "print the manifest's JSON Schema", inputs.schema_args, inputs.cmd_schema),
     Verb(
         "hash",
         "print `sha256  path` for files and directories",
@@ -112,6 +125,7 @@ VERBS: tuple[Verb, ...] = (
         "run the pre-flight checks; submit nothing",
         inputs.verify_args,
         inputs.cmd_verify,
+        finding="some input does not match",
     ),
     Verb(
         "render",
@@ -124,13 +138,15 @@ VERBS: tuple[Verb, ...] = (
         "verify, render and sbatch; print the run directory and job id",
         runs.submit_args,
         runs.cmd_submit,
+        finding="some claim's inputs did not match: it was not submitted",
     ),
-    Verb("run", "submit --wait, then collect", runs.run_args, runs.cmd_run),
+    Verb("run", "submit --wait, then collect", runs.run_args, runs.cmd_run, finding=ANOTHER),
     Verb(
         "doctor",
         "what this site's Apptainer and Slurm give: exit 0/1/2",
         sites.doctor_args,
         sites.cmd_doctor,
+        finding="a property did not hold (2: one could not be checked)",
     ),
     Verb(
         "site",
@@ -149,6 +165,7 @@ VERBS: tuple[Verb, ...] = (
         "classify a finished run and write its record",
         runs.collect_args,
         runs.cmd_collect,
+        finding=ANOTHER,
     ),
     Verb(
         "shell",
@@ -192,12 +209,14 @@ VERBS: tuple[Verb, ...] = (
         "check a handoff bundle (folder or .tar)",
         bundles.verify_bundle_args,
         bundles.cmd_verify_bundle,
+        finding="a check of the bundle failed",
     ),
     Verb(
         "reproduce",
         "a reviewer's rerun of a bundle: check it, run it, show both results side by side",
         runs.reproduce_args,
         runs.cmd_reproduce,
+        finding=ANOTHER,
     ),
     Verb(
         "keygen",
@@ -217,16 +236,24 @@ VERBS: tuple[Verb, ...] = (
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; one subparser per verb of the table (docs/contract.md §2), its
     handler kept on the parsed arguments (``args.handler``)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=TOOL_NAME,
         description="Reproduce a paper's claim on Slurm inside Apptainer, with pinned inputs.",
+        formatter_class=HelpFormatter,
     )
     add_globals(parser, on_verb=False)
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     add_globals(common, on_verb=True)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for verb in VERBS:
-        p = sub.add_parser(verb.name, help=verb.help, description=verb.help, parents=[common])
+        p = sub.add_parser(
+            verb.name,
+            help=verb.help,
+            description=verb.help,
+            parents=[common],
+            formatter_class=HelpFormatter,
+        )
         verb.grammar(p)
+        with_exit_codes(p, verb.finding)
         p.set_defaults(handler=verb.handler)
     return parser

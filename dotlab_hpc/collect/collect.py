@@ -21,6 +21,7 @@ from ..errors import (
     ProcTimeout,
     SlurmError,
 )
+from ..follow.local_runs import local_process
 from ..follow.lost import lost_error, lost_reason
 from ..follow.orphans import jobs_by_name, own_job
 from ..follow.states import NOT_YET_KNOWN_GRACE, lookup_since, parse_ts
@@ -174,14 +175,20 @@ def slurm_unanswered(e: SlurmError | ProcTimeout) -> SlurmError:
 
 
 def _orphan_jobs(todo: Sequence[RunFiles], client: SlurmClient, now: datetime) -> dict[Path, str]:
-    """The job of each run whose submission.json was never written, found by its name."""
+    """The job of each run whose submission.json was never written, found by its name (a
+    ``run --local`` job still running: named by its ``local.json``, never asked of Slurm)."""
     orphans = [f for f in todo if f.submission is None]
+    out: dict[Path, str] = {}
+    for f in orphans:
+        rec = local_process(f.run_dir)
+        if rec is not None:
+            out[f.run_dir.path] = rec.job_id
+    orphans = [f for f in orphans if f.run_dir.path not in out]
     if not orphans:
-        return {}
+        return out
     found = jobs_by_name(
         [f.run.job_name for f in orphans], [_since(f) for f in orphans], client, now=now
     )
-    out: dict[Path, str] = {}
     for f in orphans:
         jobs = found.get(f.run.job_name)
         if jobs:

@@ -69,7 +69,7 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
     status = rd.status() if status_read else None
     # a record matters only without a submission (input_mismatch) or once the job ended
     record = rd.record() if sub is None or status is not None else None
-    job_id = sub.job_id if sub is not None else None
+    job_id = sub.job_id if sub is not None else _local_job_id(rd)
     submitted = parse_ts(sub.submitted_at) if sub is not None else None
     done: RunState | None = None
     if record is not None and sub is None:
@@ -94,6 +94,16 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
         done,
         status_read,
     )
+
+
+def _local_job_id(rd: RunDir) -> str | None:
+    """A ``run --local`` job's id while it runs (its submission.json is written once it
+    ended): from ``local.json``, so that it is never looked for by name in Slurm."""
+    try:
+        rec = rd.local_process()
+    except RunDirError:
+        return None
+    return rec.job_id if rec is not None else None
 
 
 def _from_status(

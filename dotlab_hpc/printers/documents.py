@@ -49,6 +49,49 @@ def written(paths: Sequence[Path], warnings: Sequence[str] = ()) -> dict[str, An
     return {"written": [os.fsdecode(p) for p in paths], "warnings": list(warnings)}
 
 
+def validated(manifests: Sequence[Path], warnings: Sequence[str]) -> dict[str, Any]:
+    """``validate --json``: the manifests checked (each valid, or it is an error) and the
+    warnings, the same list ``validate`` and ``render`` print."""
+    return {"valid": [os.fsdecode(p) for p in manifests], "warnings": list(warnings)}
+
+
+def initialised(manifest: Path, next_steps: Sequence[str]) -> dict[str, Any]:
+    """``init --json``: the manifest written and the steps to take next."""
+    return {"wrote": os.fsdecode(manifest), "next": list(next_steps)}
+
+
+def cancelled(
+    job_ids: Sequence[str],
+    never_submitted: Sequence[Path],
+    unreadable: Sequence[str],
+    local_ended: Sequence[str] = (),
+) -> dict[str, Any]:
+    """``cancel --json``: the job ids cancelled, the runs never submitted (nothing to cancel),
+    the error line of each run directory that could not be read, and the local runs that had
+    already ended (nothing to cancel either)."""
+    return {
+        "cancelled": list(job_ids),
+        "never_submitted": [os.fsdecode(p) for p in never_submitted],
+        "unreadable": list(unreadable),
+        "local_ended": list(local_ended),
+    }
+
+
+def key_pair(key: Path, public: Path, key_id: str) -> dict[str, str]:
+    """``keygen --json``: the private key (mode 0600), its public key and the key id."""
+    return {"private_key": os.fsdecode(key), "public_key": os.fsdecode(public), "key_id": key_id}
+
+
+def completion(shell: str, script: str) -> dict[str, str]:
+    """``completion --json``: the shell and its completion script."""
+    return {"shell": shell, "script": script}
+
+
+def shell_exit(code: int) -> dict[str, int]:
+    """``shell --json``: the interactive shell's exit status."""
+    return {"exit_code": code}
+
+
 def collected(results: Sequence[Collected]) -> list[dict[str, Any]]:
     """``collect --json`` and ``run --json``: per run its outcome, reason, the record's path
     and the record itself, or the error (``message``, ``hint``) why there is none."""

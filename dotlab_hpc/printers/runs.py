@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .. import TOOL_NAME
 from ..slurm.directives import asked_args
+from ..slurm.jobids import is_local_job_id
 from ..slurm.states import is_terminal, parse_state
 from ..slurm.units import duration
 from .table import table
@@ -43,7 +44,7 @@ def submission_lines(res: SubmitResult) -> list[str]:
     rows = []
     for r in res.shown:
         if r.job_id:
-            what = r.job_id
+            what = "local" if is_local_job_id(r.job_id) else r.job_id  # run --local: no job
         elif r.mismatch is not None:
             what = f"not submitted: input_mismatch: {r.mismatch.reason}"
         else:

@@ -23,6 +23,7 @@ from .heads import RunHead, SubmissionHead, indexed_run_head, shared_submission_
 from .names import (
     CLAIM_FILE,
     EVENTS,
+    LOCAL_FILE,
     LOCK,
     MAX_JSON_BYTES,
     MAX_MANIFEST_COPY_BYTES,
@@ -36,7 +37,15 @@ from .names import (
 
 if TYPE_CHECKING:
     from ..manifest.models import Manifest
-    from .models import ClaimRuns, JobStatus, M, NotSubmittedRecord, RunRecord, SubmissionRecord
+    from .models import (
+        ClaimRuns,
+        JobStatus,
+        LocalProcessRecord,
+        M,
+        NotSubmittedRecord,
+        RunRecord,
+        SubmissionRecord,
+    )
     from .records import ClaimRecord
 
 
@@ -209,6 +218,18 @@ class RunDir:
         from .models import NotSubmittedRecord
 
         return self._read(NOT_SUBMITTED_FILE, NotSubmittedRecord)
+
+    def local_process(self) -> LocalProcessRecord | None:
+        """The ``run --local`` job of this run and its process, or None (not a local run's)."""
+        from .models import LocalProcessRecord
+
+        return self._read(LOCAL_FILE, LocalProcessRecord)
+
+    def write_local_process(self, rec: LocalProcessRecord) -> None:
+        """Write ``local.json`` atomically (``run --local``, as its task waits and starts)."""
+        from ..fsio.write import atomic_write_bytes
+
+        atomic_write_bytes(self.file(LOCAL_FILE), rec.model_dump_json(indent=2).encode() + b"\n")
 
     def status(self) -> JobStatus | None:
         """The job's status file, or None while the job has not written it."""

@@ -149,6 +149,16 @@ class SubmissionRecord(_Frozen):
         )
 
 
+class LocalProcessRecord(_Frozen):
+    """``local.json``: a ``run --local`` job, written before its task starts (``pid`` None:
+    waiting for the tasks before it) and again once its process runs. ``started`` tells that
+    process from a later one given the same pid (boot id and start time, ``slurm.local``)."""
+
+    job_id: str = Field(pattern=r"^0[0-9]+(_[0-9]+)?$")
+    pid: int | None = Field(default=None, gt=1)
+    started: str | None = None
+
+
 class NotSubmittedRecord(_Frozen):
     """``not_submitted.json``: sbatch failed for this run, and its run directory was kept (a
     job could not be ruled out, or the folder could not be removed). ``status`` and

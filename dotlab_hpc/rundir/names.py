@@ -37,6 +37,10 @@ RUN_FILE = "run.json"
 SUBMISSION_FILE = "submission.json"
 
 
+# ``run --local``: the local job and its process (``LocalProcessRecord``), written when it starts
+LOCAL_FILE = "local.json"
+
+
 # A claim over many runs (docs/contract.md §11): its folder holds claim.json (``ClaimRuns``),
 # the manifest's copy, one run directory per run (``run-K``) and, once collected, record.json.
 CLAIM_FILE = "claim.json"

@@ -21,7 +21,18 @@ def check_job_ids(job_ids: Sequence[str]) -> tuple[str, ...]:
                 f"not a Slurm job id: {job_id!r}",
                 hint="a job id is digits, or digits_digits for an array task (12_3)",
             )
+        if is_local_job_id(job_id):  # the last line of defence: never scancel another's job
+            raise SlurmError(
+                f"{job_id} is a `run --local` job's id, not a Slurm job's: no Slurm command"
+                " may receive it",
+                hint="a local run is read from its run directory and its own process",
+            )
     return ids
+
+
+def is_local_job_id(job_id: str) -> bool:
+    """Whether ``job_id`` is a ``run --local`` job's: a leading ``0``, which Slurm never gives."""
+    return job_id.startswith("0")
 
 
 def task_job_id(array_job_id: str, task_index: int | str) -> str:

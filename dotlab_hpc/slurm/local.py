@@ -17,9 +17,10 @@ import os
 import re
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from ..errors import SlurmError
@@ -32,6 +33,22 @@ from .units import parse_time_limit
 _KEPT = ("HOME", "USER", "LOGNAME", "LANG", "TMPDIR")
 _SIGNAL_RE = re.compile(r"^#SBATCH --signal=B:USR1@([0-9]+)$", re.M)
 _TIME_RE = re.compile(r"^#SBATCH --time=(\S+)$", re.M)
+
+# Told of each task (its run directory, its job id, its pid) before it starts (pid None) and as
+# it starts: ``api.runs.local_jobs`` records it there, so that other verbs find its process.
+TaskHook = Callable[[Path, str, "int | None"], None]
+
+
+def process_started(pid: int) -> str | None:
+    """When process ``pid`` started, as ``BOOT_ID:TICKS`` (/proc/PID/stat's 22nd field), or
+    None when there is no such process: a pid reused by a later process gives another value."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the name in parentheses may hold spaces
+    return f"{boot}:{fields[19]}" if len(fields) > 19 else None
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,10 @@ def job_info(job_id: str, name: str, node: str, done: BatchDone) -> JobInfo:
     )
 
 
+def _own(job_id: str, task: int | None) -> str:
+    return job_id if task is None else f"{job_id}_{task}"
+
+
 class _NoSlurm:
     """The runner of a ``LocalCluster``: a local run never runs a Slurm command."""
 
@@ -149,8 +170,16 @@ class LocalCluster(SlurmClient):
         """No cluster: the job ran on this machine."""
         return None
 
-    def __init__(self, environ: Mapping[str, str] | None = None, node: str | None = None) -> None:
+    def __init__(
+        self,
+        environ: Mapping[str, str] | None = None,
+        node: str | None = None,
+        on_task: TaskHook | None = None,
+        on_ended: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(_NoSlurm())
+        self._on_task = on_task
+        self._on_ended = on_ended  # after each task, however it ended
         self._environ = dict(os.environ if environ is None else environ)
         self.node = node or socket.gethostname().split(".")[0] or "localhost"
         self.jobs: dict[str, JobInfo] = {}
@@ -182,9 +211,16 @@ class LocalCluster(SlurmClient):
         limit_s = float(parse_time_limit(found.group(1))) if found else 365 * 86400.0
         usr1 = _SIGNAL_RE.search(text)
         cwd = req.chdir or Path.cwd()
-        for task in req.tasks if req.tasks is not None else (None,):
-            own = job_id if task is None else f"{job_id}_{task}"
-            out = expand_output(req.output, job_id=own, array_job_id=job_id, task=task)
+        tasks = req.tasks if req.tasks is not None else (None,)
+        outs = {
+            t: cwd / expand_output(req.output, job_id=_own(job_id, t), array_job_id=job_id, task=t)
+            for t in tasks
+        }
+        for t in tasks:
+            self._tell(outs[t].parent, _own(job_id, t), None)
+        for task in tasks:
+            own = _own(job_id, task)
+            out = outs[task]
             env = job_env(
                 self._environ,
                 job_id=own,
@@ -194,17 +230,26 @@ class LocalCluster(SlurmClient):
                 task=task,
                 submit_dir=cwd,
             )
-            done = run_batch(
-                ("/bin/bash", str(req.script), *req.script_args),
-                env=env,
-                cwd=cwd,
-                output=cwd / out,
-                limit_s=limit_s,
-                usr1_lead_s=float(usr1.group(1)) if usr1 else None,
-            )
+            try:
+                done = run_batch(
+                    ("/bin/bash", str(req.script), *req.script_args),
+                    env=env,
+                    cwd=cwd,
+                    output=out,
+                    limit_s=limit_s,
+                    usr1_lead_s=float(usr1.group(1)) if usr1 else None,
+                    on_start=partial(self._tell, out.parent, own),
+                )
+            finally:
+                if self._on_ended is not None:
+                    self._on_ended()
             self.jobs[own] = job_info(own, req.job_name, self.node, done)
             self._names.setdefault(req.job_name, []).append(own)
         return job_id
+
+    def _tell(self, run_dir: Path, job_id: str, pid: int | None) -> None:
+        if self._on_task is not None:
+            self._on_task(run_dir, job_id, pid)
 
     def query(self, job_ids: Sequence[str], *, since: datetime) -> dict[str, JobInfo]:
         return {j: self.jobs[j] for j in job_ids if j in self.jobs}

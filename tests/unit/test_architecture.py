@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("cli.sites", "the verbs about the site: site, doctor"),
     ("cli.output", "what the command line writes: errors on stderr, JSON or lines on stdout"),
     ("cli.options", "the option groups several verbs share"),
+    ("cli.parser", "the parser: one-line argument errors, each verb's exit codes in its help"),
     ("api", "the verbs as typed functions: the one definition of each"),
     ("printers", "output for people: aligned lines and tables"),
     ("bundle", "stage 7: the handoff bundle, its check, a reviewer's rerun"),

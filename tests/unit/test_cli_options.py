@@ -255,7 +255,8 @@ def test_render_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     argv = ["render", str(MINIMAL), "-o", str(tmp_path), "--apptainer", "/x/apptainer"]
     assert main([*argv, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["warnings"] == []
+    assert doc["warnings"] == api.validate([MINIMAL])  # validate's list (issue 38), three
+    assert len(doc["warnings"]) == 3
     assert [Path(p).name for p in doc["written"]] == ["job.sbatch", "task.facts"]
 
 

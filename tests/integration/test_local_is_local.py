@@ -1,0 +1,115 @@
+"""Local runs are local (issue 38): ``status``, ``status --watch``, ``collect`` and ``cancel`` of
+a ``run --local`` run, in progress and finished, read its run directory and its process.
+
+``squeue``, ``sacct``, ``scancel``, ``sbatch``, ``scontrol`` and ``sinfo`` on PATH here write
+their argv into a marker file and exit 1, and SLURM_CONF names a readable file (so the Slurm
+client's own check of it would not stop a call first): any Slurm command run shows in the marker.
+No Slurm cluster is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import platform
+from tests.support.claims import Kit
+
+FAKES = ("squeue", "sacct", "scancel", "sbatch", "scontrol", "sinfo")
+
+
+@pytest.fixture
+def kit(tmp_path: Path) -> Kit:
+    platform.require()
+    fake = tmp_path / "fake-slurm"
+    fake.mkdir()
+    marker = shlex.quote(str(tmp_path / "slurm-called"))
+    for name in FAKES:
+        (fake / name).write_text(
+            f'#!/bin/sh\necho "{name} $*" >> {marker}\necho "{name} must not run" >&2\nexit 1\n'
+        )
+        (fake / name).chmod(0o755)
+    (tmp_path / "slurm.conf").write_text("ClusterName=none\n")
+    env = {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "SLURM_CONF": str(tmp_path / "slurm.conf"),
+    }
+    return Kit(tmp_path, env)
+
+
+def no_slurm_called(kit: Kit) -> None:
+    marker = kit.root / "slurm-called"
+    assert not marker.exists(), marker.read_text()
+
+
+def cli(kit: Kit, *args: str) -> subprocess.Popen[str]:
+    """``python -m dotlab_hpc ARGS`` started in the background."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dotlab_hpc", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=kit.env,
+        cwd=kit.root,
+    )
+
+
+def started(run_dir: Path, timeout_s: float = 120.0) -> dict[str, object]:
+    """``local.json`` once the local job's process runs."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            rec: dict[str, object] = json.loads((run_dir / "local.json").read_text())
+        except (OSError, ValueError):
+            rec = {}
+        if rec.get("pid"):
+            return rec
+        time.sleep(0.2)
+    pytest.fail(f"{run_dir}: the local job did not start within {timeout_s:g} s")
+
+
+def test_a_local_run_in_progress_is_followed_and_cancelled_without_slurm(kit: Kit) -> None:
+    args = kit.inputs(kit.manifest("locbusy", mode="sleep 120"))
+    run_dir = Path(args[args.index("--run-dir") + 1])
+    run = cli(kit, "run", *args, "--local")
+    rec = started(run_dir)
+    assert str(rec["job_id"]).startswith("0")
+    status = kit.cli("status", str(run_dir))
+    assert status.rc == 0 and "RUNNING" in status.stdout, status.stdout + status.stderr
+    not_yet = kit.cli("collect", str(run_dir))
+    assert not_yet.rc != 0 and not (run_dir / "record.json").exists(), not_yet.stderr
+    assert "squeue" not in not_yet.stderr and "sacct" not in not_yet.stderr
+    watch = cli(kit, "status", "--watch", str(run_dir))
+    cancel = kit.cli("cancel", str(run_dir))
+    assert cancel.rc == 0 and f"cancelled {rec['job_id']}" in cancel.stdout, cancel.stderr
+    out, err = run.communicate(timeout=120)  # ended by the cancel, not by its 120 s sleep
+    assert run.returncode != 0 and "reproduced" not in out, out + err
+    watched, werr = watch.communicate(timeout=60)  # --watch ends with the run
+    assert watch.returncode in (0, 1) and "FINISHED" in watched, watched + werr
+    no_slurm_called(kit)
+
+
+def test_a_finished_local_run_is_read_from_its_files(kit: Kit) -> None:
+    res = kit.run(kit.manifest("locdone"), "--local")
+    assert res.rc == 0 and res.run_dir is not None, res.stdout + res.stderr
+    rd = str(res.run_dir)
+    status = kit.cli("status", rd)
+    assert status.rc == 0 and "FINISHED" in status.stdout, status.stderr
+    watch = kit.cli("status", "--watch", rd, timeout=60)
+    assert watch.rc == 0 and "FINISHED" in watch.stdout, watch.stderr
+    collected = kit.cli("collect", rd)
+    assert collected.rc == 0 and "reproduced" in collected.stdout, collected.stderr
+    job_id = json.loads((res.run_dir / "submission.json").read_text())["job_id"]
+    cancel = kit.cli("cancel", rd)
+    assert cancel.rc == 0, cancel.stderr
+    assert cancel.stdout == f"local run {job_id} has ended; nothing to cancel\n"
+    assert json.loads((res.run_dir / "record.json").read_text())["outcome"] == "reproduced"
+    no_slurm_called(kit)

@@ -1,0 +1,202 @@
+"""Issue 38, item 6: the command line without sharp edges. An argument error is one line and the
+verb's --help to try (exit 2); every verb takes --json; each verb's --help ends with its exit
+codes, written from the table of errors; validate and render give the same warnings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc import api
+from dotlab_hpc.api import first_manifest
+from dotlab_hpc.cli import main
+from dotlab_hpc.cli.parser import exit_codes_epilog
+from dotlab_hpc.cli.verbs import VERBS, build_parser
+from dotlab_hpc.errors import ERRORS, InputMismatch, UsageError, exit_codes
+
+MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
+MINIMAL = MANIFESTS / "minimal.yaml"  # three warnings: no tolerance, no license, no code.repo
+
+
+def outcome(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """The exit code, stdout and stderr of the command line run in-process; an argument error
+    (or --help) leaves argparse's way, by SystemExit."""
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --------------------------------------------------------------------------- argument errors
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["validate"], "dotlab-hpc validate: the following arguments are required: manifest"),
+        (
+            ["validate", "--json"],
+            "dotlab-hpc validate: the following arguments are required: manifest",
+        ),
+        (
+            ["verify", "c.yaml"],
+            "dotlab-hpc verify: the following arguments are required: --code-dir, --image",
+        ),
+        (["hash", "x", "--nope"], "dotlab-hpc hash: unrecognized arguments: --nope"),
+        (
+            ["completion", "fish"],
+            "dotlab-hpc completion: argument shell: invalid choice: 'fish'"
+            " (choose from 'bash', 'zsh')",
+        ),
+        (
+            ["hash", "-j", "many", "x"],
+            "dotlab-hpc hash: argument -j/--jobs: invalid int value: 'many'",
+        ),
+        ([], "dotlab-hpc: the following arguments are required: VERB"),
+    ],
+)
+def test_an_argument_error_is_one_line_and_the_help_to_try(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    prog = message.split(":")[0]
+    assert outcome(capsys, *argv) == (2, "", f"{message}\ntry: {prog} --help\n")
+
+
+def test_an_unknown_verb_is_the_whole_command_lines_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = outcome(capsys, "bogus")
+    assert (code, out) == (2, "")
+    first, second = err.splitlines()
+    assert first.startswith("dotlab-hpc: argument VERB: invalid choice: 'bogus' (choose from")
+    assert second == "try: dotlab-hpc --help"
+
+
+def test_an_argument_error_cannot_forge_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = outcome(capsys, "hash", "x", "--a\nforged")
+    assert code == 2
+    assert err.splitlines() == [
+        "dotlab-hpc hash: unrecognized arguments: --a\\nforged",
+        "try: dotlab-hpc hash --help",
+    ]
+
+
+# --------------------------------------------------------------------------- --json
+def test_every_verb_takes_json() -> None:
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert sorted(v.name for v in VERBS) == sorted(sub.choices)
+    assert [n for n, p in sub.choices.items() if "--json" not in p._option_string_actions] == []
+
+
+def test_validate_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = outcome(capsys, "validate", str(MINIMAL), "--json")
+    warnings = api.validate([MINIMAL])
+    assert code == 0 and len(warnings) == 3
+    assert json.loads(out) == {"valid": [str(MINIMAL)], "warnings": warnings}
+    assert err == "".join(f"dotlab-hpc: warning: {w}\n" for w in warnings)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_validate_and_render_give_the_same_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
+    flag = ["--json"] if as_json else []
+    _, valid, warned = outcome(capsys, "validate", str(MINIMAL), *flag)
+    argv = ["render", str(MINIMAL), "-o", str(tmp_path), "--apptainer", "/x/apptainer", *flag]
+    code, rendered, render_warned = outcome(capsys, *argv)
+    assert code == 0
+    assert render_warned == warned and warned.count("warning:") == 3
+    if as_json:
+        assert json.loads(rendered)["warnings"] == json.loads(valid)["warnings"]
+
+
+def test_schema_json_is_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    _, plain, _ = outcome(capsys, "schema")
+    code, out, _ = outcome(capsys, "schema", "--json")
+    assert code == 0 and json.loads(out) == json.loads(plain) == api.schema()
+
+
+def test_keygen_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = tmp_path / "k"
+    code, out, err = outcome(capsys, "keygen", str(key), "--json")
+    doc = json.loads(out)
+    assert (code, err) == (0, "")
+    assert doc["private_key"] == str(key) and doc["public_key"] == f"{key}.pub"
+    assert len(doc["key_id"]) > 8 and Path(doc["public_key"]).is_file()
+
+
+def test_cancel_json_of_a_run_directory_that_cannot_be_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = outcome(capsys, "cancel", str(tmp_path / "gone"), "--json")
+    doc = json.loads(out)
+    assert code == 2
+    assert doc["cancelled"] == [] and doc["never_submitted"] == []
+    assert [f"dotlab-hpc: {line}\n" for line in doc["unreadable"]] == [err]
+
+
+def test_completion_json_holds_the_script(capsys: pytest.CaptureFixture[str]) -> None:
+    _, script, _ = outcome(capsys, "completion", "bash")
+    code, out, _ = outcome(capsys, "completion", "bash", "--json")
+    assert code == 0 and json.loads(out) == {"shell": "bash", "script": script}
+
+
+def test_init_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(first_manifest, "_checkout_head", lambda code: "0" * 40)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "run.py").write_text("print(1)\n")
+    (tmp_path / "image.sif").write_bytes(b"sif")
+    (tmp_path / "results.json").write_text('{"acc": 0.93}')
+    argv = ["init", "--code-dir", "code", "--image", "image.sif", "--results", "results.json"]
+    code, out, err = outcome(capsys, *argv, "-o", "claim.yaml", "--json")
+    assert err == ""
+    doc = json.loads(out)
+    assert code == 0 and doc["wrote"] == "claim.yaml"
+    assert doc["next"][-1] == "dotlab-hpc validate claim.yaml"
+
+
+def test_shell_json_is_the_shells_exit_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(api, "plan_shell", lambda *a, **kw: "plan")
+    monkeypatch.setattr(api, "shell", lambda plan: 3)
+    argv = ["shell", str(MINIMAL), "--code-dir", "c", "--image", "i.sif", "--json"]
+    code, out, _ = outcome(capsys, *argv)
+    assert code == 3 and json.loads(out) == {"exit_code": 3}
+
+
+# --------------------------------------------------------------------------- exit codes in help
+@pytest.mark.parametrize("verb", [v.name for v in VERBS])
+def test_every_verbs_help_ends_with_its_exit_codes(
+    capsys: pytest.CaptureFixture[str], verb: str
+) -> None:
+    code, out, _ = outcome(capsys, verb, "--help")
+    assert code == 0
+    tail = out[out.index("\nexit codes:\n") :]
+    assert tail.endswith("\n  130  interrupted (Ctrl-C)\n")
+    assert "\n  0    success\n" in tail and "\n  2    a usage error; an invalid manifest" in tail
+
+
+def test_the_exit_codes_come_from_the_table_of_errors() -> None:
+    assert exit_codes()[1] == [InputMismatch.what]
+    assert exit_codes()[2][0] == UsageError.what
+    assert sum(len(w) for w in exit_codes().values()) == len(ERRORS)
+    lines = exit_codes_epilog("a check failed").splitlines()
+    assert lines[2] == f"  1    a check failed; {InputMismatch.what}"
+
+
+def test_a_verbs_own_finding_is_its_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = outcome(capsys, "collect", "--help")
+    assert "\n  1    some run has another outcome than reproduced;" in out
+
+
+def test_validate_help_says_it_prints_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = outcome(capsys, "validate", "--help")
+    assert "nothing but errors" not in out
+    assert "errors and warnings" in out
