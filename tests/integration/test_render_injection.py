@@ -233,16 +233,22 @@ def test_hostile_values_never_run(
     (expected,) = apptainer_argvs(job)
     assert json.loads(dump.read_text()) == list(expected)
     # the probe's argv, built by the script from the facts: the analysis's sandbox up to the
-    # image, the probe script, its arguments, then what the script measured outside (6 words)
+    # image, the probe script, its arguments, then what the script measured outside (6 words),
+    # then the host's paths no variable inside may hold (the image, the run directory, each
+    # --bind's source)
     probe = json.loads(Path(f"{dump}.probe").read_text())
     want = probe_exec_spec(job.tasks[0], job.apptainer, job.scratch_root)
     want_argv = exec_argv(want)
     k = want_argv.index("/bin/sh")
     assert probe[: k + 3] == list(want_argv[: k + 3]) and probe[k + 3] == "dotlab-probe"
-    assert probe[k + 4 : -6] == list(want.wrapper_args) and len(probe) == len(want_argv) + 6
-    assert probe[-6].startswith("pid:[") and probe[-5].startswith("ipc:[")
-    assert probe[-4:-2] == [str(os.getuid()), str(os.getgid())]
-    assert probe[-2:] == ["apptainer version 0.0-fake", ""]
+    n = k + 4 + len(want.wrapper_args)  # where the measured words start
+    assert probe[k + 4 : n] == list(want.wrapper_args) and len(probe) > len(want_argv) + 6
+    assert probe[n].startswith("pid:[") and probe[n + 1].startswith("ipc:[")
+    assert probe[n + 2 : n + 4] == [str(os.getuid()), str(os.getgid())]
+    assert probe[n + 4 : n + 6] == ["apptainer version 0.0-fake", ""]
+    binds = [want_argv[i + 1].split(":")[0] for i in range(k) if want_argv[i] == "--bind"]
+    host_paths = probe[n + 6 :]
+    assert host_paths[0] == str(job.tasks[0].image) and set(binds) <= set(host_paths)
     status = json.loads((run / "status.json").read_text())
     assert status["phase"] == "finished" and status["exit_code"] == 0
     assert status["container_started"] is True
