@@ -75,6 +75,15 @@ def read_document(
     A regular file only, opened without blocking (a FIFO would hang a plain open), at most
     ``limit`` bytes; ManifestError says what is wrong.
     """
+    raw, suffix, label = read_raw(path, limit)
+    return raw, parse_document(raw, suffix, label), label
+
+
+def read_raw(
+    path: str | os.PathLike[str], limit: int = MAX_MANIFEST_BYTES
+) -> tuple[bytes, str, str]:
+    """(the bytes, the suffix in lower case, the label) of a manifest file, as ``read_document``
+    reads it, not yet parsed."""
     from ..errors import one_line
     from ..fsio.read import FileRefused, read_regular
 
@@ -95,4 +104,4 @@ def read_document(
         else:
             reason = e.reason
         raise ManifestError([f"{label}: {reason}"]) from e
-    return raw, parse_document(raw, suffix, label), label
+    return raw, suffix, label

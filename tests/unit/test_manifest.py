@@ -848,3 +848,36 @@ def test_a_link_to_dev_zero_as_the_manifest_is_refused(tmp_path: Path, no_hang: 
     with pytest.raises(ManifestError) as info:
         models_mod.load(link)
     assert "is not a regular file" in info.value.problems[0]
+
+
+# ------------------------------------------------------------------------ read twice, parsed once
+def test_the_same_bytes_are_parsed_once_and_a_changed_file_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submission loads each manifest twice (by job, then the plan): the second load of the
+    same bytes is the same frozen spec; a file changed in between is read and parsed again."""
+    parsed: list[str] = []
+    real = models_mod.parse_document
+
+    def counting(raw: bytes, suffix: str, label: str) -> Any:
+        parsed.append(label)
+        return real(raw, suffix, label)
+
+    monkeypatch.setattr(models_mod, "parse_document", counting)
+    models_mod._validated.cache_clear()
+    p = tmp_path / "c.yaml"
+    p.write_bytes(GOOD_YAML.read_bytes())
+    first, second = models_mod.load(p), models_mod.load(p)
+    assert parsed == [str(p)] and second.spec is first.spec
+    p.write_bytes(GOOD_YAML.read_bytes().replace(b"claim: ", b"claim: x", 1))
+    changed = models_mod.load(p)
+    assert len(parsed) == 2 and changed.spec.claim == "x" + first.spec.claim
+    assert changed.sha256 == hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_an_invalid_manifest_is_refused_each_time(tmp_path: Path) -> None:
+    p = tmp_path / "c.yaml"
+    p.write_text("version: 1\n")
+    for _ in range(2):  # nothing of a refused document is kept
+        with pytest.raises(ManifestError):
+            models_mod.load(p)
