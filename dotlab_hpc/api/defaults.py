@@ -85,8 +85,12 @@ def empty_data_dir(*, runs_root: PathLike | None = None, run_dir: PathLike | Non
         path.mkdir(parents=True, exist_ok=True)
         with os.scandir(path) as entries:
             stray = next((e.name for e in entries), None)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot make the empty data folder ({e.strerror})") from e
+    except OSError as e:  # the runs' folder itself is not writable: say which and what to give
+        flag = "--runs-root" if run_dir is None else "--run-dir"
+        raise UsageError(
+            f"{path.parent}: cannot write the runs here ({e.strerror})",
+            hint=f"give {flag} a folder you can write",
+        ) from e
     if stray is not None:
         raise UsageError(
             f"{path}: holds {stray!r}; it stands for a claim's missing data and must stay empty",

@@ -233,7 +233,6 @@ def render(
     ...
     dotlab_hpc.errors.UsageError: api.render: unknown keyword partitio; did you mean partition?
     """
-    from ..fsio.write import atomic_write_all
     from ..render.deffile import render_def
     from ..render.facts import task_facts
     from ..render.job import render_script
@@ -265,8 +264,23 @@ def render(
     ]
     if m.spec.image.build is not None:
         files.append((out / DEF_NAME, render_def(m).encode(), 0o644))
-    atomic_write_all(files)  # everything rendered first, then all files or none
+    _write_rendered(files, out)
     return [path for path, _, _ in files]
+
+
+def _write_rendered(files: list[tuple[Path, bytes, int]], out: Path) -> None:
+    """Everything rendered first, then all files or none; a folder one may not write says to
+    give another (a full disk or a failing one says only what happened)."""
+    import errno
+
+    from ..fsio import write
+
+    try:
+        write.atomic_write_all(files)
+    except write.WriteFailed as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and e.hint is None:
+            e.hint = f"give -o a folder you can write (now {out})"
+        raise
 
 
 @checked

@@ -200,3 +200,22 @@ def test_validate_help_says_it_prints_warnings(capsys: pytest.CaptureFixture[str
     _, out, _ = outcome(capsys, "validate", "--help")
     assert "nothing but errors" not in out
     assert "errors and warnings" in out
+
+
+# --------------------------------------------------------------------------- where it cannot write
+@pytest.mark.parametrize(
+    ("where", "flag"), [("runs_root", "--runs-root"), ("run_dir", "--run-dir")]
+)
+def test_a_runs_folder_that_cannot_be_written_names_the_option(
+    tmp_path: Path, where: str, flag: str
+) -> None:
+    from dotlab_hpc.api.defaults import empty_data_dir
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the runs' folder should be: no folder can be made in it
+    given = blocked if where == "runs_root" else blocked / "run"
+    with pytest.raises(UsageError) as e:
+        empty_data_dir(**{where: given})
+    assert ".dotlab-no-data" not in e.value.message
+    assert e.value.message.endswith("cannot write the runs here (Not a directory)")
+    assert e.value.hint == f"give {flag} a folder you can write"

@@ -65,9 +65,10 @@ def test_an_unwritable_folder_is_one_line(
 
     monkeypatch.setattr(os, "open", refusing_open)
     assert main(["render", str(GOOD), "-o", str(tmp_path)]) == 2
-    assert one_error(capsys) == (
-        f"dotlab-hpc: {tmp_path / 'job.sbatch'}: cannot write: Permission denied\n"
-    )
+    assert capsys.readouterr().err.splitlines() == [  # issue 38: and what to do
+        f"dotlab-hpc: {tmp_path / 'job.sbatch'}: cannot write: Permission denied",
+        f"  hint: give -o a folder you can write (now {tmp_path})",
+    ]
     assert list(tmp_path.iterdir()) == []
 
 
