@@ -857,7 +857,7 @@ def test_the_same_bytes_are_parsed_once_and_a_changed_file_anew(
     """A submission loads each manifest twice (by job, then the plan): the second load of the
     same bytes is the same frozen spec; a file changed in between is read and parsed again."""
     parsed: list[str] = []
-    real = models_mod.parse_document
+    real = parse_mod.parse_document
 
     def counting(raw: bytes, suffix: str, label: str) -> Any:
         parsed.append(label)
