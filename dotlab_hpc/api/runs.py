@@ -265,11 +265,13 @@ def status_rows(run_dirs: Sequence[PathLike]) -> list[Row]:
     directory that cannot be read is a ``BadRun`` row among the others."""
     from ..clock import SystemClock
     from ..follow.claims import expand, fold
+    from ..follow.nodes import rows_with_nodes
     from ..follow.poll import poll_rows, read_rows
 
     paths, groups = expand(run_dirs)  # a claim over many runs: its runs, then one row
     client = _client_for(Path(p) for p in paths)
-    return fold(poll_rows(read_rows(paths), client, now=SystemClock().now()), groups)
+    rows = poll_rows(read_rows(paths), client, now=SystemClock().now())
+    return fold(rows_with_nodes(rows, client.unusable_nodes), groups)
 
 
 def watch_rows(run_dirs: Sequence[PathLike], *, on_cycle: OnCycle | None = None) -> list[Row]:

@@ -41,6 +41,9 @@ class JobFacts:
     isolation_failure: tuple[str, str] | None = None
     # (property, apptainer.conf setting) when Apptainer refused the probe for a site setting
     probe_cause: FatalCause | None = None
+    # Slurm gives the job a start after its status file's end: a controller restored from older
+    # saved state launched the finished job again (the job script's guard left it untouched)
+    relaunched: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,11 +75,14 @@ _CONTRADICTED = frozenset(
 
 def state_after_end(job: JobFacts) -> JobState | None:
     """Slurm's state where it contradicts a status file that says the script finished: a final
-    state of ``_CONTRADICTED``, or a job still listed (RUNNING, PENDING, ...) after its end;
-    None where Slurm agrees, says nothing, or decides (docs/contract.md §6)."""
+    state of ``_CONTRADICTED``, a job still listed (RUNNING, PENDING, ...) after its end, or
+    any state of a job Slurm started again after that end; None where Slurm agrees, says
+    nothing, or decides (docs/contract.md §6)."""
     state = job.slurm_state
     if job.phase != "finished" or state is None or state is JobState.UNKNOWN:
         return None
+    if job.relaunched:  # whatever Slurm says is of the launch after the end
+        return state
     return state if state in _CONTRADICTED or not is_terminal(state) else None
 
 
@@ -319,7 +325,8 @@ def _started(
     output: OutputFacts | None,
     none: tuple[TargetResult, ...],
 ) -> Verdict:
-    if job.slurm_state is JobState.OUT_OF_MEMORY or job.oom_in_log:
+    slurm_oom = job.slurm_state is JobState.OUT_OF_MEMORY and not job.relaunched
+    if slurm_oom or job.oom_in_log:
         return Verdict(Outcome.SPEC_ISSUE, _oom_reason(spec), none)
     # Slurm's TIMEOUT counts only when the job's own word leaves it open (a TERM, no status):
     # a status file that says the script finished was written before any time limit

@@ -56,7 +56,11 @@ def after_end_record(job: JobFacts, info: JobInfo | None) -> AfterEndRecord | No
     if state is None or info is None:
         return None
     return AfterEndRecord(
-        state=state.value, start=info.start, end=info.end, elapsed_s=info.elapsed_s
+        state=state.value,
+        start=info.start,
+        end=info.end,
+        elapsed_s=info.elapsed_s,
+        relaunched=job.relaunched,
     )
 
 

@@ -24,7 +24,7 @@ from ..rundir.directory import RunDir
 from ..rundir.models import JobStatus, RunRecord, SubmissionRecord
 from ..rundir.names import CONTAINER_ERR, CONTAINER_OUT, PROBE_OUT, SLURM_LOG
 from ..slurm.parse import log_says_oom, log_says_time_limit
-from ..slurm.states import JobInfo
+from ..slurm.states import JobInfo, slurm_moment
 from .classify import JobFacts
 
 # The wrapper's first line on the container's stdout (templates/wrapper.sh).
@@ -138,6 +138,24 @@ def read_facts(rd: RunDir) -> RunFiles:
     )
 
 
+# Slurm's start this long after the status file's end is a new launch (seconds: the node's clock
+# and the controller's may differ by a little)
+RELAUNCH_AFTER_S = 2.0
+
+
+def relaunched(status: JobStatus | None, info: JobInfo | None) -> bool:
+    """Whether Slurm's start of the job is after the end its status file gives: a controller
+    restored from older saved state launched the finished job again."""
+    if status is None or info is None or not status.ended_at:
+        return False
+    started, ended = slurm_moment(info.start), slurm_moment(status.ended_at.replace("Z", "+00:00"))
+    return (
+        started is not None
+        and ended is not None
+        and ((started - ended).total_seconds() > RELAUNCH_AFTER_S)
+    )
+
+
 def job_facts(facts: RunFiles, info: JobInfo | None) -> JobFacts:
     """The classifier's view of the job."""
     st = facts.status
@@ -163,4 +181,5 @@ def job_facts(facts: RunFiles, info: JobInfo | None) -> JobFacts:
         time_limit_in_log=log_says_time_limit(facts.slurm_log),
         status_unwritable=unwritable,
         no_status=no_status,
+        relaunched=relaunched(st, info),
     )

@@ -8,11 +8,13 @@ waits for such a reason, so Slurm is asked no more often than before in steady s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from ..errors import ProcTimeout, SlurmError
 from ..slurm.states import JobState
-from .states import RunState
+from .states import Row, RunState
 
 # squeue's reasons for a job waiting on nodes that are down, drained or reserved (squeue(1)
 # "JOB REASON CODES")
@@ -52,3 +54,14 @@ def with_nodes(state: RunState, nodes: Nodes) -> RunState:
     if not note or not waits_on_nodes(state):
         return state
     return replace(state, reason=f"{state.reason}; {note}")
+
+
+def rows_with_nodes(rows: Sequence[Row], unusable: Callable[[], Nodes]) -> list[Row]:
+    """``status``'s rows with the nodes' note on those waiting on nodes: one ``unusable()``
+    (sinfo) call where some run waits so, none otherwise; sinfo failing leaves the rows be."""
+    if not any(isinstance(r, RunState) and waits_on_nodes(r) for r in rows):
+        return list(rows)
+    nodes: Nodes = {}
+    with contextlib.suppress(SlurmError, ProcTimeout):
+        nodes = unusable()
+    return [with_nodes(r, nodes) if isinstance(r, RunState) else r for r in rows]

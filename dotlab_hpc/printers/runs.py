@@ -82,7 +82,9 @@ def after_end_text(record: ClaimRecord) -> str:
     if after is None:
         return ""
     ended = record.evidence.container_ended_at or "?"
-    if is_terminal(parse_state(after.state)):
+    if after.relaunched:
+        said = f"Slurm started it again at {after.start} ({after.state})"
+    elif is_terminal(parse_state(after.state)):
         said = f"Slurm says {after.state}" + (f" (its end: {after.end})" if after.end else "")
     else:
         said = f"Slurm still listed it {after.state}"

@@ -46,6 +46,8 @@ class AfterEndRecord(_Frozen):
     start: str | None  # Slurm's start and end (sacct's Start, End: local time, no zone)
     end: str | None
     elapsed_s: int | None
+    # Slurm started the job again after that end (a controller restored from older state)
+    relaunched: bool = False
 
 
 class SlurmRecord(_Frozen):

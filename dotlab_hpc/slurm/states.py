@@ -182,16 +182,21 @@ class JobInfo:
         return base_job_id(self.job_id)
 
 
-def _distance_s(start: str | None, when: datetime) -> float:
-    """Seconds between a job's start as Slurm prints it (local time, no zone) and ``when``;
-    infinite when the start is unknown."""
+def slurm_moment(text: str | None) -> datetime | None:
+    """A time as Slurm's commands print it (local time, no zone: ``2026-12-04T21:13:03``) as
+    an aware datetime; None for none or a word (``Unknown``, ``None``)."""
     try:
-        started = datetime.fromisoformat(start or "")
+        moment = datetime.fromisoformat(text or "")
     except ValueError:
-        return float("inf")
-    if started.tzinfo is None:
-        started = started.astimezone()  # Slurm's commands print the local time
-    return abs((started - when).total_seconds())
+        return None
+    return moment.astimezone() if moment.tzinfo is None else moment
+
+
+def _distance_s(start: str | None, when: datetime) -> float:
+    """Seconds between a job's start as Slurm prints it and ``when``; infinite when the start
+    is unknown."""
+    started = slurm_moment(start)
+    return float("inf") if started is None else abs((started - when).total_seconds())
 
 
 PENDING_REASONS = {

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.api.submitting import collect_as_they_end
-from dotlab_hpc.errors import OperatorError
+from dotlab_hpc.errors import OperatorError, SlurmError
 from dotlab_hpc.follow.follower import follow
 from dotlab_hpc.follow.knobs import Knobs
-from dotlab_hpc.follow.nodes import node_note
+from dotlab_hpc.follow.nodes import node_note, rows_with_nodes
 from dotlab_hpc.follow.states import RunState
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.slurm.argv import sinfo_nodes_argv
@@ -159,3 +159,24 @@ def test_a_keyboard_interrupt_after_the_first_end_leaves_its_record(tmp_path: Pa
         follow(runs, SlurmClient(ScriptedRunner(cluster.answer)), clock, on_final=on_final)
     assert (runs[0].path / "record.json").exists()
     assert not (runs[1].path / "record.json").exists()
+
+
+def test_status_names_the_drained_nodes_with_one_sinfo_and_none_without_a_wait() -> None:
+    waits = RunState(Path("/r"), "c", "7", "PENDING", False, None, None, "ReqNodeNotAvail", "slurm")
+    other = RunState(Path("/s"), "d", "8", "PENDING", False, None, None, "Priority", "slurm")
+    calls: list[str] = []
+
+    def drained() -> dict[str, tuple[str, str | None]]:
+        calls.append("sinfo")
+        return {"c1": ("drained", "Duplicate jobid")}
+
+    assert rows_with_nodes([other], drained) == [other] and calls == []
+    noted, same = rows_with_nodes([waits, other], drained)
+    assert calls == ["sinfo"] and same == other
+    assert isinstance(noted, RunState)
+    assert noted.reason.startswith("ReqNodeNotAvail; node c1 is drained: Duplicate jobid — ")
+
+    def failing() -> dict[str, tuple[str, str | None]]:
+        raise SlurmError("sinfo could not run")
+
+    assert rows_with_nodes([waits], failing) == [waits]  # squeue's reason alone

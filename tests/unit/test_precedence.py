@@ -6,17 +6,20 @@ run of issue 37 collected end to end.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from dotlab_hpc.collect.classify import JobFacts, OutputFacts, classify
 from dotlab_hpc.collect.collect import after_end_record, collect_runs
+from dotlab_hpc.collect.facts import relaunched
 from dotlab_hpc.errors import DotlabError, NotFinished
 from dotlab_hpc.printers.runs import collected_lines
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
-from dotlab_hpc.rundir.models import RunPaths
+from dotlab_hpc.rundir.models import JobStatus, RunPaths
 from dotlab_hpc.rundir.records import AfterEndRecord, Outcome
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.slurm.states import JobInfo, JobState
@@ -30,8 +33,17 @@ TIME = "ran past resources.time"
 MEMORY = "ran out of memory"
 NO_STATUS = {"phase": None, "exit_code": None}
 TERMINATED = {"phase": "terminated", "exit_code": None}
-# Slurm's word on the job of issue 37: a new start 11 s after the job script's, TIMEOUT at the end
-START, END = "2026-11-29T02:02:03", "2026-11-29T02:12:07"
+
+
+def _local(utc: str) -> str:
+    """A UTC moment as sacct prints it here: local time, no zone."""
+    moment = datetime.fromisoformat(utc.replace("Z", "+00:00")).astimezone()
+    return moment.replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+# Slurm's word on the job of issue 37: a start 11 s after the job script's (its status file:
+# 07:00:00Z to 07:02:03Z, tests.support.runfiles), TIMEOUT at the end; as sacct prints them here
+START, END = _local("2026-11-29T07:00:11Z"), _local("2026-11-29T07:10:15Z")
 
 
 def _info(state: JobState) -> JobInfo:
@@ -277,7 +289,7 @@ def test_the_run_of_issue_37_is_reproduced_with_slurms_timeout_kept_and_shown(
     assert c.record.slurm.state_after_end == _kept(S.TIMEOUT)
     assert rd.record() == c.record  # as written
     (line,) = collected_lines([c])
-    assert "Slurm says TIMEOUT (its end: 2026-11-29T02:12:07) after the job's own end" in line
+    assert f"Slurm says TIMEOUT (its end: {END}) after the job's own end" in line
 
 
 def test_a_job_slurm_still_runs_is_collected_after_the_grace_with_running_kept(
@@ -293,3 +305,59 @@ def test_a_job_slurm_still_runs_is_collected_after_the_grace_with_running_kept(
     assert c.record.slurm.state_after_end == _kept(S.RUNNING)
     (line,) = collected_lines([c])
     assert "Slurm still listed it RUNNING after the job's own end (2026-11-29T07:02:03Z)" in line
+
+
+# --------------------------------------------------------------------------- a relaunched job
+ENDED = "2026-11-29T07:02:03Z"  # the status file's end (tests.support.runfiles)
+
+
+@pytest.mark.parametrize(
+    ("start", "again"),
+    [
+        ("2026-11-29T07:02:11Z", True),  # 8 s after the end: a new launch
+        ("2026-11-29T07:02:04Z", False),  # within the clocks' 2 s: the same launch
+        ("2026-11-29T07:00:00Z", False),
+    ],
+)
+def test_a_start_after_the_status_files_end_is_a_relaunch(start: str, again: bool) -> None:
+    info = JobInfo("1000", S.COMPLETED, "COMPLETED", 0, None, "n1", None, 2, _local(start), None)
+    fields = ("signal", "image_digest_on_node", "node", "job_id", "array_job_id", "array_task_id")
+    status = JobStatus.model_validate(
+        dict.fromkeys(fields, "")
+        | {"version": 1, "phase": "finished", "exit_code": 0, "container_started": True}
+        | {"job_started_at": "2026-11-29T07:00:00Z", "ended_at": ENDED}
+    )
+    assert relaunched(status, info) is again
+    assert relaunched(None, info) is False and relaunched(status, None) is False
+    assert relaunched(status, replace(info, start="Unknown")) is False
+
+
+@pytest.mark.parametrize("state", [S.COMPLETED, S.FAILED, S.NODE_FAIL, S.OUT_OF_MEMORY, S.RUNNING])
+def test_row_12b_finished_then_launched_again_is_judged_by_the_status_file(
+    state: JobState,
+) -> None:
+    said, kept = _judged(job_facts(slurm_state=state, relaunched=True))
+    assert said.startswith("reproduced"), said
+    assert kept == _kept(state).model_copy(update={"relaunched": True})
+
+
+def test_a_relaunched_job_is_reproduced_with_slurms_new_start_kept_and_shown(
+    tmp_path: Path,
+) -> None:
+    rd = _finished_run(tmp_path)
+    again = _local("2026-11-29T07:02:11Z")
+    row = f"1000|1000|{JOB_NAME}|COMPLETED|0:0|00:00:02|{again}|{again}|n1|None\n"
+    runner = ScriptedRunner[tuple[str, ...]](
+        lambda argv: Completed(argv, 0, "" if argv[0] == "squeue" else row, "")
+    )
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW)
+    assert c.record is not None, c.error
+    assert c.record.outcome == Outcome.REPRODUCED.value
+    after = c.record.slurm.state_after_end
+    assert after is not None and (after.state, after.start, after.relaunched) == (
+        "COMPLETED",
+        again,
+        True,
+    )
+    (line,) = collected_lines([c])
+    assert f"Slurm started it again at {again} (COMPLETED) after the job's own end" in line
