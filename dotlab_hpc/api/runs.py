@@ -50,6 +50,11 @@ def slurm_client() -> SlurmClient:
     return RoutedClient(SubprocessRunner())
 
 
+def running_locally() -> bool:
+    """Whether this is within ``local_jobs``: every job runs here, without Slurm."""
+    return _LOCAL.get() is not None
+
+
 def _client_for(run_dirs: Iterable[Path]) -> SlurmClient:
     """``slurm_client``, a ``run --local`` job of ``run_dirs`` answered from its run directory
     and its process, never by Slurm (``follow.local_runs``)."""

@@ -73,8 +73,10 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
     submitted = parse_ts(sub.submitted_at) if sub is not None else None
     done: RunState | None = None
     if record is not None and sub is None:
-        note = f"outcome {record.outcome}: {record.reason}"
-        done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record")
+        note = f"outcome {record.outcome}{_live(record)}: {record.reason}"
+        done = RunState(
+            rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record", record.live
+        )
     elif status is not None:
         done = _from_status(rd, claim, job_id, status, record)
     elif sub is None and (marked := rd.not_submitted()) is not None:  # sbatch failed for good
@@ -113,7 +115,7 @@ def _from_status(
     code = status.exit_code
     note = f"exit {code}" if code is not None else status.phase
     if record is not None:
-        note = f"outcome {record.outcome}"
+        note = f"outcome {record.outcome}{_live(record)}"
     return RunState(
         rd.path,
         claim,
@@ -124,7 +126,13 @@ def _from_status(
         _seconds_between(status.job_started_at, status.ended_at),
         note,
         "status",
+        record is not None and record.live,
     )
+
+
+def _live(record: ClaimRecord) -> str:
+    """What follows a live run's outcome in its note: no claim's verdict."""
+    return " (live)" if record.live else ""
 
 
 def _status_job_id(status: JobStatus) -> str | None:

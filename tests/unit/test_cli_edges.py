@@ -12,6 +12,7 @@ import pytest
 
 from dotlab_hpc import api
 from dotlab_hpc.api import first_manifest
+from dotlab_hpc.api.shells import ShellPlan
 from dotlab_hpc.cli import main
 from dotlab_hpc.cli.parser import exit_codes_epilog
 from dotlab_hpc.cli.verbs import VERBS, build_parser
@@ -164,7 +165,8 @@ def test_init_json(
 def test_shell_json_is_the_shells_exit_status(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(api, "plan_shell", lambda *a, **kw: "plan")
+    plan = ShellPlan(("sh",), {}, Path("out"))
+    monkeypatch.setattr(api, "plan_shell", lambda *a, **kw: plan)
     monkeypatch.setattr(api, "shell", lambda plan: 3)
     argv = ["shell", str(MINIMAL), "--code-dir", "c", "--image", "i.sif", "--json"]
     code, out, _ = outcome(capsys, *argv)
