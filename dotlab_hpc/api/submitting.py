@@ -209,7 +209,8 @@ def _one_job(
 
     site = site_settings(where)
     client = slurm_client()
-    answers = ask_early(Path(where["code_dir"]), many=len(manifests) > 1, client=client)
+    code_dir = None if where.get("live") else Path(where["code_dir"])  # live: not inspected
+    answers = ask_early(code_dir, many=len(manifests) > 1, client=client)
     from ..clock import SystemClock
     from ..proc import SubprocessRunner
     from ..rundir.events import step_logger
