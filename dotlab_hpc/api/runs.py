@@ -73,7 +73,9 @@ def _record_local_task(run_dir: Path, job_id: str, pid: int | None) -> None:
     from ..slurm.local import process_started
 
     started = process_started(pid) if pid is not None else None
-    RunDir(run_dir).write_local_process(LocalProcessRecord(job_id=job_id, pid=pid, started=started))
+    rd = RunDir(run_dir)
+    live = rd.run().code is not None  # live code: status says so while the task runs
+    rd.write_local_process(LocalProcessRecord(job_id=job_id, pid=pid, started=started, live=live))
 
 
 @contextlib.contextmanager

@@ -124,6 +124,8 @@ class Local(NamedTuple):
     done: RunState | None
     # False: the status file was not opened, its end marker being absent (``read_local``)
     status_read: bool = True
+    # a ``run --local --live`` job still running, as its ``local.json`` says
+    live: bool = False
 
     @property
     def orphan(self) -> bool:

@@ -174,6 +174,8 @@ class LocalProcessRecord(_Frozen):
     job_id: str = Field(pattern=r"^0[0-9]+(_[0-9]+)?$")
     pid: int | None = Field(default=None, gt=1)
     started: str | None = None
+    # the run's code is live (``run --local --live``): ``status`` says so while it runs
+    live: bool = False
 
 
 class NotSubmittedRecord(_Frozen):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_local_is_local import cli, started
 from tests.support import platform
 from tests.support.claims import GIT_ENV, Kit
 
@@ -80,3 +81,19 @@ def test_live_without_local_is_refused_before_anything(kit: Kit) -> None:
     assert res.rc == 2 and "add --local" in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert res.run_dir is not None and not res.run_dir.exists()
+
+
+def test_status_says_live_while_a_live_run_runs(kit: Kit) -> None:
+    args = kit.inputs(kit.manifest("livebusy", mode="sleep 120"))
+    run_dir = Path(args[args.index("--run-dir") + 1])
+    run = cli(kit, "run", *args, "--local", "--live")
+    started(run_dir)
+    try:
+        status = kit.cli("status", str(run_dir), "--json")
+        (row,) = json.loads(status.stdout)
+        assert row["state"] == "RUNNING" and row["live"] is True, status.stdout + status.stderr
+        assert row["reason"] == "live code"
+    finally:
+        cancel = kit.cli("cancel", str(run_dir))
+        run.communicate(timeout=120)
+    assert cancel.rc == 0, cancel.stderr

@@ -17,16 +17,24 @@ from dotlab_hpc.bundle.pack import PackOptions, pack
 from dotlab_hpc.bundle.reproduce import plan_reproduce
 from dotlab_hpc.collect.collect import Collected
 from dotlab_hpc.errors import UsageError
-from dotlab_hpc.follow.poll import read_local
+from dotlab_hpc.follow.poll import from_slurm, read_local
 from dotlab_hpc.printers.runs import collected_lines, live_lines
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
-from dotlab_hpc.rundir.models import RunRecord
+from dotlab_hpc.rundir.models import LocalProcessRecord, RunRecord
 from dotlab_hpc.rundir.records import CodeRecord, LiveCodeRecord, record_json, write_record
+from dotlab_hpc.slurm.states import JobInfo, JobState
 from dotlab_hpc.verify import inputs as verify
 from dotlab_hpc.verify.live import changed_paths, changes_digest, inspect_live
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import claim_record, complete_run_dir, run_record
+from tests.support.runfiles import (
+    JOB_NAME,
+    NOW,
+    claim_record,
+    complete_run_dir,
+    run_record,
+    write_run,
+)
 from tests.unit.test_pack_bundle import make_run_dir
 from tests.unit.test_verify import spec
 
@@ -198,6 +206,21 @@ def test_status_and_the_run_lines_mark_a_live_run(tmp_path: Path) -> None:
     (line,) = live_lines(got)
     assert f"commit {HEAD[:12]} with 0 changes ({EMPTY}), not the pinned commit" in line
     assert live_lines([Collected(rd.path, "c0", claim_record(), None, False)]) == []
+
+
+def test_status_marks_a_live_run_while_it_runs(tmp_path: Path) -> None:
+    rd = RunDir(tmp_path / "r")
+    (tmp_path / "r").mkdir()
+    write_run(rd, run_record(code=LIVE))
+    rd.write_local_process(LocalProcessRecord(job_id="012", pid=None, live=True))
+    local = read_local(rd)
+    assert local.live and local.job_id == "012" and local.done is None
+    info = JobInfo("012", JobState.RUNNING, "RUNNING", name=JOB_NAME)
+    row = from_slurm(local, info, NOW)
+    assert row.live and row.reason == "live code" and row.as_json()["live"] is True
+    rd.write_local_process(LocalProcessRecord(job_id="012", pid=None))
+    pinned = from_slurm(read_local(rd), info, NOW)
+    assert not pinned.live and pinned.reason == ""
 
 
 # --------------------------------------------------------------------------- refusals
