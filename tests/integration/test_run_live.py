@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_local_is_local import cli, started
+from tests.integration.test_shell import shell
 from tests.support import platform
 from tests.support.claims import GIT_ENV, Kit
 
@@ -97,3 +98,17 @@ def test_status_says_live_while_a_live_run_runs(kit: Kit) -> None:
         cancel = kit.cli("cancel", str(run_dir))
         run.communicate(timeout=120)
     assert cancel.rc == 0, cancel.stderr
+
+
+def test_shell_live_opens_sh_on_the_dirty_tree_in_the_same_sandbox(kit: Kit) -> None:
+    m = kit.manifest("shlive")
+    (kit.code / "stray.txt").write_text("x")  # refused without --live
+    refused = shell(kit, m, "--local")
+    assert refused.returncode == 1 and "?? stray.txt" in refused.stderr, refused.stderr
+    out = kit.root / "out-live"
+    cp = shell(kit, m, "--local", "--live", "--out-dir", str(out))
+    assert cp.returncode == 3, cp.stdout + cp.stderr  # sh's own exit status
+    lines = cp.stdout.splitlines()
+    assert lines[0] == "/work/code/sub" and "code-read-only" in lines  # still read-only
+    assert (out / "note").read_text() == "from-the-shell\n"
+    assert f"live code: {kit.code} as it is, commit {kit.commit[:12]} with 1 change" in cp.stderr
