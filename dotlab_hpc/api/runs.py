@@ -50,6 +50,11 @@ def slurm_client() -> SlurmClient:
     return RoutedClient(SubprocessRunner())
 
 
+def running_locally() -> bool:
+    """Whether this is within ``local_jobs``: every job runs here, without Slurm."""
+    return _LOCAL.get() is not None
+
+
 def _client_for(run_dirs: Iterable[Path]) -> SlurmClient:
     """``slurm_client``, a ``run --local`` job of ``run_dirs`` answered from its run directory
     and its process, never by Slurm (``follow.local_runs``)."""
@@ -68,7 +73,9 @@ def _record_local_task(run_dir: Path, job_id: str, pid: int | None) -> None:
     from ..slurm.local import process_started
 
     started = process_started(pid) if pid is not None else None
-    RunDir(run_dir).write_local_process(LocalProcessRecord(job_id=job_id, pid=pid, started=started))
+    rd = RunDir(run_dir)
+    live = rd.run().code is not None  # live code: status says so while the task runs
+    rd.write_local_process(LocalProcessRecord(job_id=job_id, pid=pid, started=started, live=live))
 
 
 @contextlib.contextmanager

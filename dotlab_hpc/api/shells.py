@@ -25,6 +25,7 @@ from .where import SiteInputs, site_settings
 if TYPE_CHECKING:
     from ..manifest.models import Manifest
     from ..render.spec import TaskSpec
+    from ..rundir.records import CodeRecord
     from ..site.settings import Site
     from .inputs import PathLike
 
@@ -36,6 +37,8 @@ class ShellPlan:
     argv: tuple[str, ...]
     env: dict[str, str]
     out_dir: Path
+    # ``shell --live``: the code bound as it is; its HEAD and the digest of its changes
+    code: CodeRecord | None = None
 
 
 def shell_env(environ: dict[str, str]) -> dict[str, str]:
@@ -62,10 +65,13 @@ def plan_shell(
     out_dir: PathLike | None = None,
     local: bool = False,
     pty: bool | None = None,
+    live: bool = False,
     **site_inputs: Unpack[SiteInputs],
 ) -> ShellPlan:
     """Check the inputs and build the shell's argv; ``InputMismatch`` (with the fixes) when an
     input is not the pinned one, UsageError when the site's Apptainer cannot be found.
+    ``live``: the code as it is, dirty or not, bound where the pinned commit would be (its
+    commit and cleanness not checked; the plan's ``code`` names it).
 
     >>> from dotlab_hpc import api
     >>> api.plan_shell("claim.yaml", image="claim.sif")
@@ -79,7 +85,12 @@ def plan_shell(
     site = site_settings(site_inputs)
     m = load_manifest(manifest)
     data = _data_dir(m, data_dir)
-    _check_inputs(m, Path(code_dir), data, Path(image))
+    code = None
+    if live:
+        from .submitting import live_code
+
+        code = live_code(Path(code_dir))
+    _check_inputs(m, Path(code_dir), data, Path(image), live=live)
     out = _fresh_out_dir(m, out_dir)
     task = TaskSpec(
         manifest=m,
@@ -92,7 +103,7 @@ def plan_shell(
     argv = _exec_argv(task, site)
     if not local:
         argv = _on_a_node(argv, m, site, pty)
-    return ShellPlan(argv, shell_env(dict(os.environ)), out)
+    return ShellPlan(argv, shell_env(dict(os.environ)), out, code)
 
 
 def _data_dir(m: Manifest, data_dir: PathLike | None) -> Path:
@@ -105,13 +116,21 @@ def _data_dir(m: Manifest, data_dir: PathLike | None) -> Path:
     return Path(data_dir)
 
 
-def _check_inputs(m: Manifest, code_dir: Path, data_dir: Path, image: Path) -> None:
-    """The inputs are the pinned ones, as ``submit`` checks them; InputMismatch with the fixes."""
+def _check_inputs(
+    m: Manifest, code_dir: Path, data_dir: Path, image: Path, *, live: bool = False
+) -> None:
+    """The inputs are the pinned ones, as ``submit`` checks them (``live``: but the code);
+    InputMismatch with the fixes."""
     from ..proc import SubprocessRunner
     from ..verify.inputs import verify_inputs
 
     report = verify_inputs(
-        m.spec, code_dir=code_dir, data_dir=data_dir, image=image, runner=SubprocessRunner()
+        m.spec,
+        code_dir=code_dir,
+        data_dir=data_dir,
+        image=image,
+        runner=SubprocessRunner(),
+        live=live,
     )
     if not report.ok:
         raise InputMismatch([*report.mismatches(), *(f"fix: {f}" for f in report.fixes())])

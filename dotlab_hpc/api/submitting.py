@@ -15,7 +15,7 @@ from .where import SiteInputs, site_settings
 if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..follow.states import RunState
-    from ..rundir.records import ClaimRecord
+    from ..rundir.records import ClaimRecord, CodeRecord
     from ..site.settings import Site
     from ..slurm.client import SlurmClient
     from ..submit.execute import SubmitResult
@@ -76,6 +76,9 @@ class RunInputs(SiteInputs, total=False):
     runs_root: PathLike  # where run directories are made (default: ./dotlab-runs)
     run_dir: PathLike | None  # the run directory of a single claim (--run-dir)
     array_limit: int | None  # at most this many claims of an array at once (--array-limit)
+    # the code as it is, dirty or not, not its pinned commit (``run --local --live``): only with
+    # ``local``; the record says ``code.live``, and no such run is a claim's verdict
+    live: bool
 
 
 def with_defaults(manifests: Sequence[PathLike], where: RunInputs) -> RunInputs:
@@ -165,6 +168,18 @@ def _refuse_early(manifests: Sequence[PathLike], where: RunInputs) -> None:
         raise UsageError("--run-dir names one run; with several manifests use --runs-root")
     if array_limit is not None and array_limit < 1:
         raise UsageError(f"--array-limit {array_limit}: must be at least 1")
+    from .runs import running_locally
+
+    check_live(bool(where.get("live")), local=running_locally())
+
+
+def check_live(live: bool, *, local: bool) -> None:
+    """``--live`` only with ``--local``: live code is never sent to a cluster (UsageError)."""
+    if live and not local:
+        raise UsageError(
+            "--live runs the code as it is, dirty or not, and no cluster run may: add --local"
+            " (dotlab-hpc run --local --live)"
+        )
 
 
 @dataclass(frozen=True)
@@ -194,7 +209,8 @@ def _one_job(
 
     site = site_settings(where)
     client = slurm_client()
-    answers = ask_early(Path(where["code_dir"]), many=len(manifests) > 1, client=client)
+    code_dir = None if where.get("live") else Path(where["code_dir"])  # live: not inspected
+    answers = ask_early(code_dir, many=len(manifests) > 1, client=client)
     from ..clock import SystemClock
     from ..proc import SubprocessRunner
     from ..rundir.events import step_logger
@@ -207,7 +223,9 @@ def _one_job(
 
     inspected = answers()  # the thread is done: the cluster's name is asked at most once
     opts = _options(manifests, where, asked, site)
-    verify_run = submission_verifier(opts.code_dir, opts.data_dir, opts.image, inspected=inspected)
+    verify_run = submission_verifier(
+        opts.code_dir, opts.data_dir, opts.image, inspected=inspected, live=opts.code is not None
+    )
     return execute(
         opts,
         client=client,
@@ -228,6 +246,7 @@ def _options(
     from ..submit.plan import SubmitOptions, env_knobs
 
     run_dir = where.get("run_dir")
+    code = live_code(Path(where["code_dir"])) if where.get("live") else None
     return SubmitOptions(
         manifests=tuple(m if isinstance(m, Path) else Path(m) for m in manifests),
         code_dir=Path(where["code_dir"]),
@@ -243,8 +262,21 @@ def _options(
         rerun=asked.rerun,
         rerun_of=asked.rerun_of,
         attempt=asked.attempt,
+        code=code,
         **env_knobs(),
     )
+
+
+def live_code(code_dir: Path) -> CodeRecord:
+    """The record's ``code`` of a live run: the checkout's HEAD and the digest of its changes
+    (``verify.live``); UsageError for a folder that is no git checkout with a commit."""
+    from ..proc import SubprocessRunner
+    from ..rundir.records import CodeRecord
+    from ..verify.live import inspect_live
+
+    if not code_dir.is_dir():
+        raise UsageError(f"--code-dir {code_dir}: no such directory")
+    return CodeRecord(live=inspect_live(code_dir, runner=SubprocessRunner()))
 
 
 def submitted_runs(res: SubmitResult) -> list[Run]:
@@ -293,12 +325,17 @@ def run_all(
 
     ``local``: the same job script, Apptainer flags and probe run on this machine, one task
     after the other, without Slurm (``run --local``); each record says ``where: local``.
+    ``where["live"]`` (with ``local`` only): the code as it is, not its pinned commit; each
+    record says ``code.live``.
     """
     from .inputs import as_path_list
 
     manifests = as_path_list(manifests)
     if record is not None and len(manifests) > 1:
         raise UsageError("--record takes one claim; each run directory holds its own record")
+    from .runs import running_locally
+
+    check_live(bool(where.get("live")), local=local or running_locally())
     if local:
         from .runs import local_jobs
 

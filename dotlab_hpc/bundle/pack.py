@@ -225,8 +225,8 @@ class _Source:
 
 
 def _read_source(opts: PackOptions) -> _Source:
-    """The collected run to pack; refused without a record, from ``run --local`` unless
-    allowed, or when its manifest changed after collect."""
+    """The collected run to pack; refused without a record, of live code, from ``run --local``
+    unless allowed, or when its manifest changed after collect."""
     rd, claim, run = _open(opts.run_dir)
     got = rd.record_and_bytes()
     if got is None:
@@ -235,6 +235,15 @@ def _read_source(opts: PackOptions) -> _Source:
             hint=f"run `dotlab-hpc collect {rd.path}` once the job has finished, then pack",
         )
     record, record_bytes = got
+    if record.code is not None:  # before --allow-local: nothing lets live code be packed
+        live = record.code.live
+        raise UsageError(
+            f"{one_line(rd.path)}: ran live code (run --live: commit {live.commit[:12]} with"
+            f" {live.changes} change(s), not the pinned commit), which is no claim's verdict;"
+            " nothing was packed",
+            hint="commit the analysis, pin that commit in the manifest, run it without --live,"
+            " and pack that run",
+        )
     if record.where == "local" and not opts.allow_local:
         raise UsageError(
             f"{one_line(rd.path)}: ran with `run --local` on {record.slurm.node or 'this machine'},"

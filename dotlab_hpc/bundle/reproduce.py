@@ -46,6 +46,13 @@ def plan_reproduce(root: Path, report: BundleReport, *, image: Path | None) -> R
         )
     except (ValidationError, FileRefused, FileNotFoundError) as e:  # pragma: no cover - checked
         raise UsageError(f"{one_line(root)}: changed while it was read ({e})") from e
+    if original.code is not None:  # pack refuses such a run: this bundle was made otherwise
+        raise UsageError(
+            f"{one_line(report.bundle)}: its record is of live code (run --live: commit"
+            f" {original.code.live.commit[:12]} with changes, not the pinned commit), which is"
+            " no claim's verdict to reproduce; nothing was run",
+            hint="ask the authors for a bundle packed from a run of the pinned commit",
+        )
     pull = None
     if image is None:
         url = index.image.url

@@ -232,6 +232,12 @@ def shell_args(p: argparse.ArgumentParser) -> None:
     add_inputs(p)
     p.add_argument("--out-dir", type=Path, help="the shell's /work/out (default: a fresh folder)")
     p.add_argument("--local", action="store_true", help="on this machine, without Slurm")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="bind --code-dir as it is, changes and all, read-only at /work/code, instead of"
+        " checking its pinned commit",
+    )
     add_site_options(p)
     add_json(p)
 
@@ -246,8 +252,16 @@ def cmd_shell(args: argparse.Namespace) -> int:
         image=args.image,
         out_dir=args.out_dir,
         local=args.local,
+        live=args.live,
         **site_options(args),
     )
+    if plan.code is not None:
+        from ..printers.runs import live_text
+
+        out.print_error(
+            f"live code: {args.code_dir} as it is, {live_text(plan.code.live)}, not the pinned"
+            " commit"
+        )
     with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
         code = api.shell(plan)
     if args.json:

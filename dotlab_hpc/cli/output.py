@@ -190,3 +190,11 @@ def print_collected(results: Sequence[Collected], as_json: bool) -> None:
         print_json(documents.collected(results))
     else:
         print("\n".join(collected_lines(results)))
+
+
+def print_live(results: Sequence[Collected]) -> None:
+    """On stderr, one line per run of live code: what ran, and that it is no verdict."""
+    from ..printers.runs import live_lines
+
+    for line in live_lines(results):
+        print_error(line)

@@ -48,6 +48,7 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
             "runs_root": args.runs_root,
             "run_dir": args.run_dir,
             "array_limit": args.array_limit,
+            "live": getattr(args, "live", False),  # run --local --live; submit has no --live
             **site_options(args),
         },
     )
@@ -163,11 +164,21 @@ def run_args(p: argparse.ArgumentParser) -> None:
         help="run the same job script, Apptainer flags and probe on this machine, without"
         " Slurm (no memory or CPU bound here); the record says where: local",
     )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="with --local: bind --code-dir as it is, changes and all, read-only at /work/code"
+        " instead of checking its pinned commit; the record says code.live, and pack and"
+        " reproduce refuse it (the edit-rerun loop, without rebuilding the image)",
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Submit, follow, collect: one line per run (``_print_collected``)."""
-    from ..api.submitting import run_all  # the command line's own helper
+    """Submit, follow, collect: one line per run (``_print_collected``); a live run's code
+    named on stderr."""
+    from ..api.submitting import check_live, run_all  # the command line's own helpers
+
+    check_live(args.live, local=args.local)  # before anything is read (run_all checks it too)
 
     shown: list[Path] = []
     print_submitted = out.submitted_to(args.json)
@@ -189,7 +200,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         out.print_interrupted(shown)
         raise
-    return _print_collected(collected, args.json)
+    code = _print_collected(collected, args.json)
+    out.print_live(collected)
+    return code
 
 
 def _print_collected(results: Sequence[Collected], as_json: bool = False) -> int:

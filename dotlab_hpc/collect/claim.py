@@ -151,6 +151,7 @@ def claim_record(
         isolation=first.isolation,
         where=first.where,
         site=first.site,
+        code=first.code,  # live code: every run's is the submission's one
     )
     stats = {
         r.target.name: StatisticRecord(

@@ -102,6 +102,7 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
         isolation=isolation_record(facts.container.probe),
         where="local" if facts.submission is not None and facts.submission.local else "slurm",
         site=facts.run.site,  # where it was sent, as submit wrote it: never from the manifest
+        code=facts.run.code,  # live code (run --local --live), as submit found it
     )
     if facts.run.attempt > 1:  # submitted again after a preemption: which attempt this is
         attempts = attempts_record(facts.run_dir.path, facts.run.attempt)

@@ -102,6 +102,7 @@ def one_row(g: Group, rows: Sequence[Row]) -> RunState:
         finished=finished,
         node=nodes[0] if len(nodes) == 1 else (f"{len(nodes)} nodes" if nodes else None),
         elapsed_s=max(elapsed) if elapsed else None,
-        reason=f"{g.count} runs: {note}",
+        reason=f"{g.count} runs: {note}" + (" (live)" if any(s.live for s in states) else ""),
         source="runs",
+        live=any(s.live for s in states),
     )

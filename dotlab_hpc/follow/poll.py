@@ -69,12 +69,14 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
     status = rd.status() if status_read else None
     # a record matters only without a submission (input_mismatch) or once the job ended
     record = rd.record() if sub is None or status is not None else None
-    job_id = sub.job_id if sub is not None else _local_job_id(rd)
+    job_id, live = (sub.job_id, False) if sub is not None else _local_job(rd)
     submitted = parse_ts(sub.submitted_at) if sub is not None else None
     done: RunState | None = None
     if record is not None and sub is None:
-        note = f"outcome {record.outcome}: {record.reason}"
-        done = RunState(rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record")
+        note = f"outcome {record.outcome}{_live(record)}: {record.reason}"
+        done = RunState(
+            rd.path, claim, None, "NOT_SUBMITTED", True, None, None, note, "record", record.live
+        )
     elif status is not None:
         done = _from_status(rd, claim, job_id, status, record)
     elif sub is None and (marked := rd.not_submitted()) is not None:  # sbatch failed for good
@@ -93,17 +95,19 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
         ends,
         done,
         status_read,
+        live,
     )
 
 
-def _local_job_id(rd: RunDir) -> str | None:
+def _local_job(rd: RunDir) -> tuple[str | None, bool]:
     """A ``run --local`` job's id while it runs (its submission.json is written once it
-    ended): from ``local.json``, so that it is never looked for by name in Slurm."""
+    ended), and whether its code is live: from ``local.json``, so that it is never looked for
+    by name in Slurm."""
     try:
         rec = rd.local_process()
     except RunDirError:
-        return None
-    return rec.job_id if rec is not None else None
+        return None, False
+    return (rec.job_id, rec.live) if rec is not None else (None, False)
 
 
 def _from_status(
@@ -113,7 +117,7 @@ def _from_status(
     code = status.exit_code
     note = f"exit {code}" if code is not None else status.phase
     if record is not None:
-        note = f"outcome {record.outcome}"
+        note = f"outcome {record.outcome}{_live(record)}"
     return RunState(
         rd.path,
         claim,
@@ -124,7 +128,13 @@ def _from_status(
         _seconds_between(status.job_started_at, status.ended_at),
         note,
         "status",
+        record is not None and record.live,
     )
+
+
+def _live(record: ClaimRecord) -> str:
+    """What follows a live run's outcome in its note: no claim's verdict."""
+    return " (live)" if record.live else ""
 
 
 def _status_job_id(status: JobStatus) -> str | None:
@@ -165,9 +175,15 @@ def _without_slurm(local: Local, reason: str, *, pending: bool = False) -> RunSt
         not pending,
         None,
         None,
-        reason,
+        _live_reason(reason, local),
         "slurm",
+        local.live,
     )
+
+
+def _live_reason(reason: str, local: Local) -> str:
+    """``reason``, and ``live code`` after it for a live run still going (``local.json``)."""
+    return "; ".join(filter(None, (reason, "live code"))) if local.live else reason
 
 
 def from_slurm(local: Local, info: JobInfo | None, now: datetime) -> RunState:
@@ -200,8 +216,9 @@ def from_slurm(local: Local, info: JobInfo | None, now: datetime) -> RunState:
         terminal,
         info.node,
         info.elapsed_s,
-        reason,
+        _live_reason(reason, local),
         "slurm",
+        local.live,
     )
 
 

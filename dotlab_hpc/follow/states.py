@@ -33,6 +33,8 @@ class RunState:
     elapsed_s: int | None
     reason: str
     source: str
+    # the run ran live code (``run --local --live``), as its record says: no claim's verdict
+    live: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """For ``status --json``."""
@@ -46,6 +48,7 @@ class RunState:
             "elapsed_s": self.elapsed_s,
             "reason": self.reason,
             "source": self.source,
+            "live": self.live,
         }
 
 
@@ -121,6 +124,8 @@ class Local(NamedTuple):
     done: RunState | None
     # False: the status file was not opened, its end marker being absent (``read_local``)
     status_read: bool = True
+    # a ``run --local --live`` job still running, as its ``local.json`` says
+    live: bool = False
 
     @property
     def orphan(self) -> bool:

@@ -19,7 +19,7 @@ from .table import table
 if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..follow.states import RunState
-    from ..rundir.records import ClaimRecord
+    from ..rundir.records import ClaimRecord, LiveCodeRecord
     from ..submit.execute import SubmitResult
 
 
@@ -100,7 +100,7 @@ def collected_lines(results: Sequence[Collected]) -> list[str]:
     rows = [
         [
             c.claim,
-            c.record.outcome,
+            c.record.outcome + (" (live)" if c.record.live else ""),
             "; ".join(filter(None, (c.record.reason, after_end_text(c.record)))),
         ]
         if c.record is not None
@@ -108,6 +108,26 @@ def collected_lines(results: Sequence[Collected]) -> list[str]:
         for c in results
     ]
     return table(rows)
+
+
+def live_lines(results: Sequence[Collected]) -> list[str]:
+    """One line per run of live code (``run --local --live``): what ran, and that it is no
+    claim's verdict."""
+    lines = []
+    for c in results:
+        if c.record is None or c.record.code is None:
+            continue
+        lines.append(
+            f"{c.run_dir}: live code: {live_text(c.record.code.live)}, not the pinned commit;"
+            " not a claim's verdict (pack and reproduce refuse it)"
+        )
+    return lines
+
+
+def live_text(live: LiveCodeRecord) -> str:
+    """``commit 1a2b3c4d5e6f with 2 changes (sha256:…)``: what live code was."""
+    changes = f"{live.changes} change" + ("" if live.changes == 1 else "s")
+    return f"commit {live.commit[:12]} with {changes} ({live.changes_sha256})"
 
 
 def resources(res: SubmitResult) -> list[str]:

@@ -9,12 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from ..errors import RunDirError, one_line
 from ..slurm.jobids import task_job_id
 from .heads import array_without_task
-from .records import InputsRecord, RunOfClaim, SiteRecord, ToolRecord
+from .records import CodeRecord, InputsRecord, RunOfClaim, SiteRecord, ToolRecord
 
 
 class _Frozen(BaseModel):
@@ -60,6 +67,16 @@ class RunRecord(_Frozen):
     run_of: RunOfClaim | None = None
     # Its attempt: 2 and more after a preemption (``run --requeue-on-preemption N``)
     attempt: int = Field(default=1, ge=1)
+    # live code (``run --local --live``): the work tree as it was; no key for the pinned commit
+    code: CodeRecord | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``code`` key for the pinned commit: such run files stay as they were."""
+        data: dict[str, Any] = handler(self)
+        if data.get("code") is None:
+            data.pop("code", None)
+        return data
 
 
 class ClaimRun(_Frozen):
@@ -157,6 +174,8 @@ class LocalProcessRecord(_Frozen):
     job_id: str = Field(pattern=r"^0[0-9]+(_[0-9]+)?$")
     pid: int | None = Field(default=None, gt=1)
     started: str | None = None
+    # the run's code is live (``run --local --live``): ``status`` says so while it runs
+    live: bool = False
 
 
 class NotSubmittedRecord(_Frozen):

@@ -77,6 +77,21 @@ class InputsRecord(_Frozen):
     datasets: dict[str, str]
 
 
+class LiveCodeRecord(_Frozen):
+    """Live code (``run --local --live``): the checkout as it was, not the pinned commit. Its
+    HEAD, the sha256 of its changes (``verify.live.changes_digest``) and how many paths differ."""
+
+    commit: str
+    changes_sha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    changes: int = Field(ge=0)
+
+
+class CodeRecord(_Frozen):
+    """The record's ``code``: present only when the code was not the pinned commit (``live``)."""
+
+    live: LiveCodeRecord
+
+
 class EvidenceRecord(_Frozen):
     """What was written inside the container: start and end times, GPU probe lines."""
 
@@ -256,6 +271,21 @@ class ClaimRecord(_Frozen):
     over_runs: OverRunsRecord | None = None
     # after a preemption: the attempt this record is of, and the earlier ones (None: the first)
     attempts: AttemptsRecord | None = None
+    # live code (``run --local --live``): never a claim's verdict; no key for the pinned commit
+    code: CodeRecord | None = None
+
+    @property
+    def live(self) -> bool:
+        """Whether the run ran live code (the work tree as it was, not the pinned commit)."""
+        return self.code is not None
+
+    @model_serializer(mode="wrap")
+    def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``code`` key for the pinned commit: such records stay as they were."""
+        data: dict[str, Any] = handler(self)
+        if data.get("code") is None:
+            data.pop("code", None)
+        return data
 
 
 class Outcome(StrEnum):
@@ -322,6 +352,7 @@ def build_record(
     isolation: IsolationRecord | None = None,
     where: Literal["slurm", "local"] = "slurm",
     site: SiteRecord | None = None,
+    code: CodeRecord | None = None,
 ) -> ClaimRecord:
     """Assemble the record; nothing in it depends on when it was collected. ``site``: the
     settings the run was submitted with (its ``run.json``'s), apart from the manifest."""
@@ -341,6 +372,7 @@ def build_record(
         isolation=isolation,
         where=where,
         site=site,
+        code=code,
     )
 
 

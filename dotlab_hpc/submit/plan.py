@@ -30,6 +30,7 @@ from ..rundir.names import (
     new_batch_id,
     new_run_id,
 )
+from ..rundir.records import CodeRecord
 from ..site.resolve import locate_apptainer
 from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
 from ..slurm.argv import array_task_output, output_path
@@ -75,6 +76,8 @@ class SubmitOptions:
     # `run`/`submit --wait` after a preemption: this is the claim's attempt number (its job
     # name says so: dotlab-<run id>.attempt-N); the earlier attempts' folders are in ``run_dir``
     attempt: int = 1
+    # live code (``run --local --live``): the work tree as it is, its HEAD and changes' digest
+    code: CodeRecord | None = None
 
 
 class EnvKnobs(TypedDict):
@@ -152,6 +155,7 @@ class Plan:
     # paired measurements: ONE job (not an array) runs every sample in order (render.pairs)
     paired: bool = False
     attempt: int = 1  # after a preemption: the claim's attempt (SubmitOptions.attempt)
+    code: CodeRecord | None = None  # live code (SubmitOptions.code)
 
     @property
     def is_array(self) -> bool:
@@ -217,6 +221,7 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
         array_limit=opts.array_limit,
         site=opts.site,
         attempt=opts.attempt,
+        code=opts.code,
     )
     over = [m for m in manifests if m.spec.runs is not None or m.spec.is_paired]
     if over and len(manifests) > 1:

@@ -91,6 +91,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         site=site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer),
         run_of=_run_of(p, run),
         attempt=p.attempt,
+        code=p.code,
     )
 
 
@@ -128,6 +129,7 @@ def mismatch_record(run: PlannedRun, reasons: Sequence[str], p: Plan | None = No
         inputs=inputs_record(m),
         evidence=EvidenceRecord(container_started_at=None, container_ended_at=None, gpus=[]),
         site=site,
+        code=None if p is None else p.code,
     )
 
 

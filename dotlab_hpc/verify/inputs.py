@@ -288,6 +288,19 @@ def _check_working_dir(
         )
 
 
+def _check_live_working_dir(spec: ManifestSpec, code_dir: Path) -> None:
+    """Live code: a working_dir that is no folder of the work tree is the manifest's error."""
+    from .live import live_working_dir_problem
+
+    wd = spec.code.working_dir
+    problem = live_working_dir_problem(code_dir, wd) if wd and wd != "." else None
+    if problem:
+        raise UsageError(
+            f"code.working_dir {wd!r}: {problem}",
+            hint="name a directory of the checkout itself (no symbolic link)",
+        )
+
+
 # --------------------------------------------------------------------------- entry point
 def inputs_key(spec: ManifestSpec) -> tuple[object, ...]:
     """Everything of a manifest ``verify_inputs`` looks at: two claims with the same key get
@@ -306,11 +319,14 @@ def verify_inputs(
     progress: Progress | None = None,
     cache: HashCache | None = None,
     checkouts: CheckoutMemo | None = None,
+    live: bool = False,
 ) -> VerifyReport:
     """Every pre-flight check of docs/contract.md §3; UsageError for paths that do not exist.
 
     Pass one ``cache`` and one ``checkouts`` to the calls of one submission so shared inputs
-    are hashed once and a shared checkout is inspected once.
+    are hashed once and a shared checkout is inspected once. ``live``: the code is the work
+    tree as it is (``verify.live``), so neither its commit nor its cleanness is checked, only
+    that ``code.working_dir`` is a folder of it; datasets and image are checked as ever.
     """
     for flag, p in (("--code-dir", code_dir), ("--data-dir", data_dir)):
         if not p.exists():
@@ -322,8 +338,12 @@ def verify_inputs(
             f"--image {image}: no such file",
             hint="build it with `dotlab-hpc build` or fix the path",
         )
-    code = check_checkout(code_dir, spec.code.commit, runner=runner, memo=checkouts)
-    _check_working_dir(spec, code_dir, code[0], runner, checkouts)
+    code: tuple[Check, ...] = ()
+    if live:
+        _check_live_working_dir(spec, code_dir)
+    else:
+        code = check_checkout(code_dir, spec.code.commit, runner=runner, memo=checkouts)
+        _check_working_dir(spec, code_dir, code[0], runner, checkouts)
     planned_image = _plan_image(image)
     image_tree = planned_image if isinstance(planned_image, Tree) else None
     datasets, image_result = _dataset_checks(spec, data_dir, progress, image_tree, cache)
@@ -342,13 +362,15 @@ def submission_verifier(
     runner: Runner | None = None,
     progress: bool = True,
     inspected: dict[str, tuple[str | None, list[str]]] | None = None,
+    live: bool = False,
 ) -> Callable[[Manifest], list[str]]:
     """The check ``submit`` runs on each claim: its inputs' mismatches (empty when all match).
 
     The claims of one submission share the image and often datasets and the checkout: each is
     hashed or inspected once, and claims that pin the same inputs get the first one's answer.
     ``inspected``: checkouts already inspected for this submission (``inspect_checkout`` by
-    resolved directory), as ``CheckoutMemo.inspected`` keeps them.
+    resolved directory), as ``CheckoutMemo.inspected`` keeps them. ``live``: the code is not
+    checked against its pin (``verify_inputs``).
     """
     from ..proc import SubprocessRunner
     from ..progress import Progress
@@ -372,6 +394,7 @@ def submission_verifier(
                     progress=shown,
                     cache=cache,
                     checkouts=checkouts,
+                    live=live,
                 )
             answers[key] = report.mismatches()
         return list(answers[key])

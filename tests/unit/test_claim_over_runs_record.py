@@ -23,6 +23,7 @@ from dotlab_hpc.rundir.records import (
     RunValuesRecord,
     StatisticRecord,
     ToolRecord,
+    record_json,
     write_record,
 )
 from tests.support import runfiles
@@ -336,3 +337,12 @@ def test_a_claim_over_huge_finite_values_has_a_record_that_can_be_written(tmp_pa
     assert written["reason"] == (
         "target accuracy: the median of these values is not a finite number (they are too large)"
     )
+
+
+def test_a_claim_over_live_runs_is_live_and_a_pinned_one_is_not() -> None:
+    live = {"live": {"commit": "ab" * 20, "changes_sha256": "sha256:" + "0" * 64, "changes": 3}}
+    recs = [run_record(k, code=live) for k in range(5)]
+    rec = claim_record(claim_runs(), manifest(), five(), recs)
+    assert rec.live and record_json(rec)["code"] == live  # never a claim's verdict either
+    pinned = claim_record(claim_runs(), manifest(), five(), [run_record(k) for k in range(5)])
+    assert not pinned.live and "code" not in record_json(pinned)

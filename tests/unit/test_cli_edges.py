@@ -12,10 +12,12 @@ import pytest
 
 from dotlab_hpc import api
 from dotlab_hpc.api import first_manifest
+from dotlab_hpc.api.shells import ShellPlan
 from dotlab_hpc.cli import main
 from dotlab_hpc.cli.parser import exit_codes_epilog
 from dotlab_hpc.cli.verbs import VERBS, build_parser
 from dotlab_hpc.errors import ERRORS, InputMismatch, UsageError, exit_codes
+from dotlab_hpc.rundir.records import CodeRecord, LiveCodeRecord
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 MINIMAL = MANIFESTS / "minimal.yaml"  # three warnings: no tolerance, no license, no code.repo
@@ -164,11 +166,43 @@ def test_init_json(
 def test_shell_json_is_the_shells_exit_status(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(api, "plan_shell", lambda *a, **kw: "plan")
+    plan = ShellPlan(("sh",), {}, Path("out"))
+    monkeypatch.setattr(api, "plan_shell", lambda *a, **kw: plan)
     monkeypatch.setattr(api, "shell", lambda plan: 3)
     argv = ["shell", str(MINIMAL), "--code-dir", "c", "--image", "i.sif", "--json"]
     code, out, _ = outcome(capsys, *argv)
     assert code == 3 and json.loads(out) == {"exit_code": 3}
+
+
+def test_shell_live_names_the_code_it_binds(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live = LiveCodeRecord(commit="c" * 40, changes_sha256="sha256:" + "0" * 64, changes=1)
+    asked: list[object] = []
+
+    def plan_shell(*a: object, **kw: object) -> ShellPlan:
+        asked.append(kw["live"])
+        return ShellPlan(("sh",), {}, Path("out"), CodeRecord(live=live))
+
+    monkeypatch.setattr(api, "plan_shell", plan_shell)
+    monkeypatch.setattr(api, "shell", lambda plan: 0)
+    argv = ["shell", str(MINIMAL), "--code-dir", "c", "--image", "i.sif", "--local", "--live"]
+    code, _, err = outcome(capsys, *argv)
+    assert code == 0 and asked == [True]
+    assert err == (
+        f"dotlab-hpc: live code: c as it is, commit {'c' * 12} with 1 change"
+        f" (sha256:{'0' * 64}), not the pinned commit\n"
+    )
+
+
+def test_run_live_without_local_is_one_line_before_anything(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = outcome(
+        capsys, "run", "nowhere.yaml", "--code-dir", "c", "--image", "i.sif", "--live"
+    )
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "add --local" in err and "nowhere.yaml" not in err  # refused before it is read
 
 
 # --------------------------------------------------------------------------- exit codes in help

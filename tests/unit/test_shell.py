@@ -11,6 +11,7 @@ import pytest
 from dotlab_hpc.api.shells import ShellPlan, plan_shell, shell_env
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.render.facts import MAX_PROCESSES, SHELL_WRAPPER
+from dotlab_hpc.rundir.records import CodeRecord, LiveCodeRecord
 from dotlab_hpc.site.resolve import prepared_argv
 from dotlab_hpc.site.settings import JOB_PATH, Setting, Site
 from dotlab_hpc.slurm.argv import srun_shell_argv
@@ -181,3 +182,25 @@ def test_a_local_shell_runs_the_prepare_lines_too_and_none_without_them(
     assert argv[:2] == (PROGRAM, "exec")
     argv = _plan(root, "out-node", pty=True).argv
     assert argv[0] == "srun" and argv[argv.index("--pty") + 1] == PROGRAM
+
+
+def test_a_live_shell_is_the_same_sandbox_on_the_code_as_it_is(
+    planned: tuple[Path, list[Site]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _ = planned
+    asked: list[object] = []
+    live = LiveCodeRecord(commit="c" * 40, changes_sha256="sha256:" + "0" * 64, changes=2)
+
+    def verify_inputs(*a: object, **k: object) -> VerifyReport:
+        asked.append(k.get("live", False))
+        return VerifyReport(())
+
+    monkeypatch.setattr("dotlab_hpc.verify.inputs.verify_inputs", verify_inputs)
+    monkeypatch.setattr("dotlab_hpc.verify.live.inspect_live", lambda code_dir, runner: live)
+    pinned = _plan(root, "out-pinned", local=True)
+    plan = _plan(root, "out-live", local=True, live=True)
+    assert asked == [False, True]  # the live check skips the code's pin (verify_inputs' live)
+    assert pinned.code is None and plan.code == CodeRecord(live=live)
+    # the same argv but for the output folder: the same bind of the code, every flag unchanged
+    assert plan.argv == tuple(a.replace("out-pinned", "out-live") for a in pinned.argv)
+    assert f"{root / 'code'}:/work/code:ro" in plan.argv
