@@ -15,15 +15,17 @@ if TYPE_CHECKING:
     from .inputs import PathLike
 
 
-def by_job(manifests: Sequence[PathLike]) -> list[list[PathLike]]:
+def by_job(manifests: Sequence[PathLike], *, preview: bool = False) -> list[list[PathLike]]:
     """The manifests by the job they go in: every plain claim in the first group, each claim
-    over many runs (``runs:`` or ``variants:``) in a group of its own."""
+    over many runs (``runs:`` or ``variants:``) in a group of its own. ``preview`` (a dry run):
+    a manifest whose image is still to be built is taken (``manifest.pin.load_preview``)."""
     from ..manifest.models import load
+    from ..manifest.pin import load_preview
 
     plain: list[PathLike] = []
     alone: list[list[PathLike]] = []
     for m in manifests:
-        spec = load(Path(m)).spec
+        spec = (load_preview if preview else load)(Path(m)).spec
         if spec.runs is not None or spec.is_paired:
             alone.append([m])
         else:
@@ -43,12 +45,14 @@ def submit_groups(
     from dataclasses import replace
 
     from ..manifest.models import load
+    from ..manifest.pin import load_preview
 
     done: list[SubmitResult] = []
     for group in groups:
         where = dict(options)
         if len(group) == 1:
-            where["out_dir"] = out_root / load(Path(group[0])).spec.claim
+            one = (load_preview if options.get("dry_run") else load)(Path(group[0]))
+            where["out_dir"] = out_root / one.spec.claim
         try:
             done.append(submit(group, **where))
         except DotlabError as e:
@@ -68,4 +72,5 @@ def submit_groups(
         pairs_script=None,
         request=next((d.request for d in done if d.script is not None), {}),
         pairs_request={},
+        warnings=tuple(dict.fromkeys(w for d in done for w in d.warnings)),
     )

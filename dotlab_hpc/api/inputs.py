@@ -57,7 +57,8 @@ def load_manifest(path: PathLike) -> Manifest:
 def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
     """``dotlab-hpc validate``: ``ManifestError`` with one line per problem of every file; else
     the warnings (a target with no tolerance at all; no ``license``; no ``code.repo``, a dataset
-    with neither ``url`` nor ``doi``: what a bundle's reviewer could not find), one line each.
+    with neither ``url`` nor ``doi``: what a bundle's reviewer could not find; an image still to
+    be built, ``image.build`` without ``image.digest``: the command that pins it), one line each.
 
     ``paths``: one manifest or a list of them. A good manifest is decided by pydantic-core alone
     (no model is built); the models word what is wrong in a bad one.
@@ -82,16 +83,22 @@ def validate(paths: PathLike | Sequence[PathLike]) -> list[str]:
     from ..manifest.light import is_valid_data
     from ..manifest.parse import read_document
     from ..manifest.rules import tolerance_warnings
+    from ..manifest.unbuilt import not_pinned, to_be_built, with_placeholder_digest
 
     problems: list[str] = []
     warnings: list[str] = []
     for p in as_path_list(paths):
         try:
             _, data, label = read_document(p)
+            if to_be_built(data):  # the image is still to be built: the one step left, said
+                warnings.append(not_pinned(label))
+                data = with_placeholder_digest(data)
             if is_valid_data(data):
                 warnings += tolerance_warnings(data, label) + handover_warnings(data, label)
                 continue
-            load_manifest(p)
+            from ..manifest.pin import load_preview  # the models word what is wrong
+
+            load_preview(Path(p))
         except ManifestError as e:
             problems += e.problems
     if problems:
@@ -233,6 +240,7 @@ def render(
     ...
     dotlab_hpc.errors.UsageError: api.render: unknown keyword partitio; did you mean partition?
     """
+    from ..manifest.pin import load_preview
     from ..render.deffile import render_def
     from ..render.facts import task_facts
     from ..render.job import render_script
@@ -242,7 +250,7 @@ def render(
     from ..site.settings import DEFAULT_SCRATCH_ROOT
     from .where import site_settings
 
-    m = load_manifest(manifest)
+    m = load_preview(Path(manifest))  # an image still to be built: its digest a placeholder
     out = Path(output)
     try:
         out.mkdir(parents=True, exist_ok=True)

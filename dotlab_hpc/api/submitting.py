@@ -81,17 +81,22 @@ class RunInputs(SiteInputs, total=False):
     live: bool
 
 
-def with_defaults(manifests: Sequence[PathLike], where: RunInputs) -> RunInputs:
+def with_defaults(
+    manifests: Sequence[PathLike], where: RunInputs, *, preview: bool = False
+) -> RunInputs:
     """``where`` with ``out_dir`` and ``data_dir`` filled in when not given (``api.defaults``):
     a fresh output folder; an empty data folder when no manifest lists ``data`` (else a
-    ``UsageError`` naming the field)."""
+    ``UsageError`` naming the field). ``preview`` (a dry run): a manifest whose image is still
+    to be built is taken (``manifest.pin.load_preview``)."""
     out_dir, data_dir = where.get("out_dir"), where.get("data_dir")
     if out_dir is not None and data_dir is not None:
         return where
     from ..clock import SystemClock
-    from ..manifest.models import load
+    from ..manifest.models import load as strict
+    from ..manifest.pin import load_preview
     from .defaults import data_dir_needed, default_out_dir, empty_data_dir
 
+    load = load_preview if preview else strict
     runs_root, run_dir = where.get("runs_root"), where.get("run_dir")
     loaded = [load(Path(m)) for m in manifests] if data_dir is None or len(manifests) == 1 else []
     if data_dir is None:
@@ -136,14 +141,14 @@ def submission(
 
     manifests = as_path_list(manifests)  # one path is one manifest, never its characters
     _refuse_early(manifests, where)
-    where = with_defaults(manifests, where)
+    where = with_defaults(manifests, where, preview=dry_run)
     data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
     if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both in
         raise RuntimeError("with_defaults left data_dir or out_dir unset")
     if len(manifests) > 1:
         from .groups import by_job, submit_groups
 
-        groups = by_job(manifests)
+        groups = by_job(manifests, preview=dry_run)
         if len(groups) > 1:  # claims over many runs: each is a job (array) of its own
             return submit_groups(
                 groups,

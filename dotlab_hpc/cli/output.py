@@ -130,11 +130,13 @@ def submitted_to(as_json: bool) -> Callable[[SubmitResult], None]:
 def print_dry_run(
     res: SubmitResult, inputs: dict[str, Path | None], *, as_json: bool, show_script: bool
 ) -> None:
-    """``submit --dry-run``: the summary (``--show-script``: then the script and every
-    command), or its JSON document."""
+    """``submit --dry-run``: its warnings on stderr, then the summary (``--show-script``: then
+    the script and every command), or its JSON document."""
     from ..printers import documents
     from ..printers.runs import dry_run_lines, dry_run_text, resources
 
+    for warning in res.warnings:  # on stderr, under --json too (the document lists them)
+        print_error(f"warning: {warning}")
     if as_json:
         asked = resources(res)  # paired: the one job's request
         print_json(documents.dry_run(res, inputs=inputs, resources=asked, show_script=show_script))

@@ -33,9 +33,10 @@ def _on_attempt(run_dir: Path, attempt: int) -> None:
     )
 
 
-def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+def _run_options(args: argparse.Namespace, *, preview: bool = False) -> dict[str, Any]:
     """The options ``submission`` and ``run_all`` (api.submitting) share, from the command line,
-    with the defaults of --out-dir and --data-dir filled in (``with_defaults``)."""
+    with the defaults of --out-dir and --data-dir filled in (``with_defaults``; ``preview``: a
+    dry run's, which takes a manifest whose image is still to be built)."""
     from ..api.submitting import with_defaults  # the command line's own helper
 
     where = with_defaults(
@@ -51,6 +52,7 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
             "live": getattr(args, "live", False),  # run --local --live; submit has no --live
             **site_options(args),
         },
+        preview=preview,
     )
     return {**where, "log_file": args.log_file, "on_retry": _on_retry}
 
@@ -90,7 +92,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     ):
         if not given:
             raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
-    where = _run_options(args)
+    where = _run_options(args, preview=args.dry_run)
     from ..api.submitting import submission  # the command line's own helper
 
     res = submission(

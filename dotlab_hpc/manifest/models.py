@@ -340,6 +340,7 @@ class Manifest:
     path: Path
     sha256: str
     raw: bytes
+    to_build: bool = False  # the image is still to be built: spec.image.digest a placeholder
 
     @property
     def claim(self) -> str:

@@ -18,12 +18,10 @@ from typing import Any
 import yaml
 
 from ..errors import ManifestError, UsageError
-from .models import Manifest, validate_data
+from .models import Manifest, load, validate_data
 from .parse import parse_document, read_document
-
-# What stands in for a digest not written yet: never a real image's (the sha256 of nothing
-# is e3b0…, of a SIF is not all zeros), and refused by ``pin`` as the digest to write.
-UNPINNED_DIGEST = "sha256:" + "0" * 64
+from .unbuilt import UNPINNED_DIGEST as UNPINNED_DIGEST
+from .unbuilt import to_be_built, with_placeholder_digest
 
 
 def load_for_build(path: Path) -> tuple[Manifest, bool]:
@@ -40,6 +38,19 @@ def load_for_build(path: Path) -> tuple[Manifest, bool]:
         data["image"]["digest"] = UNPINNED_DIGEST
     spec = validate_data(data, label, raw)
     return Manifest(spec=spec, path=path, sha256=hashlib.sha256(raw).hexdigest(), raw=raw), missing
+
+
+def load_preview(path: Path) -> Manifest:
+    """The manifest as ``load`` reads it, or, when its image is still to be built
+    (``unbuilt.to_be_built``), with ``to_build`` set and a placeholder digest nothing shows:
+    what ``validate``, ``render`` and ``submit --dry-run`` show. Every other field is as strict.
+    """
+    raw, data, label = read_document(path)
+    if not to_be_built(data):
+        return load(path)
+    spec = validate_data(with_placeholder_digest(data), label, raw)
+    sha256 = hashlib.sha256(raw).hexdigest()
+    return Manifest(spec=spec, path=Path(path), sha256=sha256, raw=raw, to_build=True)
 
 
 def _key(node: Any) -> Any:

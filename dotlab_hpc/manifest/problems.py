@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import one_line
 from .rules import LocatedError, describe, loc_text
+from .unbuilt import not_pinned, to_be_built
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -124,6 +125,9 @@ def problem_lines(error: ValidationError, label: str, root: type[BaseModel]) -> 
     for err in error.errors():
         loc, msg = _problem(err, root)
         line = one_line(f"{label}: {loc_text(loc)}: {msg}")
+        if err["type"] == "missing" and loc == ("image", "digest"):
+            # the image is still to be built: the one step missing (manifest.unbuilt)
+            line = not_pinned(label) if to_be_built({"image": err.get("input")}) else line
         if line not in lines:
             lines.append(line)
     return lines

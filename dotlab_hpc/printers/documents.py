@@ -147,7 +147,7 @@ def dry_run(
 ) -> dict[str, Any]:
     """``submit --dry-run --json``: what would be submitted: claims, resources (the #SBATCH
     requests), run directories, the inputs and whether each claim's match, the apptainer
-    program and every command; the job script only with ``show_script``."""
+    program and every command, the warnings; the job script only with ``show_script``."""
     argvs = res.apptainer_argvs
     return {
         "dry_run": True,
@@ -159,6 +159,7 @@ def dry_run(
                 "claim": r.claim,
                 "run_dir": os.fsdecode(r.run_dir),
                 "inputs_verified": r.mismatch is None,
+                "image_to_be_built": r.claim in res.unbuilt,  # not checked: there is none yet
                 "input_mismatch": None if r.mismatch is None else r.mismatch.reason,
             }
             for r in res.shown
@@ -170,6 +171,8 @@ def dry_run(
         "script": res.script if show_script else None,
         # paired measurements: the one job's script, which runs ``script`` for each sample
         "pairs_script": res.pairs_script if show_script else None,
+        # what a real submission refuses, one line each: an image still to be built, no Apptainer
+        "warnings": list(res.warnings),
     }
 
 

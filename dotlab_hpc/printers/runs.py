@@ -160,8 +160,14 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
         first, last = runs[0].run_dir, runs[-1].run_dir
         where = f"{len(dirs)} in {first.parent} ({first.name} … {last.name})"
     bad = [r for r in runs if r.mismatch is not None]
+    # an image still to be built (``res.unbuilt``) is not checked: there is none yet
+    matched = (
+        "code and data match; image still to be built"
+        if res.unbuilt
+        else "code, data and image match"
+    )
     verdict = (
-        f"all {len(runs)} claim(s): code, data and image match"
+        f"all {len(runs)} claim(s): {matched}"
         if not bad
         else f"{len(runs) - len(bad)} of {len(runs)} claim(s) match"
     )

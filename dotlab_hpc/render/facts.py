@@ -20,7 +20,8 @@ from ..container.apptainer import (
 )
 from ..container.isolation import MIN_TMPFS_MIB
 from ..errors import UsageError
-from ..manifest.models import ManifestSpec
+from ..manifest.models import Manifest, ManifestSpec
+from ..manifest.unbuilt import placeholder
 from ..rundir.names import FACTS_END, FACTS_MAGIC
 from .spec import JobSpec, TaskSpec
 from .templates import probe_script, script_value, wrapper_script
@@ -136,6 +137,12 @@ def _fact(value: str) -> bytes:
     return done
 
 
+def digest_fact(m: Manifest) -> str:
+    """The pinned digest's hex as the job compares it; for an image still to be built (a
+    preview: ``render``, ``submit --dry-run``), what makes it, which no image's digest equals."""
+    return placeholder(str(m.path)) if m.to_build else m.spec.image.digest.removeprefix("sha256:")
+
+
 def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) -> bytes:
     """The facts file of one task (``rundir.FACTS_FILE``): what its job reads by task id.
 
@@ -155,7 +162,7 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
     fields = (
         FACTS_MAGIC,
         str(task.image),
-        task.manifest.spec.image.digest.removeprefix("sha256:"),
+        digest_fact(task.manifest),
         str(task.out_dir),
         str(scratch) if scratch else "",
         str(task.manifest.spec.sandbox.scratch_mib or 0),

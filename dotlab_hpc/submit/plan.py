@@ -20,6 +20,7 @@ from typing import TypedDict
 from ..errors import UsageError
 from ..manifest import models as manifest_mod
 from ..manifest.models import Manifest
+from ..manifest.pin import load_preview
 from ..render.spec import DEFAULT_MARGIN_S
 from ..rundir.names import (
     ENDS_ROOT,
@@ -78,6 +79,9 @@ class SubmitOptions:
     attempt: int = 1
     # live code (``run --local --live``): the work tree as it is, its HEAD and changes' digest
     code: CodeRecord | None = None
+    # `submit --dry-run`: a manifest whose image is still to be built loads (its digest a
+    # placeholder, manifest.pin.load_preview) and needs no --image yet
+    preview: bool = False
 
 
 class EnvKnobs(TypedDict):
@@ -207,8 +211,8 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
 
     ``max_array_size`` (MaxArraySize: every task index is below it) splits a larger array.
     """
-    manifests = _load(opts.manifests)
-    paths = _checked_paths(opts)
+    manifests = _load(opts.manifests, preview=opts.preview)
+    paths = _checked_paths(opts, image_needed=not all(m.to_build for m in manifests))
     common = partial(
         Plan,
         code_dir=paths.code_dir,
@@ -239,11 +243,13 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
     return _plan_array(manifests, opts, now, common, paths, max_array_size)
 
 
-def _load(paths: tuple[Path, ...]) -> list[Manifest]:
-    """The manifests, each claim once (UsageError otherwise)."""
+def _load(paths: tuple[Path, ...], *, preview: bool) -> list[Manifest]:
+    """The manifests, each claim once (UsageError otherwise); ``preview``: an image still to be
+    built is taken (``load_preview``), else refused with the command that pins it."""
     if not paths:
         raise UsageError("give at least one manifest")
-    manifests = [manifest_mod.load(p) for p in paths]
+    load = load_preview if preview else manifest_mod.load
+    manifests = [load(p) for p in paths]
     claims = [m.spec.claim for m in manifests]
     dupes = sorted(c for c, n in Counter(claims).items() if n > 1)
     if dupes:
@@ -251,12 +257,13 @@ def _load(paths: tuple[Path, ...]) -> list[Manifest]:
     return manifests
 
 
-def _checked_paths(opts: SubmitOptions) -> _Paths:
-    """The folders and image of ``opts``: there, of the right kind, and plain enough."""
+def _checked_paths(opts: SubmitOptions, *, image_needed: bool = True) -> _Paths:
+    """The folders and image of ``opts``: there, of the right kind, and plain enough (the
+    image not yet when every claim's is still to be built: ``image_needed`` False)."""
     code_dir = _existing_dir(opts.code_dir, "--code-dir")
     data_dir = _existing_dir(opts.data_dir, "--data-dir")
     image = _safe_path(opts.image.absolute(), "--image")
-    if not image.is_file():
+    if image_needed and not image.is_file():
         raise UsageError(f"--image {opts.image}: no such file")
     return _Paths(
         code_dir=code_dir,

@@ -39,6 +39,10 @@ class SubmitResult:
     # (``slurm.directives.request_options``); paired measurements: each sample's
     request: Mapping[str, str] = field(default_factory=dict)
     pairs_request: Mapping[str, str] = field(default_factory=dict)  # paired: the one job's
+    # a dry run's warnings, one line each: an image still to be built, no Apptainer found for
+    # the job (what a real submission refuses)
+    warnings: tuple[str, ...] = ()
+    unbuilt: tuple[str, ...] = ()  # a dry run's claims whose image is still to be built
 
     @property
     def shown(self) -> tuple[SubmittedRun, ...]:

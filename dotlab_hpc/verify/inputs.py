@@ -314,7 +314,7 @@ def verify_inputs(
     *,
     code_dir: Path,
     data_dir: Path,
-    image: Path,
+    image: Path | None,
     runner: Runner,
     progress: Progress | None = None,
     cache: HashCache | None = None,
@@ -327,13 +327,15 @@ def verify_inputs(
     are hashed once and a shared checkout is inspected once. ``live``: the code is the work
     tree as it is (``verify.live``), so neither its commit nor its cleanness is checked, only
     that ``code.working_dir`` is a folder of it; datasets and image are checked as ever.
+    ``image`` None: the image is still to be built (``submit --dry-run``), so there is none to
+    check; every other input is checked.
     """
     for flag, p in (("--code-dir", code_dir), ("--data-dir", data_dir)):
         if not p.exists():
             raise UsageError(f"{flag} {p}: no such directory")
         if not p.is_dir():
             raise UsageError(f"{flag} {p}: not a directory")
-    if not image.exists():
+    if image is not None and not image.exists():
         raise UsageError(
             f"--image {image}: no such file",
             hint="build it with `dotlab-hpc build` or fix the path",
@@ -344,9 +346,11 @@ def verify_inputs(
     else:
         code = check_checkout(code_dir, spec.code.commit, runner=runner, memo=checkouts)
         _check_working_dir(spec, code_dir, code[0], runner, checkouts)
-    planned_image = _plan_image(image)
+    planned_image = None if image is None else _plan_image(image)
     image_tree = planned_image if isinstance(planned_image, Tree) else None
     datasets, image_result = _dataset_checks(spec, data_dir, progress, image_tree, cache)
+    if image is None:
+        return VerifyReport((*datasets, *code))
     if image_result is None:
         image_result = planned_image if isinstance(planned_image, Refused) else None
     if image_result is None:  # pragma: no cover - one of the two is always set
@@ -381,7 +385,7 @@ def submission_verifier(
     answers: dict[tuple[object, ...], list[str]] = {}
 
     def check(m: Manifest) -> list[str]:
-        key = inputs_key(m.spec)
+        key = (*inputs_key(m.spec), m.to_build)
         if key not in answers:
             shown = Progress(f"verifying {m.spec.claim}", enabled=None if progress else False)
             with shown:
@@ -389,7 +393,7 @@ def submission_verifier(
                     m.spec,
                     code_dir=code_dir,
                     data_dir=data_dir,
-                    image=image,
+                    image=None if m.to_build else image,  # still to be built: none to check
                     runner=run,
                     progress=shown,
                     cache=cache,

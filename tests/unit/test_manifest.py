@@ -90,7 +90,7 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
     ("missing-data-path", "data.1.path", DELETE, "data[1].path", "required field is missing"),
     ("missing-data-sha", "data.0.sha256", DELETE, "data[0].sha256", "required field is missing"),
     ("missing-image", "image", DELETE, "image", "required field is missing"),
-    ("missing-image-digest", "image.digest", DELETE, "image.digest", "required field is missing"),
+    ("missing-image-digest", "image.digest", DELETE, "image.digest", "not pinned yet; run "),
     ("missing-build-from", "image.build.from", DELETE, "image.build.from", "is missing"),
     ("missing-entrypoint", "entrypoint", DELETE, "entrypoint", "required field is missing"),
     ("missing-targets", "targets", DELETE, "targets", "required field is missing"),
@@ -782,7 +782,15 @@ def test_one_digest_form_is_accepted_everywhere(written: str, field: str) -> Non
 
 
 def test_a_missing_image_digest_says_how_to_pin_one() -> None:
+    # image.build is set: the image is still to be built, and the one step is the command
     (line,) = problems_of(mutate("image.digest"))
+    assert line == (
+        f"{LABEL}: image.digest: not pinned yet; run dotlab-hpc build claim.yaml -o claim.sif --pin"
+    )
+    # nothing to build: build one, or pin an image you have
+    data = mutate("image.digest")
+    del data["image"]["build"]
+    (line,) = problems_of(data)
     assert line.startswith(f"{LABEL}: image.digest: required field is missing; ")
     assert "dotlab-hpc build MANIFEST -o claim.sif --pin" in line
 

@@ -104,8 +104,15 @@ def test_the_dry_run_json() -> None:
     )
     assert doc["dry_run"] is True and doc["claims"] == ["c1"]
     assert doc["runs"] == [
-        {"claim": "c1", "run_dir": "/runs/c1", "inputs_verified": True, "input_mismatch": None}
+        {
+            "claim": "c1",
+            "run_dir": "/runs/c1",
+            "inputs_verified": True,
+            "image_to_be_built": False,
+            "input_mismatch": None,
+        }
     ]
+    assert doc["warnings"] == []
     assert doc["apptainer"] == ARGV[0] and doc["apptainer_argvs"] == [list(ARGV)]
     assert doc["sbatch_argvs"] == [list(SBATCH)] and doc["script"] is None
     assert doc["out_dir"] == "/work/dotlab-out/c1-20250304T050607Z"
