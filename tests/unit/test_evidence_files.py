@@ -16,7 +16,7 @@ from dotlab_hpc.manifest.models import EvidenceSpec
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import RunPaths
-from dotlab_hpc.rundir.records import ClaimRecord, EvidenceRecord, record_json
+from dotlab_hpc.rundir.records import ClaimRecord, EvidenceRecord, RunOfClaim, record_json
 from dotlab_hpc.slurm.client import SlurmClient
 from tests.support import runfiles as rf
 from tests.support.fakes import ScriptedRunner
@@ -263,3 +263,46 @@ def test_a_record_without_declared_evidence_is_as_before(tmp_path: Path) -> None
         container_started_at=None, container_ended_at=None, gpus=[]
     )
     assert ClaimRecord.model_validate_json(old.model_dump_json()).evidence.files == []
+
+
+PAIRED = (
+    "version: 1\nclaim: c0\ncode: {commit: " + "c" * 40 + "}\n"
+    "image: {digest: 'sha256:" + "d" * 64 + "'}\n"
+    "variants:\n  direct: {entrypoint: 'true'}\n"
+    "  proxy: {entrypoint: 'true', evidence: [{path: proxy.log, contains: PASSTHROUGH}]}\n"
+    "pairing: {samples: 2}\n"
+    "targets: {x: {statistic: median, compare: ratio, value: 1}}\nresources: {time: '1'}\n"
+).encode()
+
+
+def _sample(tmp_path: Path, variant: str) -> tuple[RunDir, Path]:
+    """A finished sample of the paired claim PAIRED, of ``variant``, its results written."""
+    rd, out = _run_dir(tmp_path, PAIRED)
+    run = rd.run()
+    run_of = RunOfClaim(index=1, seed=None, count=4, claim_dir=str(tmp_path), variant=variant)
+    rd.file("run.json").unlink()
+    rf.write_run(rd, run.model_copy(update={"run_of": run_of}))
+    return rd, out
+
+
+@pytest.mark.parametrize("variant", ["direct", "proxy"])
+def test_a_variants_own_evidence_is_asked_of_its_samples_only(tmp_path: Path, variant: str) -> None:
+    rd, _ = _sample(tmp_path, variant)
+    rec = _collect(rd)
+    if variant == "direct":  # declares none: its sample ran
+        assert (rec.outcome, rec.values) == ("ran", {"x": 1.0})
+    else:  # the claim over runs then names this run (collect.over_runs)
+        assert (rec.outcome, rec.reason) == (
+            "spec_issue",
+            "evidence proxy.log: the analysis wrote no such file to /work/out",
+        )
+
+
+def test_a_proxy_sample_with_its_log_lists_it_in_its_own_record(tmp_path: Path) -> None:
+    rd, out = _sample(tmp_path, "proxy")
+    (out / "proxy.log").write_bytes(LOG)
+    rec = _collect(rd)
+    assert rec.outcome == "ran"
+    assert [(f.path, f.sha256) for f in rec.evidence.files] == [
+        ("proxy.log", hashlib.sha256(LOG).hexdigest())
+    ]

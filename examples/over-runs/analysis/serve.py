@@ -59,16 +59,8 @@ def proxy_to(port, log):
     return Forward
 
 
-def main():
-    variant = sys.argv[1]
-    out_dir = os.environ["DOTLAB_OUT_DIR"]
-    port = serve(Hello)
-    log = None
-    if variant == "proxy":
-        log = open(os.path.join(out_dir, "proxy.log"), "w", buffering=1)  # a line at a time
-        port = serve(proxy_to(port, log))
-    elif variant != "direct":
-        sys.exit(f"serve.py: direct or proxy, not {variant!r}")
+def timed(port):
+    """The latencies of the timed requests to ``port``, in milliseconds, after the warm-up."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     latencies = []
     for i in range(WARMUP + REQUESTS):
@@ -78,10 +70,21 @@ def main():
         if i >= WARMUP:
             latencies.append((time.perf_counter() - start) * 1000.0)
     conn.close()
-    if log is not None:
-        log.close()
-    out = os.path.join(out_dir, "results.json")
-    with open(out, "w") as f:
+    return latencies
+
+
+def main():
+    variant = sys.argv[1]
+    out_dir = os.environ["DOTLAB_OUT_DIR"]
+    if variant not in ("direct", "proxy"):
+        sys.exit(f"serve.py: direct or proxy, not {variant!r}")
+    port = serve(Hello)
+    if variant == "proxy":
+        with open(os.path.join(out_dir, "proxy.log"), "w", buffering=1) as log:  # line by line
+            latencies = timed(serve(proxy_to(port, log)))
+    else:
+        latencies = timed(port)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"latency_ms": statistics.median(latencies)}, f)
 
 
