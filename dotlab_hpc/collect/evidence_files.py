@@ -118,12 +118,18 @@ def _read_one(out_dir: Path, rel: str, spec: EvidenceSpec) -> tuple[EvidenceFile
     except FileNotFoundError as e:
         raise _Refused(f"evidence {rel}: vanished while collect read it") from e
     except FileRefused as e:
-        raise _Refused(f"evidence {rel} {e.reason}; evidence must be regular files") from e
+        why = (
+            f"at most {MAX_EVIDENCE_BYTES >> 20} MiB of an evidence file is read"
+            if e.reason.startswith("is larger than")
+            else "evidence must be regular files"
+        )
+        raise _Refused(f"evidence {rel} {e.reason}; {why}") from e
     if spec.contains is not None:
         want = spec.min_lines or 1
         have = _lines_holding(data, spec.contains)
         if have < want:
             held = "no line holds" if have == 0 else f"only {have} of its lines hold"
+            held = "only 1 of its lines holds" if have == 1 else held
             need = "" if want == 1 else f" (min_lines: {want})"
             raise _Refused(f"evidence {rel}: {held} {spec.contains!r}{need}")
     digest = hashlib.sha256(data).hexdigest()

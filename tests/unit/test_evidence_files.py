@@ -60,6 +60,8 @@ def test_too_few_lines_holding_the_text_say_how_many_do(tmp_path: Path) -> None:
     assert found.problem == (
         "evidence proxy.log: only 2 of its lines hold 'PASSTHROUGH' (min_lines: 3)"
     )
+    found = check(tmp_path, spec(path="proxy.log", contains="start", min_lines=2))
+    assert found.problem == "evidence proxy.log: only 1 of its lines holds 'start' (min_lines: 2)"
 
 
 def test_a_glob_matches_within_its_folder_in_name_order(tmp_path: Path) -> None:
@@ -148,10 +150,11 @@ def test_a_folder_named_as_a_file_is_refused(tmp_path: Path) -> None:
 def test_a_file_over_the_cap_is_refused_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ev, "MAX_EVIDENCE_BYTES", 10)
-    (tmp_path / "big.log").write_bytes(b"x" * 11)
+    monkeypatch.setattr(ev, "MAX_EVIDENCE_BYTES", 1 << 20)
+    (tmp_path / "big.log").write_bytes(b"x" * ((1 << 20) + 1))
     assert check(tmp_path, spec(path="big.log")).problem == (
-        "evidence big.log is larger than 10 bytes (11); evidence must be regular files"
+        "evidence big.log is larger than 1048576 bytes (1048577); at most 1 MiB of an evidence"
+        " file is read"
     )
 
 
