@@ -365,7 +365,8 @@ def _check_outputs(s: CheckState) -> None:
             problems.append(f"{name}: sha256 {s.digests[name]}, the record's {sha}")
     for name in sorted(carried - set(want), key=path_key):
         problems.append(f"{name}: in an output folder, but no record lists it as evidence")
-    s.add("outputs", problems, f"{len(want)} evidence files as the records list them")
+    n = len(want)
+    s.add("outputs", problems, f"{n} evidence file{'s' if n != 1 else ''} as the records list them")
 
 
 CHECKS = (

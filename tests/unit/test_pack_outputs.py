@@ -14,9 +14,10 @@ import pytest
 
 import tests.unit.test_crate_validator as crate_validator
 import tests.unit.test_pack_bundle as pack_bundle
+from dotlab_hpc.bundle import anonymize
 from dotlab_hpc.bundle.check import verify_dir
 from dotlab_hpc.bundle.pack import PackOptions, pack
-from dotlab_hpc.errors import RunDirError
+from dotlab_hpc.errors import RunDirError, UsageError
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import RunRecord
 from tests.support.runfiles import write_run
@@ -153,6 +154,32 @@ def test_the_crate_with_evidence_files_passes_the_validator_as_before(
     found = crate_validator.validate(tmp_path / "bundle", monkeypatch)
     assert found.get("REQUIRED", set()) == set()
     assert found.get("RECOMMENDED", set()) == set(crate_validator.KEPT)
+
+
+def test_anonymize_carries_evidence_unchanged_or_refuses_one_naming_the_host(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = anonymize.Identity(user="alice", uid=4242, gid=4343, home="/home/alice")
+    monkeypatch.setattr(anonymize, "identities", lambda run_dir: (alice,))
+    b = tmp_path / "anon"
+    pack(PackOptions(run_dir, b, anonymize=True))
+    assert (b / "output" / "proxy.log").read_bytes() == LOG  # never rewritten
+    assert verify_dir(b).ok
+    leaky = LOG + b"config read from /home/alice/proxy.conf\n"
+    (tmp_path / "out" / "proxy.log").write_bytes(leaky)
+    record = json.loads((run_dir / "record.json").read_text())
+    record["evidence"]["files"][1] |= {
+        "size": len(leaky),
+        "sha256": hashlib.sha256(leaky).hexdigest(),
+    }
+    (run_dir / "record.json").write_text(json.dumps(record))
+    with pytest.raises(UsageError) as info:
+        pack(PackOptions(run_dir, tmp_path / "anon2", anonymize=True))
+    assert info.value.message == (
+        "--anonymize: the evidence file proxy.log names the host (/home/alice, alice); evidence is"
+        " carried as the record hashed it, never rewritten"
+    )
+    assert not (tmp_path / "anon2").exists()
 
 
 credited_run = crate_validator.credited_run
