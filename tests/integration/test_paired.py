@@ -108,3 +108,11 @@ def test_thirty_and_thirty_samples_alternate_in_one_job_on_one_node(kit: Kit) ->
     status = kit.cli("status", "--json", str(claim_dir))
     (row,) = json.loads(status.stdout)
     assert row["reason"] == f"{2 * SAMPLES} runs: {2 * SAMPLES} FINISHED" and row["node"] == node
+    # the bundle carries each proxy sample's log, and checks (the paired statistics included)
+    bundle = kit.root / "bundle"
+    packed = kit.cli("pack", str(claim_dir), "-o", str(bundle), "--license", "MIT")
+    assert packed.rc == 0, packed.stdout + packed.stderr
+    logs = sorted(p.relative_to(bundle).as_posix() for p in bundle.glob("logs/*/output/*"))
+    assert logs == sorted(f"logs/run-{k}/output/proxy.log" for k in range(1, 2 * SAMPLES, 2))
+    checked = kit.cli("verify-bundle", str(bundle))
+    assert checked.rc == 0, checked.stdout + checked.stderr
