@@ -20,7 +20,7 @@ from ..errors import DotlabError
 from ..fsio.read import FileRefused, read_regular
 from ..fsio.sha256 import sha256_many
 from ..manifest import models as manifest_mod
-from ..rundir.names import MANIFEST_PREFIX
+from ..rundir.names import MANIFEST_PREFIX, member_dir_name
 from ..rundir.records import ClaimRecord, Outcome, TargetRecord
 from .evidence import site_json
 from .layout import (
@@ -29,6 +29,7 @@ from .layout import (
     EVIDENCE,
     IMAGE,
     INDEX,
+    LOGS,
     MAX_TEXT_BYTES,
     RECORD,
     RESOLVED,
@@ -40,6 +41,7 @@ from .layout import (
     walk_files,
 )
 from .meta_checks import META_CHECKS
+from .outputs import bundle_names, is_output_name
 from .over_runs import statistics_problems
 from .report import BundleCheck, BundleReport, CheckState
 from .tar import opened_bundle
@@ -332,6 +334,41 @@ def _check_evidence(s: CheckState) -> None:
     s.add("evidence", problems, "agrees with the record")
 
 
+def _declared_outputs(s: CheckState, r: ClaimRecord) -> dict[str, str]:
+    """The evidence files the record (and each run's own record) lists, by bundle name."""
+    out = bundle_names(r)
+    for run in r.over_runs.runs if r.over_runs else ():
+        name = f"{LOGS}/{member_dir_name(run.index)}/{RECORD}"
+        if name in s.digests:
+            try:
+                own = ClaimRecord.model_validate_json(_read(s, name))
+            except (ValidationError, FileRefused, FileNotFoundError):
+                continue  # the statement's and the crate's checks name a bad run record
+            out |= bundle_names(own, run.index)
+    return out
+
+
+def _check_outputs(s: CheckState) -> None:
+    """The declared evidence files: each one the records list is there, with their sha256,
+    and nothing else lies in an output folder. Only for bundles that carry any."""
+    if s.record is None:
+        return
+    want = _declared_outputs(s, s.record)
+    carried = {n for n in s.digests if is_output_name(n)}
+    if not want and not carried:
+        return
+    problems = []
+    for name, sha in sorted(want.items(), key=lambda kv: path_key(kv[0])):
+        if name not in s.digests:
+            problems.append(f"{name}: an evidence file the record lists is not in the bundle")
+        elif s.digests[name] != sha:
+            problems.append(f"{name}: sha256 {s.digests[name]}, the record's {sha}")
+    for name in sorted(carried - set(want), key=path_key):
+        problems.append(f"{name}: in an output folder, but no record lists it as evidence")
+    n = len(want)
+    s.add("outputs", problems, f"{n} evidence file{'s' if n != 1 else ''} as the records list them")
+
+
 CHECKS = (
     _check_files,
     _check_listing,
@@ -343,6 +380,7 @@ CHECKS = (
     _check_claim,
     _check_image,
     _check_evidence,
+    _check_outputs,
 )
 
 

@@ -29,6 +29,7 @@ from ..container.registry import SIF_LAYER
 from .crate_runs import COMPLETED, FAILED, add_run_actions, check_run_actions, describe_files
 from .crate_runs import entity_ids as _ids
 from .layout import CRATE, IMAGE, RECORD
+from .outputs import describe_outputs
 from .provenance import ProvenanceFacts, RunFact, drop_none
 
 CRATE_VERSION = "1.1"
@@ -250,6 +251,7 @@ def _add_files(
             props |= image_props
         files[name] = crate.add_file(dest_path=name, properties=props)
     describe_files(files, facts)
+    describe_outputs(files)
     return files
 
 

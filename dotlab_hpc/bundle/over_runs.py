@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..collect.statistics import mean_interval, statistic
+from ..collect.statistics import Compare, bootstrap_interval, compared, mean_interval, statistic
 from ..rundir.directory import RunDir
 from ..rundir.models import ClaimRuns
 from ..rundir.names import CLAIM_FILE, LOG_FILES, RECORD_FILE, member_dir_name
-from ..rundir.records import ClaimRecord
+from ..rundir.records import ClaimRecord, RunValuesRecord, StatisticRecord
 from .distribution import distribution_png, plot_names, runs_csv
 from .evidence import site_json
 from .layout import LOGS, RECORD
@@ -89,6 +89,41 @@ def claim_evidence(record: ClaimRecord, members: Sequence[RunDir]) -> dict[str, 
     }
 
 
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=_CLOSE, abs_tol=_CLOSE)
+
+
+def _compared_problems(
+    name: str, stat: StatisticRecord, actual: float, runs: Sequence[RunValuesRecord]
+) -> list[str]:
+    """A target of paired measurements computed again from its runs' values: each variant's
+    statistic (the baseline's is the first run's variant), how they compare, and the paired
+    bootstrap interval (its seed is fixed, so the same values give the same interval)."""
+    order = sorted(runs, key=lambda v: v.index)
+    pairs = list(dict.fromkeys(v.variant for v in order if v.variant is not None))
+    if len(pairs) != 2 or stat.compare not in ("ratio", "difference"):
+        return [f"target {name}: compares {stat.compare}, but its runs are not of two variants"]
+    how: Compare = "ratio" if stat.compare == "ratio" else "difference"
+    a, b = ([v.values[stat.of] for v in order if v.variant == w and v.values] for w in pairs)
+    try:
+        base, other = statistic(stat.statistic, a), statistic(stat.statistic, b)
+        again = compared(how, base, other)
+        interval = bootstrap_interval(stat.statistic, a, b, how)
+    except ValueError as e:
+        return [f"target {name}: {e}"]
+    what = f"{stat.compare} of {stat.statistic}"
+    problems = []
+    if not _close(again, actual) or stat.baseline is None or not _close(base, stat.baseline):
+        problems.append(
+            f"target {name}: the record says {what} {actual!r} (baseline {stat.baseline!r}),"
+            f" its runs' values give {again!r} (baseline {base!r})"
+        )
+    have = stat.interval
+    if have is None or not (_close(interval.low, have.low) and _close(interval.high, have.high)):
+        problems.append(f"target {name}: the {what}'s interval is not that of its runs' values")
+    return problems
+
+
 def statistics_problems(r: ClaimRecord) -> list[str]:
     """Where a claim over runs' targets disagree with its runs' values: each target's actual
     must be its statistic of those values, computed again here, and the mean's interval too."""
@@ -103,6 +138,9 @@ def statistics_problems(r: ClaimRecord) -> list[str]:
         values = [v.values[stat.of] for v in over.runs if v.values and stat.of in v.values]
         if t is None or t.actual is None or len(values) != len(over.runs):
             continue  # a claim with a failed run has no statistics (its outcome says why)
+        if stat.compare is not None:  # paired measurements: one variant's against the other's
+            problems += _compared_problems(name, stat, t.actual, over.runs)
+            continue
         try:
             again = statistic(stat.statistic, values)
         except ValueError as e:

@@ -51,6 +51,7 @@ from .layout import (
 )
 from .meta import agent_name, run_facts, write_metadata
 from .oras import check_registry_holds
+from .outputs import copy_outputs, copy_run_outputs, is_output_name
 from .over_runs import claim_evidence, copy_runs
 from .readme import readme_text
 from .tar import tar_root_name, write_tar
@@ -292,6 +293,15 @@ def _copy_run(src: _Source, tree: Path) -> None:
         copy_runs(src.rd, src.claim, src.record, tree, _copy, _write_bytes)
 
 
+def _copy_outputs(src: _Source, tree: Path, scrub: Scrubber | None) -> None:
+    """Copy the declared evidence files the record lists (each run's, for a claim over many
+    runs) from the output folder, as collect hashed them (``bundle.outputs``)."""
+    if src.claim is None:
+        copy_outputs(src.record, Path(src.run.paths.out_dir), tree, scrub=scrub)
+    else:
+        copy_run_outputs(src.rd.members(src.claim), tree, scrub)
+
+
 def _copy_image(image_src: Path | None, tree: Path) -> int | None:
     """Copy the image into ``tree`` when it is packed; its size in bytes."""
     if image_src is None:
@@ -383,6 +393,7 @@ def build_tree(
     scrub, record, manifest = None, src.record, src.manifest
     if opts.anonymize:
         scrub, record, manifest = _anonymize(tree, src.run, record, manifest, image_src)
+    _copy_outputs(src, tree, scrub)  # after the rewrite: evidence is never rewritten
     size = _copy_image(image_src, tree)
     evidence = _evidence(src, record, manifest)
     _write(tree / EVIDENCE, _scrubbed(scrub, canonical_json(evidence)))
@@ -404,12 +415,19 @@ def build_tree(
     )
     digests |= write_metadata(tree, facts, digests, sign=sign, isolation=record.isolation)
     _write(tree / SUMS, sums_text(digests))
-    if scrub is not None and (leaks := tree_leaks(tree, scrub, skip=frozenset({IMAGE}))):
+    if scrub is not None and (leaks := tree_leaks(tree, scrub, skip=_unscrubbed(tree))):
         raise RunDirError(  # pragma: no cover - every file was rewritten above
             f"--anonymize: the bundle still names the host ({'; '.join(leaks)})",
             hint="report a bug; pack without --anonymize meanwhile",
         )
     return record, image_src is not None
+
+
+def _unscrubbed(tree: Path) -> frozenset[str]:
+    """The files ``--anonymize`` never rewrites: the image, and the evidence files (each
+    already refused if it names the host, ``bundle.outputs``)."""
+    files, _ = walk_files(tree)
+    return frozenset({IMAGE, *(f for f in files if is_output_name(f))})
 
 
 def _open(path: Path) -> tuple[RunDir, ClaimRuns | None, RunRecord]:

@@ -7,7 +7,9 @@ and the tool's version. Every other file of the bundle is a byproduct, with its 
 signature over the statement (``bundle_sign``) then covers every file but ``SHA256SUMS``,
 the statement and the envelope themselves. For a claim over many runs each run's own record
 (``logs/run-K/record.json``) is a byproduct annotated with the run: its index, seed, run id,
-outcome, Slurm job and node.
+outcome, Slurm job and node. Each declared evidence file the analysis wrote (``output/…``,
+``logs/run-K/output/…``: ``bundle.outputs``) is a byproduct annotated with its path in the
+output folder (``{"evidence": "proxy.log"}``).
 (https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md,
 https://slsa.dev/spec/v1.0/provenance)
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 from ..rundir.names import member_dir_name
 from .layout import ENVELOPE, IMAGE, LOGS, RECORD, STATEMENT, SUMS
+from .outputs import is_output_name, output_path
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -171,7 +174,9 @@ def _byproducts(facts: ProvenanceFacts, digests: Mapping[str, str]) -> list[dict
             {
                 "name": name,
                 "digest": {"sha256": digests[name]},
-                "annotations": run_annotations(runs[name]) if name in runs else None,
+                "annotations": run_annotations(runs[name])
+                if name in runs
+                else ({"evidence": output_path(name)} if is_output_name(name) else None),
             }
         )
         for name in sorted(digests)

@@ -31,6 +31,7 @@ from ..rundir.events import event
 from ..rundir.records import (
     AfterEndRecord,
     ClaimRecord,
+    EvidenceFileRecord,
     EvidenceRecord,
     SlurmRecord,
     build_record,
@@ -39,7 +40,8 @@ from ..rundir.records import (
 from ..slurm.client import SlurmClient
 from ..slurm.states import JobInfo
 from .attempts import attempts_record
-from .classify import JobFacts, classify, state_after_end
+from .classify import JobFacts, OutputFacts, classify, state_after_end
+from .evidence_files import check_evidence
 from .facts import RunFiles, job_facts, read_facts
 from .isolation import isolation_record
 from .output import read_output
@@ -64,6 +66,22 @@ def after_end_record(job: JobFacts, info: JobInfo | None) -> AfterEndRecord | No
     )
 
 
+def _with_evidence(
+    output: OutputFacts | None, out_dir: Path, facts: RunFiles
+) -> tuple[OutputFacts | None, list[EvidenceFileRecord]]:
+    """The output, with the first problem of its declared evidence files (``spec_issue``), and
+    the files read; none are read when the results already failed or none are declared."""
+    run_of = facts.run.run_of
+    declared = facts.manifest.spec.evidence_of(run_of.variant if run_of else None)
+    if output is None or output.problem is not None or not declared:
+        return output, []
+    found = check_evidence(out_dir, declared)
+    files = [EvidenceFileRecord(path=f.path, size=f.size, sha256=f.sha256) for f in found.files]
+    if found.problem is not None:
+        return OutputFacts(None, found.problem), files
+    return output, files
+
+
 def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None) -> ClaimRecord:
     """Classify one run (raises OperatorError / NotFinished) and build its record.
 
@@ -74,6 +92,7 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
     out_dir = Path(facts.run.paths.out_dir)
     needs_output = jf.phase == "finished" and jf.container_started and jf.exit_code == 0
     output = read_output(out_dir) if needs_output else None
+    output, files = _with_evidence(output, out_dir, facts)
     if facts.run.run_of is not None:  # a run of a claim over many runs: its values, or why none
         verdict, values = run_verdict(spec, jf, output)
     else:
@@ -98,6 +117,7 @@ def collect_one(facts: RunFiles, info: JobInfo | None, job_id: str | None = None
             container_started_at=facts.container.started_at,
             container_ended_at=facts.container.ended_at,
             gpus=list(facts.container.gpu_lines) if spec.is_gpu else [],
+            files=files,
         ),
         isolation=isolation_record(facts.container.probe),
         where="local" if facts.submission is not None and facts.submission.local else "slurm",

@@ -763,6 +763,117 @@ SCHEMA: dict[str, Any] = {
                                                 },
                                             },
                                         },
+                                        "evidence": {
+                                            "type": "model-field",
+                                            "schema": {
+                                                "type": "default",
+                                                "schema": {
+                                                    "type": "tuple",
+                                                    "items_schema": [
+                                                        {
+                                                            "type": "model-fields",
+                                                            "fields": {
+                                                                "path": {
+                                                                    "type": "model-field",
+                                                                    "schema": {
+                                                                        "type": "function-after",
+                                                                        "function": {
+                                                                            "type": "no-info",
+                                                                            "function": C.valid_evidence_path,
+                                                                        },
+                                                                        "schema": {
+                                                                            "type": "str",
+                                                                            "strict": True,
+                                                                        },
+                                                                    },
+                                                                },
+                                                                "contains": {
+                                                                    "type": "model-field",
+                                                                    "schema": {
+                                                                        "type": "default",
+                                                                        "schema": {
+                                                                            "type": "nullable",
+                                                                            "schema": {
+                                                                                "type": "function-after",
+                                                                                "function": {
+                                                                                    "type": "no-info",
+                                                                                    "function": C.valid_contains,
+                                                                                },
+                                                                                "schema": {
+                                                                                    "type": "str",
+                                                                                    "strict": True,
+                                                                                },
+                                                                            },
+                                                                        },
+                                                                        "default": None,
+                                                                    },
+                                                                },
+                                                                "min_lines": {
+                                                                    "type": "model-field",
+                                                                    "schema": {
+                                                                        "type": "default",
+                                                                        "schema": {
+                                                                            "type": "nullable",
+                                                                            "schema": {
+                                                                                "type": "int",
+                                                                                "strict": True,
+                                                                                "ge": 1,
+                                                                                "le": 1000000,
+                                                                            },
+                                                                        },
+                                                                        "default": None,
+                                                                    },
+                                                                },
+                                                                "count": {
+                                                                    "type": "model-field",
+                                                                    "schema": {
+                                                                        "type": "default",
+                                                                        "schema": {
+                                                                            "type": "nullable",
+                                                                            "schema": {
+                                                                                "type": "model-fields",
+                                                                                "fields": {
+                                                                                    "min": {
+                                                                                        "type": "model-field",
+                                                                                        "schema": {
+                                                                                            "type": "default",
+                                                                                            "schema": {
+                                                                                                "type": "int",
+                                                                                                "strict": True,
+                                                                                                "ge": 0,
+                                                                                                "le": 100,
+                                                                                            },
+                                                                                            "default": None,
+                                                                                        },
+                                                                                    },
+                                                                                    "max": {
+                                                                                        "type": "model-field",
+                                                                                        "schema": {
+                                                                                            "type": "default",
+                                                                                            "schema": {
+                                                                                                "type": "int",
+                                                                                                "strict": True,
+                                                                                                "ge": 1,
+                                                                                                "le": 100,
+                                                                                            },
+                                                                                            "default": None,
+                                                                                        },
+                                                                                    },
+                                                                                },
+                                                                            },
+                                                                        },
+                                                                        "default": None,
+                                                                    },
+                                                                },
+                                                            },
+                                                        },
+                                                    ],
+                                                    "variadic_item_index": 0,
+                                                    "max_length": 32,
+                                                },
+                                                "default": None,
+                                            },
+                                        },
                                     },
                                 },
                             },
@@ -802,6 +913,117 @@ SCHEMA: dict[str, Any] = {
                                 },
                             },
                         },
+                    },
+                    "default": None,
+                },
+            },
+            "evidence": {
+                "type": "model-field",
+                "schema": {
+                    "type": "default",
+                    "schema": {
+                        "type": "tuple",
+                        "items_schema": [
+                            {
+                                "type": "model-fields",
+                                "fields": {
+                                    "path": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "function-after",
+                                            "function": {
+                                                "type": "no-info",
+                                                "function": C.valid_evidence_path,
+                                            },
+                                            "schema": {
+                                                "type": "str",
+                                                "strict": True,
+                                            },
+                                        },
+                                    },
+                                    "contains": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "function-after",
+                                                    "function": {
+                                                        "type": "no-info",
+                                                        "function": C.valid_contains,
+                                                    },
+                                                    "schema": {
+                                                        "type": "str",
+                                                        "strict": True,
+                                                    },
+                                                },
+                                            },
+                                            "default": None,
+                                        },
+                                    },
+                                    "min_lines": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "int",
+                                                    "strict": True,
+                                                    "ge": 1,
+                                                    "le": 1000000,
+                                                },
+                                            },
+                                            "default": None,
+                                        },
+                                    },
+                                    "count": {
+                                        "type": "model-field",
+                                        "schema": {
+                                            "type": "default",
+                                            "schema": {
+                                                "type": "nullable",
+                                                "schema": {
+                                                    "type": "model-fields",
+                                                    "fields": {
+                                                        "min": {
+                                                            "type": "model-field",
+                                                            "schema": {
+                                                                "type": "default",
+                                                                "schema": {
+                                                                    "type": "int",
+                                                                    "strict": True,
+                                                                    "ge": 0,
+                                                                    "le": 100,
+                                                                },
+                                                                "default": None,
+                                                            },
+                                                        },
+                                                        "max": {
+                                                            "type": "model-field",
+                                                            "schema": {
+                                                                "type": "default",
+                                                                "schema": {
+                                                                    "type": "int",
+                                                                    "strict": True,
+                                                                    "ge": 1,
+                                                                    "le": 100,
+                                                                },
+                                                                "default": None,
+                                                            },
+                                                        },
+                                                    },
+                                                },
+                                            },
+                                            "default": None,
+                                        },
+                                    },
+                                },
+                            },
+                        ],
+                        "variadic_item_index": 0,
+                        "max_length": 32,
                     },
                     "default": None,
                 },

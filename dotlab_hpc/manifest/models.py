@@ -30,18 +30,29 @@ from ..errors import ManifestError, one_line
 from ..slurm.units import parse_memory_mib, parse_time_limit
 from .credit_spec import AuthorSpec, PublisherSpec
 from .credit_spec import Frozen as _Frozen
+from .evidence_rules import (
+    COUNT_MAX,
+    COUNT_MIN,
+    MAX_EVIDENCE_ENTRIES,
+    MAX_EVIDENCE_FILES,
+    MAX_MIN_LINES,
+    Entry,
+)
 from .pairs import MAX_SAMPLES, MIN_SAMPLES, paired_order, valid_variants
 from .parse import parse_document, read_raw
 from .problems import problem_lines
 from .rules import (
     MAX_NUMBER_CHARS,
     check_claim,
+    check_evidence,
     check_gpu_type_needs_gpus,
     check_unique_datasets,
     describe,
     valid_commit,
+    valid_contains,
     valid_doi,
     valid_entrypoint,
+    valid_evidence_path,
     valid_finite,
     valid_gpu_type,
     valid_image_digest,
@@ -170,11 +181,48 @@ class RunsSpec(_Frozen):
         return run_plan(self.seeds, self.repeat, base_seed)
 
 
+class EvidenceCountSpec(_Frozen):
+    """How many files a glob of ``evidence`` may match (default: 1 to 100)."""
+
+    min: Annotated[StrictInt, Field(ge=0, le=MAX_EVIDENCE_FILES)] = COUNT_MIN
+    """At least this many files (default 1; 0 makes the glob optional)."""
+    max: Annotated[StrictInt, Field(ge=1, le=MAX_EVIDENCE_FILES)] = COUNT_MAX
+    """At most this many files (default and limit 100)."""
+
+
+class EvidenceSpec(_Frozen):
+    """A file the analysis must write into its output folder, hashed into the record and
+    carried in the bundle (docs/contract.md §1, "Evidence files")."""
+
+    path: Annotated[StrictStr, AfterValidator(valid_evidence_path)]
+    """A path relative to the output folder ($DOTLAB_OUT_DIR), or a glob ('*', '?', '[…]'
+    within one folder level, e.g. 'figures/*.png'); never '..' or absolute."""
+    contains: Annotated[StrictStr, AfterValidator(valid_contains)] | None = None
+    """A literal text (not a regex) that lines of each matched file must hold, such as
+    'PASSTHROUGH GET /' (at most 256 characters)."""
+    min_lines: Annotated[StrictInt, Field(ge=1, le=MAX_MIN_LINES)] | None = None
+    """With contains: how many lines of each file must hold it (default 1)."""
+    count: EvidenceCountSpec | None = None
+    """For a glob: how many files it may match, {min, max} (default {min: 1, max: 100})."""
+
+
+EvidenceList = Annotated[tuple[EvidenceSpec, ...], Field(max_length=MAX_EVIDENCE_ENTRIES)]
+
+
+def _entries(evidence: tuple[EvidenceSpec, ...]) -> list[Entry]:
+    return [
+        (e.path, e.contains, e.min_lines, None if e.count is None else (e.count.min, e.count.max))
+        for e in evidence
+    ]
+
+
 class VariantSpec(_Frozen):
     """One variant of a claim of paired measurements (docs/contract.md §11)."""
 
     entrypoint: Annotated[StrictStr, AfterValidator(valid_entrypoint)]
     """Each of this variant's samples: run with `sh -c`, it writes $DOTLAB_OUT_DIR/results.json."""
+    evidence: EvidenceList = ()
+    """Files each of this variant's samples must write, besides the claim's own evidence."""
 
 
 class PairingSpec(_Frozen):
@@ -277,6 +325,10 @@ class ManifestSpec(_Frozen):
     the baseline. Needs pairing; each target then names a statistic and how it compares."""
     pairing: PairingSpec | None = None
     """With variants: how many samples each variant runs, and whether alternately."""
+    evidence: EvidenceList = ()
+    """Files the analysis must write into its output folder besides results.json (each a path
+    or glob, optionally with a text its lines hold): collect checks, hashes and records them,
+    pack carries them (at most 32 entries)."""
     targets: dict[Name, TargetSpec] = Field(min_length=1)
     """The numbers results.json must hold: name -> {value, abs_tol, rel_tol, statistic, …}."""
     resources: ResourcesSpec
@@ -296,6 +348,11 @@ class ManifestSpec(_Frozen):
             seed=self.seed,
             runs=None if self.runs is None else (self.runs.seeds, self.runs.repeat),
             targets=[(n, t.statistic, t.of, t.compare) for n, t in self.targets.items()],
+        )
+        variants = self.variants or {}
+        check_evidence(
+            [(("evidence",), _entries(self.evidence))]
+            + [(("variants", n, "evidence"), _entries(v.evidence)) for n, v in variants.items()]
         )
         return self
 
@@ -325,6 +382,11 @@ class ManifestSpec(_Frozen):
         if self.pairing is None:
             return ()
         return paired_order(self.variant_names, self.pairing.samples, self.pairing.interleave)
+
+    def evidence_of(self, variant: str | None) -> tuple[EvidenceSpec, ...]:
+        """The evidence a run must write: the claim's, then its variant's (``variant``)."""
+        own = self.variants[variant].evidence if self.variants and variant else ()
+        return self.evidence + own
 
     def target_of(self, name: str) -> str:
         """The results.json value target ``name`` is over: its ``of``, else its own name."""

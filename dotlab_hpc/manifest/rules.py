@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -24,6 +25,9 @@ from .credit import valid_license as valid_license
 from .credit import valid_orcid as valid_orcid
 from .credit import valid_ror as valid_ror
 from .credit import valid_web_url as valid_web_url
+from .evidence_rules import Entry, evidence_problem, light_evidence
+from .evidence_rules import valid_contains as valid_contains
+from .evidence_rules import valid_evidence_path as valid_evidence_path
 from .pairs import claim_problem, light_claim
 from .pairs import valid_variants as valid_variants
 from .runs import valid_seeds as valid_seeds
@@ -356,6 +360,8 @@ def unique_datasets(fields: tuple[dict[str, Any], Any, Any]) -> tuple[dict[str, 
         check_gpu_type_needs_gpus(resources[0].get("gpu_type"), resources[0].get("gpus"))
     # and the entrypoint, and a claim over many runs or of paired measurements (manifest.pairs)
     check_claim(**light_claim(fields))
+    # and each evidence list: no path twice, min_lines with contains, count with a glob
+    check_evidence(light_evidence(fields[0]))
     return fields
 
 
@@ -364,6 +370,14 @@ def check_claim(**claim: Any) -> None:
     problem = claim_problem(**claim)
     if problem is not None:
         raise LocatedError(*problem)
+
+
+def check_evidence(lists: Iterable[tuple[tuple[str | int, ...], Iterable[Entry]]]) -> None:
+    """LocatedError at the first rule across fields an ``evidence`` list breaks."""
+    for where, entries in lists:
+        problem = evidence_problem(where, entries)
+        if problem is not None:
+            raise LocatedError(*problem)
 
 
 def check_unique_datasets(names: Any) -> None:

@@ -92,12 +92,30 @@ class CodeRecord(_Frozen):
     live: LiveCodeRecord
 
 
+class EvidenceFileRecord(_Frozen):
+    """A file the manifest's ``evidence`` declared, as collect read it from the output folder."""
+
+    path: str  # relative to the output folder (/work/out inside the container)
+    size: int
+    sha256: str
+
+
 class EvidenceRecord(_Frozen):
-    """What was written inside the container: start and end times, GPU probe lines."""
+    """What was written inside the container: start and end times, GPU probe lines, and the
+    declared evidence files the analysis wrote (``files``; none: the manifest declared none)."""
 
     container_started_at: str | None
     container_ended_at: str | None
     gpus: list[str]
+    files: list[EvidenceFileRecord] = []
+
+    @model_serializer(mode="wrap")
+    def _without_files(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``files`` key where none were declared: such records stay as they were."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("files"):
+            data.pop("files", None)
+        return data
 
 
 class ToolRecord(_Frozen):

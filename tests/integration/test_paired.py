@@ -45,7 +45,11 @@ def paired(kit: Kit, name: str, **targets: object) -> Path:
     del data["entrypoint"]
     data["variants"] = {
         "direct": {"entrypoint": "python3 serve.py direct"},
-        "proxy": {"entrypoint": "python3 serve.py proxy"},
+        "proxy": {
+            "entrypoint": "python3 serve.py proxy",
+            # the proxy's log proves each proxy sample went through it (5 + 30 requests)
+            "evidence": [{"path": "proxy.log", "contains": "PASSTHROUGH GET /", "min_lines": 35}],
+        },
     }
     data["pairing"] = {"samples": SAMPLES, "interleave": True}
     data["targets"] = targets or {
@@ -83,6 +87,11 @@ def test_thirty_and_thirty_samples_alternate_in_one_job_on_one_node(kit: Kit) ->
     assert [s["array_task_id"] for s in statuses] == [str(k) for k in range(2 * SAMPLES)]
     (node,) = {r["node"] for r in runs}
     assert rec["slurm"]["node"] == node and {s["node"] for s in statuses} == {node}
+    # each proxy sample's own record lists its proxy.log (the direct ones declare none)
+    for k, r in enumerate(runs):
+        own = json.loads((claim_dir / f"run-{k}" / "record.json").read_text())
+        files = own["evidence"].get("files", [])
+        assert [f["path"] for f in files] == (["proxy.log"] if r["variant"] == "proxy" else [])
     outs = [(claim_dir / f"run-{k}" / "container.out").read_text() for k in range(2 * SAMPLES)]
     assert all(o.startswith("@@dotlab start ") for o in outs)  # one container start each
     # the ratio of the medians, recomputed here, and its bootstrap interval around it
@@ -99,3 +108,11 @@ def test_thirty_and_thirty_samples_alternate_in_one_job_on_one_node(kit: Kit) ->
     status = kit.cli("status", "--json", str(claim_dir))
     (row,) = json.loads(status.stdout)
     assert row["reason"] == f"{2 * SAMPLES} runs: {2 * SAMPLES} FINISHED" and row["node"] == node
+    # the bundle carries each proxy sample's log, and checks (the paired statistics included)
+    bundle = kit.root / "bundle"
+    packed = kit.cli("pack", str(claim_dir), "-o", str(bundle), "--license", "MIT")
+    assert packed.rc == 0, packed.stdout + packed.stderr
+    logs = sorted(p.relative_to(bundle).as_posix() for p in bundle.glob("logs/*/output/*"))
+    assert logs == sorted(f"logs/run-{k}/output/proxy.log" for k in range(1, 2 * SAMPLES, 2))
+    checked = kit.cli("verify-bundle", str(bundle))
+    assert checked.rc == 0, checked.stdout + checked.stderr

@@ -104,7 +104,7 @@ MUTATIONS: list[tuple[str, str, Any, str, str]] = [
         1,
         "bogus",
         "unknown field (allowed: version, claim, title, license, authors, publisher, code, data,"
-        " image, entrypoint, seed, runs, variants, pairing, targets, resources, sandbox)",
+        " image, entrypoint, seed, runs, variants, pairing, evidence, targets, resources, sandbox)",
     ),
     ("unknown-code", "code.branch", "main", "code.branch", "(allowed: commit, repo, working_dir)"),
     (
@@ -608,8 +608,9 @@ def test_good_manifest_uses_every_field() -> None:
         "DatasetSpec": models_mod.DatasetSpec,
     }
     # a claim over many runs (runs, and the targets' statistics) is test_manifest_runs.py's;
-    # one of paired measurements (variants, pairing) is test_manifest_pairs.py's
-    fields_set["ManifestSpec"] = fields_set["ManifestSpec"] | {"runs", "variants", "pairing"}
+    # one of paired measurements (variants, pairing) is test_manifest_pairs.py's; declared
+    # evidence files (evidence) test_manifest_evidence.py's
+    fields_set["ManifestSpec"] |= {"runs", "variants", "pairing", "evidence"}
     for name, model in models.items():
         assert fields_set[name] == set(model.model_fields), name
     assert len(spec.data) == 2

@@ -285,7 +285,7 @@ FIELD_CASES = {
     "variant-unknown": (
         "variants",
         {"a": {"entrypoint": "a", "image": "x"}, "b": {"entrypoint": "b"}},
-        "variants.a.image: unknown field (allowed: entrypoint)",
+        "variants.a.image: unknown field (allowed: entrypoint, evidence)",
     ),
     "variant-string": (
         "variants",
@@ -349,7 +349,7 @@ def test_the_rules_are_plain_functions() -> None:
 def test_the_schema_describes_variants_and_pairing() -> None:
     schema = models_mod.json_schema()
     defs = schema["$defs"]
-    assert set(defs["VariantSpec"]["properties"]) == {"entrypoint"}
+    assert set(defs["VariantSpec"]["properties"]) == {"entrypoint", "evidence"}
     assert defs["VariantSpec"]["required"] == ["entrypoint"]
     assert set(defs["PairingSpec"]["properties"]) == {"samples", "interleave"}
     assert defs["PairingSpec"]["required"] == ["samples"]

@@ -2,7 +2,9 @@
 loopback takes, directly (`serve.py direct`) or through a forwarding proxy (`serve.py proxy`).
 
 Each sample starts the server (and the proxy) inside the container, sends 5 warm-up requests,
-then 30 timed ones, and writes the median latency in milliseconds to results.json. dotlab-hpc
+then 30 timed ones, and writes the median latency in milliseconds to results.json. The proxy
+logs each request it forwards to proxy.log in the output folder (`PASSTHROUGH GET / -> 200`):
+the claim's evidence that the traffic went through it (the manifest's `evidence`). dotlab-hpc
 runs the samples of both variants alternately in one job on one node, and compares the
 proxy's median with the direct one's.
 """
@@ -40,7 +42,7 @@ def serve(handler):
     return server.server_address[1]
 
 
-def proxy_to(port):
+def proxy_to(port, log):
     class Forward(Hello):
         def do_GET(self):
             upstream = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -48,6 +50,7 @@ def proxy_to(port):
             reply = upstream.getresponse()
             body = reply.read()
             upstream.close()
+            log.write(f"PASSTHROUGH {self.command} {self.path} -> {reply.status}\n")
             self.send_response(reply.status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -56,13 +59,8 @@ def proxy_to(port):
     return Forward
 
 
-def main():
-    variant = sys.argv[1]
-    port = serve(Hello)
-    if variant == "proxy":
-        port = serve(proxy_to(port))
-    elif variant != "direct":
-        sys.exit(f"serve.py: direct or proxy, not {variant!r}")
+def timed(port):
+    """The latencies of the timed requests to ``port``, in milliseconds, after the warm-up."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     latencies = []
     for i in range(WARMUP + REQUESTS):
@@ -72,8 +70,21 @@ def main():
         if i >= WARMUP:
             latencies.append((time.perf_counter() - start) * 1000.0)
     conn.close()
-    out = os.path.join(os.environ["DOTLAB_OUT_DIR"], "results.json")
-    with open(out, "w") as f:
+    return latencies
+
+
+def main():
+    variant = sys.argv[1]
+    out_dir = os.environ["DOTLAB_OUT_DIR"]
+    if variant not in ("direct", "proxy"):
+        sys.exit(f"serve.py: direct or proxy, not {variant!r}")
+    port = serve(Hello)
+    if variant == "proxy":
+        with open(os.path.join(out_dir, "proxy.log"), "w", buffering=1) as log:  # line by line
+            latencies = timed(serve(proxy_to(port, log)))
+    else:
+        latencies = timed(port)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"latency_ms": statistics.median(latencies)}, f)
 
 
