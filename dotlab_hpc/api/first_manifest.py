@@ -35,7 +35,7 @@ class Initialised:
 def _checkout_head(code_dir: Path) -> str:
     from ..proc import SubprocessRunner
     from ..verify.checkout import inspect_checkout
-    from ..verify.inputs import worktree_fix
+    from ..verify.fixes import worktree_fix
 
     if not code_dir.is_dir():
         raise UsageError(f"--code-dir {code_dir}: not a folder")
