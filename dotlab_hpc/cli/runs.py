@@ -170,7 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..api.submitting import run_all  # the command line's own helper
 
     shown: list[Path] = []
-    print_submitted = out.submitted_to(args.json)
+    seen: list[SubmitResult] = []
+    print_submitted = out.submitted_to(args.json, seen)
 
     def on_submitted(res: SubmitResult) -> None:
         shown.extend(r.run_dir for r in res.shown)
@@ -189,7 +190,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         out.print_interrupted(shown)
         raise
-    return _print_collected(collected, args.json)
+    code = _print_collected(collected, args.json)
+    out.print_fixes(seen, args.json)
+    return code
 
 
 def _print_collected(results: Sequence[Collected], as_json: bool = False) -> int:
@@ -233,6 +236,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """Check the bundle, run it, collect; each record beside the bundle's original."""
     from ..printers.reports import side_by_side, signature_note
 
+    seen: list[SubmitResult] = []
+
     def note(line: str | None) -> None:
         # the first line printed: what the bundle's signature does (not) prove without --key
         if line is not None:
@@ -250,7 +255,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         run_dir=args.run_dir,
         record=args.record,
         log_file=args.log_file,
-        on_submitted=out.submitted_to(args.json),
+        on_submitted=out.submitted_to(args.json, seen),
         on_cycle=live_table(),
         on_checked=lambda report: note(signature_note(report)),
         **site_options(args),
@@ -259,8 +264,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         from ..printers.documents import reproduction
 
         out.print_json(reproduction(done.original, done.collected))
+        out.print_fixes(seen, as_json=True)
         return _exit_code(done.collected)
     code = _print_collected(done.collected)
+    out.print_fixes(seen, as_json=False)
     for c in done.collected:
         if c.record is not None:
             print()

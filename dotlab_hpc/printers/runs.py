@@ -46,11 +46,29 @@ def submission_lines(res: SubmitResult) -> list[str]:
         if r.job_id:
             what = "local" if is_local_job_id(r.job_id) else r.job_id  # run --local: no job
         elif r.mismatch is not None:
-            what = f"not submitted: input_mismatch: {r.mismatch.reason}"
+            what = "not submitted (input_mismatch)"  # why: mismatch_lines, or the outcome's line
         else:
             what = "-"
         rows.append([r.claim, str(r.run_dir), what])
     return table(rows, ["CLAIM", "RUN DIR", "JOB"])
+
+
+def mismatch_lines(res: SubmitResult, *, reasons: bool) -> list[str]:
+    """Each claim not submitted: why (``reasons``; ``run`` prints it as the outcome's reason
+    instead), then what fixes it, as ``fix:`` lines (the claim named when there are several)."""
+    lines = []
+    for r in res.shown:
+        if r.mismatch is None:
+            continue
+        if reasons:
+            lines.append(f"{r.claim}: input_mismatch: {r.mismatch.reason}")
+        lines += [fix_line(r.claim, f, several=len(res.shown) > 1) for f in r.fixes]
+    return lines
+
+
+def fix_line(claim: str, fix: str, *, several: bool) -> str:
+    """``fix: WHAT`` (``fix: CLAIM: WHAT`` among several claims)."""
+    return f"fix: {claim}: {fix}" if several else f"fix: {fix}"
 
 
 def dry_run_text(res: SubmitResult) -> str:

@@ -65,6 +65,18 @@ class Check:
         }
 
 
+class Mismatch(str):
+    """One failed check's line (``Check.line``), carrying what fixes it (``fix``, may be empty):
+    a submission's verifier returns these, so ``run`` and ``submit`` print each fix once."""
+
+    fix: str
+
+    def __new__(cls, line: str, fix: str = "") -> Mismatch:
+        self = super().__new__(cls, line)
+        self.fix = fix
+        return self
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     """Every pre-flight check, in the order datasets, code, image."""
@@ -77,8 +89,8 @@ class VerifyReport:
         return all(c.ok for c in self.checks)
 
     def mismatches(self) -> list[str]:
-        """One line per failed check, naming expected and actual."""
-        return [c.line() for c in self.checks if not c.ok]
+        """One line per failed check, naming expected and actual (each a ``Mismatch``)."""
+        return [Mismatch(c.line(), c.fix) for c in self.checks if not c.ok]
 
     def fixes(self) -> list[str]:
         """What fixes the failed checks, one line each, without repeats."""

@@ -113,3 +113,28 @@ def test_a_finished_local_run_is_read_from_its_files(kit: Kit) -> None:
     assert cancel.stdout == f"local run {job_id} has ended; nothing to cancel\n"
     assert json.loads((res.run_dir / "record.json").read_text())["outcome"] == "reproduced"
     no_slurm_called(kit)
+
+
+def test_a_run_refused_for_its_inputs_says_why_once_with_the_fix_and_makes_no_out_dir(
+    kit: Kit,
+) -> None:
+    """Issue 38, item 6: the mismatch's reason once (the outcome's line), then its fix: line;
+    exit 1; its run directory holds the input_mismatch record and no output folder is made."""
+    m = kit.manifest("locbad")
+    (kit.data / "points.csv").write_text("x,y\n1,3\n")
+    res = kit.run(m, "--local")
+    assert res.rc == 1 and res.outcome == "input_mismatch", res.stdout + res.stderr
+    reason = "dataset points (points.csv): expected sha256"
+    assert res.stdout.count(reason) == 1, res.stdout
+    lines = res.stdout.splitlines()
+    assert lines[1].endswith("  not submitted (input_mismatch)")
+    assert lines[2].startswith(f"locbad  input_mismatch  {reason}")
+    assert lines[3:] == [
+        "fix: if points.csv changed on purpose, pin it again: `dotlab-hpc hash"
+        f" {kit.data}/points.csv` and write that into data[0].sha256; else restore the pinned"
+        " data"
+    ]
+    assert res.stderr == ""
+    out_dir = kit.root / f"out{kit.runs}"
+    assert not out_dir.exists()  # nothing ran: no folder for its results
+    no_slurm_called(kit)

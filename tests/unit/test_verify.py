@@ -232,6 +232,8 @@ def test_missing_dataset_is_a_mismatch(tmp_path: Path) -> None:
         f"give the --data-dir that holds train.csv (now {data}), or correct data[0].path"
         " (relative to --data-dir)"
     ]
+    # a submission's verifier hands the fix on with the line (run and submit print it)
+    assert [getattr(m, "fix", None) for m in report.mismatches()] == report.fixes()
 
 
 def test_a_symlinked_or_unreadable_dataset_says_what_to_do(tmp_path: Path) -> None:
