@@ -359,11 +359,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         from ..printers.documents import cancelled
 
-        unreadable = [row.message for row in done.unreadable]
-        out.print_json(cancelled(done.job_ids, done.never_submitted, unreadable, done.local_ended))
+        out.print_json(cancelled(done))
         return 2 if done.unreadable else 0
-    for job_id in done.local_ended:
-        print(f"local run {job_id} has ended; nothing to cancel")
-    if done.job_ids:
-        print(f"cancelled {' '.join(done.job_ids)}")
+    from ..printers.runs import cancel_lines
+
+    for line in cancel_lines(done):
+        print(line)
     return 2 if done.unreadable else 0

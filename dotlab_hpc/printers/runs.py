@@ -18,7 +18,7 @@ from .table import table
 
 if TYPE_CHECKING:
     from ..collect.collect import Collected
-    from ..follow.states import RunState
+    from ..follow.states import Cancelled, RunState
     from ..rundir.records import ClaimRecord
     from ..submit.execute import SubmitResult
 
@@ -195,3 +195,18 @@ def next_commands(res: SubmitResult, *, waited: bool = False) -> list[str]:
         target = shlex.quote(str(parent / prefix)) + "*"
     verbs = ("collect",) if waited else ("status", "collect")
     return [f"{TOOL_NAME} {verb} {target}" for verb in verbs]
+
+
+def cancel_lines(done: Cancelled) -> list[str]:
+    """What ``cancel`` did, for people: each local run ended (``local`` where a job id would
+    stand: its id is invented, no job anyone can ask Slurm about), each local run that had
+    ended already, then the Slurm jobs cancelled."""
+    lines = [f"cancelled  {c.claim}  local (process group {c.process_group})" for c in done.local]
+    lines += [
+        f"{done.claims.get(i, '?')}: its local run has ended; nothing to cancel"
+        for i in done.local_ended
+    ]
+    slurm = [i for i in done.job_ids if not is_local_job_id(i)]
+    if slurm:
+        lines.append(f"cancelled {' '.join(slurm)}")
+    return lines
