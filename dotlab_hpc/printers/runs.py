@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 
 
 def status_lines(states: Sequence[RunState]) -> list[str]:
-    """One aligned line per run: claim, job, state, elapsed, node, what it is waiting for."""
+    """One aligned line per run: claim, job (``local`` for a ``run --local`` job: its id is
+    invented), state, elapsed, node, what it is waiting for."""
     rows = [
         [
             s.claim,
-            s.job_id or "-",
+            ("local" if is_local_job_id(s.job_id) else s.job_id) if s.job_id else "-",
             s.state,
             duration(s.elapsed_s),
             s.node or "-",

@@ -84,6 +84,7 @@ def test_a_local_run_in_progress_is_followed_and_cancelled_without_slurm(kit: Ki
     assert str(rec["job_id"]).startswith("0")
     status = kit.cli("status", str(run_dir))
     assert status.rc == 0 and "RUNNING" in status.stdout, status.stdout + status.stderr
+    assert str(rec["job_id"]) not in status.stdout  # its JOB: local, not the invented id
     not_yet = kit.cli("collect", str(run_dir))
     assert not_yet.rc != 0 and not (run_dir / "record.json").exists(), not_yet.stderr
     assert "squeue" not in not_yet.stderr and "sacct" not in not_yet.stderr

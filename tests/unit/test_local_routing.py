@@ -13,9 +13,9 @@ from dotlab_hpc.api.local_progress import last_output_line
 from dotlab_hpc.api.runs import _record_local_task
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.follow.local_runs import RoutedClient
-from dotlab_hpc.follow.states import Cancelled, LocalCancelled
+from dotlab_hpc.follow.states import Cancelled, LocalCancelled, RunState
 from dotlab_hpc.printers.documents import cancelled
-from dotlab_hpc.printers.runs import cancel_lines, submission_lines
+from dotlab_hpc.printers.runs import cancel_lines, status_lines, submission_lines
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import LocalProcessRecord
@@ -176,3 +176,15 @@ def test_a_local_job_says_local_where_its_id_would_stand() -> None:
     header, line = submission_lines(res)
     assert header.split() == ["CLAIM", "RUN", "DIR", "JOB"]
     assert line.split() == ["c1", "/r/c1-X", "local"]
+
+
+def test_status_says_local_where_a_local_job_s_id_would_stand() -> None:
+    rows = [
+        RunState(Path("/r/a"), "a", "0045460237", "RUNNING", False, "local", None, "", "slurm"),
+        RunState(Path("/r/b"), "b", "77", "RUNNING", False, "n1", None, "", "slurm"),
+    ]
+    assert [line.split()[:2] for line in status_lines(rows)] == [
+        ["CLAIM", "JOB"],
+        ["a", "local"],
+        ["b", "77"],
+    ]
