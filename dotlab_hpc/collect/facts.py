@@ -163,4 +163,5 @@ def job_facts(facts: RunFiles, info: JobInfo | None) -> JobFacts:
         time_limit_in_log=log_says_time_limit(facts.slurm_log),
         status_unwritable=unwritable,
         no_status=no_status,
+        local=facts.submission is not None and facts.submission.local,
     )

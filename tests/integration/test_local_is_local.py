@@ -95,6 +95,7 @@ def test_a_local_run_in_progress_is_followed_and_cancelled_without_slurm(kit: Ki
     assert cancel.stdout == f"cancelled  locbusy  local (process group {rec['pid']})\n"
     out, err = run.communicate(timeout=120)  # ended by the cancel, not by its 120 s sleep
     assert run.returncode != 0 and "reproduced" not in out, out + err
+    assert "the local job was terminated" in err and "sacct" not in out + err, out + err
     watched, werr = watch.communicate(timeout=60)  # --watch ends with the run
     assert watch.returncode in (0, 1) and "FINISHED" in watched, watched + werr
     no_slurm_called(kit)
