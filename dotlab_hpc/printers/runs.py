@@ -170,9 +170,13 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
         *([name, str(path)] for name, path in inputs.items() if path is not None),
         ["inputs", verdict],
         *(
-            ["", f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}"]
+            ["", line]
             for r in bad
             if r.mismatch is not None
+            for line in (
+                f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}",
+                *(fix_line(r.claim, f, several=len(runs) > 1) for f in r.fixes),
+            )
         ),
         ["apptainer", res.apptainer_argvs[0][0] if res.apptainer_argvs else "-"],
         ["sbatch", f"{len(res.sbatch_argvs)} command(s)"],
