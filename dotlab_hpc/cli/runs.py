@@ -4,11 +4,12 @@ its table. The exit code of a collected run is decided here, once (``_exit_code`
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
 from .. import api
-from ..errors import UsageError
+from ..errors import ManifestError, UsageError
 from . import output as out
 from .options import add_json, add_run_options, site_options
 from .output import live_table, print_error, print_error_lines, print_json_rows
@@ -16,7 +17,7 @@ from .output import live_table, print_error, print_error_lines, print_json_rows
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
     from ..api import Collected, SubmitResult
@@ -33,9 +34,10 @@ def _on_attempt(run_dir: Path, attempt: int) -> None:
     )
 
 
-def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+def _run_options(args: argparse.Namespace, made: list[Path]) -> dict[str, Any]:
     """The options ``submission`` and ``run_all`` (api.submitting) share, from the command line,
-    with the defaults of --out-dir and --data-dir filled in (``with_defaults``)."""
+    with the defaults of --out-dir and --data-dir filled in (``with_defaults``; ``made``: the
+    folders made for them, which ``_refused`` takes back)."""
     from ..api.submitting import with_defaults  # the command line's own helper
 
     where = with_defaults(
@@ -50,8 +52,22 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
             "array_limit": args.array_limit,
             **site_options(args),
         },
+        made,
     )
     return {**where, "log_file": args.log_file, "on_retry": _on_retry}
+
+
+@contextlib.contextmanager
+def _refused(made: list[Path]) -> Iterator[None]:
+    """A run or submission refused (a usage error or an invalid manifest: raised before
+    anything is submitted) takes back the empty folders made for its defaults."""
+    try:
+        yield
+    except (UsageError, ManifestError):
+        from ..api.defaults import remove_made
+
+        remove_made(made)
+        raise
 
 
 # --------------------------------------------------------------------------- submit
@@ -89,12 +105,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     ):
         if not given:
             raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
-    where = _run_options(args)
-    from ..api.submitting import submission  # the command line's own helper
+    made: list[Path] = []
+    with _refused(made):
+        where = _run_options(args, made)
+        from ..api.submitting import submission  # the command line's own helper
 
-    res = submission(
-        args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait, **where
-    )
+        res = submission(
+            args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait, **where
+        )
     if args.dry_run:
         inputs = {k: where[k] for k in ("code_dir", "data_dir", "out_dir", "image")}
         out.print_dry_run(res, inputs, as_json=args.json, show_script=args.show_script)
@@ -177,16 +195,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         shown.extend(r.run_dir for r in res.shown)
         print_submitted(res)
 
+    made: list[Path] = []
     try:
-        _, collected = run_all(
-            args.manifest,
-            record=args.record,
-            on_cycle=live_table(),
-            on_submitted=on_submitted,
-            local=args.local,
-            on_attempt=_on_attempt,
-            **_run_options(args),
-        )
+        with _refused(made):
+            _, collected = run_all(
+                args.manifest,
+                record=args.record,
+                on_cycle=live_table(),
+                on_submitted=on_submitted,
+                local=args.local,
+                on_attempt=_on_attempt,
+                **_run_options(args, made),
+            )
     except KeyboardInterrupt:
         out.print_interrupted(shown)
         raise
