@@ -46,7 +46,6 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     ),
     ".submitting": ("run", "submit"),
     ".runs": (
-        "Cancelled",
         "Run",
         "analysis_stderr",
         "cancel",
@@ -67,7 +66,8 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     # the values the verbs return, defined in the stages
     "..collect.collect": ("Collected",),
     # a status row of a run directory that could not be read, and of one that could
-    "..follow.states": ("BadRun", "RunState"),
+    # and what cancel did
+    "..follow.states": ("BadRun", "Cancelled", "RunState"),
     "..site.report": ("SiteReport",),
     "..submit.execute": ("SubmitResult",),
     # every failure, each with the exit code the command line would exit with

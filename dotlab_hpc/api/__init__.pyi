@@ -11,6 +11,7 @@ from ..errors import RunDirError as RunDirError
 from ..errors import SlurmError as SlurmError
 from ..errors import UsageError as UsageError
 from ..follow.states import BadRun as BadRun
+from ..follow.states import Cancelled as Cancelled
 from ..follow.states import RunState as RunState
 from ..site.report import SiteReport as SiteReport
 from ..submit.execute import SubmitResult as SubmitResult
@@ -36,7 +37,6 @@ from .inputs import verify as verify
 from .registries import pull as pull
 from .registries import push as push
 from .reruns import rerun_lost as rerun_lost
-from .runs import Cancelled as Cancelled
 from .runs import Run as Run
 from .runs import analysis_stderr as analysis_stderr
 from .runs import cancel as cancel

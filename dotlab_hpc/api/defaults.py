@@ -77,12 +77,24 @@ def data_dir_needed(manifests: Sequence[Manifest]) -> None:
             )
 
 
-def empty_data_dir(*, runs_root: PathLike | None = None, run_dir: PathLike | None = None) -> Path:
+def empty_data_dir(
+    *,
+    runs_root: PathLike | None = None,
+    run_dir: PathLike | None = None,
+    made: list[Path] | None = None,
+) -> Path:
     """The empty folder a claim without datasets reads as ``/work/data`` (made when missing;
-    ``UsageError`` when something was put into it)."""
+    ``UsageError`` when something was put into it). ``made`` gets the folders it made, nearest
+    first, for ``remove_made`` to take back when the run is refused."""
     path = _home(runs_root, run_dir) / NO_DATA
+    missing, q = [], path
+    while not q.exists():  # what mkdir makes: the folder and its missing parents
+        missing.append(q)
+        q = q.parent
     try:
         path.mkdir(parents=True, exist_ok=True)
+        if made is not None:
+            made += missing
         with os.scandir(path) as entries:
             stray = next((e.name for e in entries), None)
     except OSError as e:  # the runs' folder itself is not writable: say which and what to give
@@ -117,3 +129,13 @@ def default_run_dirs(runs_root: PathLike | None = None) -> list[str]:
     except OSError as e:
         raise UsageError(f"{root}: cannot list the run directories ({e.strerror})") from e
     return [str(root / name) for name in sorted(names)]
+
+
+def remove_made(made: Sequence[Path]) -> None:
+    """Take back the empty folders a refused run made (``empty_data_dir``'s ``made``), nearest
+    first; a folder something was put into meanwhile stays, and so does every folder above it."""
+    for path in made:
+        try:
+            path.rmdir()  # only an empty folder
+        except OSError:
+            return

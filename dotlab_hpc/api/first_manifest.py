@@ -35,7 +35,7 @@ class Initialised:
 def _checkout_head(code_dir: Path) -> str:
     from ..proc import SubprocessRunner
     from ..verify.checkout import inspect_checkout
-    from ..verify.inputs import worktree_fix
+    from ..verify.fixes import worktree_fix
 
     if not code_dir.is_dir():
         raise UsageError(f"--code-dir {code_dir}: not a folder")
@@ -259,8 +259,8 @@ def init(
     out = Path(output)
     _check_request(out, force=force, image=image, base=base)
     code = Path(code_dir)
+    commit = _checkout_head(code)  # first: the entrypoint is guessed from this checkout
     entrypoint = _entrypoint(code, working_dir, entrypoint)
-    commit = _checkout_head(code)
     targets, skipped = _targets(Path(results)) if results is not None else ((), [])
     if image is not None and not Path(image).is_file():
         raise UsageError(f"--image {image}: no such file")

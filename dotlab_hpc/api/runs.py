@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..follow.knobs import FollowStats
     from ..follow.lost import JobsLost
-    from ..follow.states import BadRun, Local, Row, RunState
+    from ..follow.states import Cancelled, Local, Row, RunState
     from ..rundir.records import ClaimRecord
     from ..slurm.client import SlurmClient
     from .inputs import PathLike
@@ -67,15 +67,20 @@ def _client_for(run_dirs: Iterable[Path]) -> SlurmClient:
 
 
 def _record_local_task(run_dir: Path, job_id: str, pid: int | None) -> None:
-    """``local.json`` of a local job's run directory: waiting (no pid), then its process."""
+    """``local.json`` of a local job's run directory: waiting (no pid), then its process. The
+    one job of paired samples runs from the claim's folder: each sample's run directory gets it
+    too, so that no verb looks a sample up by its name in Slurm (issue 38, item 1)."""
     from ..rundir.directory import RunDir
     from ..rundir.models import LocalProcessRecord
     from ..slurm.local import process_started
 
     started = process_started(pid) if pid is not None else None
     rd = RunDir(run_dir)
-    live = rd.run().code is not None  # live code: status says so while the task runs
-    rd.write_local_process(LocalProcessRecord(job_id=job_id, pid=pid, started=started, live=live))
+    claim = rd.claim_runs() if rd.is_claim() else None
+    live = claim is None and rd.run().code is not None  # live code: status says so meanwhile
+    rec = LocalProcessRecord(job_id=job_id, pid=pid, started=started, live=live)
+    for each in (rd, *(rd.members(claim) if claim is not None else ())):
+        each.write_local_process(rec)
 
 
 @contextlib.contextmanager
@@ -422,17 +427,6 @@ def collect(runs: Run | PathLike | Sequence[Run | PathLike]) -> list[ClaimRecord
 
 
 # --------------------------------------------------------------------------- cancel
-@dataclass(frozen=True)
-class Cancelled:
-    """What ``cancel`` did: the job ids cancelled, the runs never submitted, the unreadable,
-    and the ``run --local`` jobs that had ended already (nothing was signalled)."""
-
-    job_ids: tuple[str, ...]
-    never_submitted: tuple[Path, ...]
-    unreadable: tuple[BadRun, ...]
-    local_ended: tuple[str, ...] = ()
-
-
 def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     """``dotlab-hpc cancel``: scancel each readable run's job (a run whose submission.json is
     missing is found by its name), in one call."""
@@ -441,7 +435,7 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     from ..follow.local_runs import RoutedClient
     from ..follow.orphans import adopt_orphans
     from ..follow.poll import read_rows
-    from ..follow.states import BadRun, Local
+    from ..follow.states import BadRun, Cancelled, Local, LocalCancelled
 
     paths, groups = expand(run_dirs)  # a claim over many runs: its runs
     rows = read_rows(paths)
@@ -454,12 +448,16 @@ def cancel_all(run_dirs: Sequence[PathLike]) -> Cancelled:
     if ids:
         client.cancel(ids)
     ended = tuple(client.ended) if isinstance(client, RoutedClient) else ()
+    signalled = client.signalled if isinstance(client, RoutedClient) else {}
+    claims = {lo.job_id: lo.claim for lo in found if lo.job_id is not None}
     broken = [BadRun(g.claim_dir, g.error) for g in groups if g is not None and g.error]
     return Cancelled(
         job_ids=tuple(i for i in ids if i not in ended),
         local_ended=ended,
         never_submitted=tuple(lo.rd.path for lo in found if lo.job_id is None),
         unreadable=tuple(broken + [r for r in rows if isinstance(r, BadRun)]),
+        local=tuple(LocalCancelled(claims[i], i, pid) for i, pid in signalled.items()),
+        claims=claims,
     )
 
 

@@ -82,12 +82,16 @@ class RunInputs(SiteInputs, total=False):
 
 
 def with_defaults(
-    manifests: Sequence[PathLike], where: RunInputs, *, preview: bool = False
+    manifests: Sequence[PathLike],
+    where: RunInputs,
+    made: list[Path] | None = None,
+    *,
+    preview: bool = False,
 ) -> RunInputs:
     """``where`` with ``out_dir`` and ``data_dir`` filled in when not given (``api.defaults``):
     a fresh output folder; an empty data folder when no manifest lists ``data`` (else a
-    ``UsageError`` naming the field). ``preview`` (a dry run): a manifest whose image is still
-    to be built is taken (``manifest.pin.load_preview``)."""
+    ``UsageError`` naming the field; ``made`` gets the folders made for it). ``preview`` (a dry
+    run): a manifest whose image is still to be built is taken (``manifest.pin.load_preview``)."""
     out_dir, data_dir = where.get("out_dir"), where.get("data_dir")
     if out_dir is not None and data_dir is not None:
         return where
@@ -101,7 +105,7 @@ def with_defaults(
     loaded = [load(Path(m)) for m in manifests] if data_dir is None or len(manifests) == 1 else []
     if data_dir is None:
         data_dir_needed(loaded)
-        data_dir = empty_data_dir(runs_root=runs_root, run_dir=run_dir)
+        data_dir = empty_data_dir(runs_root=runs_root, run_dir=run_dir, made=made)
     if out_dir is None:
         claims = (
             [m.spec.claim for m in loaded] if len(manifests) == 1 else list(map(str, manifests))

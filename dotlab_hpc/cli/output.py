@@ -113,18 +113,37 @@ def print_paths(paths: Sequence[Path], as_json: bool, warnings: Sequence[str] = 
         sys.stdout.write("".join(f"{p}\n" for p in paths))
 
 
-def print_submitted(res: SubmitResult, to: TextIO | None = None) -> None:
-    """The run directories and job ids, on stdout (or ``to``: stderr under ``--json``)."""
-    from ..printers.runs import submission_lines
+def print_submitted(res: SubmitResult, to: TextIO | None = None, *, why: bool = True) -> None:
+    """The run directories and job ids, on stdout (or ``to``: stderr under ``--json``), then
+    (``why``) why each claim not submitted was not, and its ``fix:`` lines."""
+    from ..printers.runs import mismatch_lines, submission_lines
 
     out = to or sys.stdout
-    out.write("\n".join(submission_lines(res)) + "\n")
+    lines = submission_lines(res) + (mismatch_lines(res, reasons=True) if why else [])
+    out.write("\n".join(lines) + "\n")
     out.flush()
 
 
-def submitted_to(as_json: bool) -> Callable[[SubmitResult], None]:
-    """``print_submitted`` to stdout, or to stderr when stdout is the JSON document."""
-    return lambda res: print_submitted(res, sys.stderr if as_json else sys.stdout)
+def submitted_to(as_json: bool, seen: list[SubmitResult]) -> Callable[[SubmitResult], None]:
+    """``print_submitted`` to stdout, or to stderr when stdout is the JSON document, without
+    why a claim was not submitted: the outcome's line says it, then ``print_fixes`` (each
+    submission kept in ``seen`` for it)."""
+
+    def shown(res: SubmitResult) -> None:
+        seen.append(res)
+        print_submitted(res, sys.stderr if as_json else sys.stdout, why=False)
+
+    return shown
+
+
+def print_fixes(seen: Sequence[SubmitResult], as_json: bool) -> None:
+    """After the outcomes: the ``fix:`` lines of each claim not submitted (stderr under
+    ``--json``)."""
+    from ..printers.runs import mismatch_lines
+
+    lines = [line for res in seen for line in mismatch_lines(res, reasons=False)]
+    if lines:
+        (sys.stderr if as_json else sys.stdout).write("\n".join(lines) + "\n")
 
 
 def print_dry_run(

@@ -4,11 +4,12 @@ its table. The exit code of a collected run is decided here, once (``_exit_code`
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
 from .. import api
-from ..errors import UsageError
+from ..errors import ManifestError, UsageError
 from . import output as out
 from .options import add_json, add_run_options, site_options
 from .output import live_table, print_error, print_error_lines, print_json_rows
@@ -16,7 +17,7 @@ from .output import live_table, print_error, print_error_lines, print_json_rows
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
     from ..api import Collected, SubmitResult
@@ -33,10 +34,13 @@ def _on_attempt(run_dir: Path, attempt: int) -> None:
     )
 
 
-def _run_options(args: argparse.Namespace, *, preview: bool = False) -> dict[str, Any]:
+def _run_options(
+    args: argparse.Namespace, made: list[Path], *, preview: bool = False
+) -> dict[str, Any]:
     """The options ``submission`` and ``run_all`` (api.submitting) share, from the command line,
-    with the defaults of --out-dir and --data-dir filled in (``with_defaults``; ``preview``: a
-    dry run's, which takes a manifest whose image is still to be built)."""
+    with the defaults of --out-dir and --data-dir filled in (``with_defaults``; ``made``: the
+    folders made for them, which ``_refused`` takes back; ``preview``: a dry run's, which takes
+    a manifest whose image is still to be built)."""
     from ..api.submitting import with_defaults  # the command line's own helper
 
     where = with_defaults(
@@ -52,9 +56,23 @@ def _run_options(args: argparse.Namespace, *, preview: bool = False) -> dict[str
             "live": getattr(args, "live", False),  # run --local --live; submit has no --live
             **site_options(args),
         },
+        made,
         preview=preview,
     )
     return {**where, "log_file": args.log_file, "on_retry": _on_retry}
+
+
+@contextlib.contextmanager
+def _refused(made: list[Path]) -> Iterator[None]:
+    """A run or submission refused (a usage error or an invalid manifest: raised before
+    anything is submitted) takes back the empty folders made for its defaults."""
+    try:
+        yield
+    except (UsageError, ManifestError):
+        from ..api.defaults import remove_made
+
+        remove_made(made)
+        raise
 
 
 # --------------------------------------------------------------------------- submit
@@ -92,12 +110,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     ):
         if not given:
             raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
-    where = _run_options(args, preview=args.dry_run)
-    from ..api.submitting import submission  # the command line's own helper
+    made: list[Path] = []
+    with _refused(made):
+        where = _run_options(args, made, preview=args.dry_run)
+        from ..api.submitting import submission  # the command line's own helper
 
-    res = submission(
-        args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait, **where
-    )
+        res = submission(
+            args.manifest, hold=args.hold, dry_run=args.dry_run, follows=args.wait, **where
+        )
     if args.dry_run:
         inputs = {k: where[k] for k in ("code_dir", "data_dir", "out_dir", "image")}
         out.print_dry_run(res, inputs, as_json=args.json, show_script=args.show_script)
@@ -183,27 +203,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_live(args.live, local=args.local)  # before anything is read (run_all checks it too)
 
     shown: list[Path] = []
-    print_submitted = out.submitted_to(args.json)
+    seen: list[SubmitResult] = []
+    print_submitted = out.submitted_to(args.json, seen)
 
     def on_submitted(res: SubmitResult) -> None:
         shown.extend(r.run_dir for r in res.shown)
         print_submitted(res)
 
+    made: list[Path] = []
     try:
-        _, collected = run_all(
-            args.manifest,
-            record=args.record,
-            on_cycle=live_table(),
-            on_submitted=on_submitted,
-            local=args.local,
-            on_attempt=_on_attempt,
-            **_run_options(args),
-        )
+        with _refused(made):
+            _, collected = run_all(
+                args.manifest,
+                record=args.record,
+                on_cycle=live_table(),
+                on_submitted=on_submitted,
+                local=args.local,
+                on_attempt=_on_attempt,
+                **_run_options(args, made),
+            )
     except KeyboardInterrupt:
         out.print_interrupted(shown)
         raise
     code = _print_collected(collected, args.json)
     out.print_live(collected)
+    out.print_fixes(seen, args.json)
     return code
 
 
@@ -248,6 +272,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """Check the bundle, run it, collect; each record beside the bundle's original."""
     from ..printers.reports import side_by_side, signature_note
 
+    seen: list[SubmitResult] = []
+
     def note(line: str | None) -> None:
         # the first line printed: what the bundle's signature does (not) prove without --key
         if line is not None:
@@ -265,7 +291,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         run_dir=args.run_dir,
         record=args.record,
         log_file=args.log_file,
-        on_submitted=out.submitted_to(args.json),
+        on_submitted=out.submitted_to(args.json, seen),
         on_cycle=live_table(),
         on_checked=lambda report: note(signature_note(report)),
         **site_options(args),
@@ -274,8 +300,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         from ..printers.documents import reproduction
 
         out.print_json(reproduction(done.original, done.collected))
+        out.print_fixes(seen, as_json=True)
         return _exit_code(done.collected)
     code = _print_collected(done.collected)
+    out.print_fixes(seen, as_json=False)
     for c in done.collected:
         if c.record is not None:
             print()
@@ -367,11 +395,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         from ..printers.documents import cancelled
 
-        unreadable = [row.message for row in done.unreadable]
-        out.print_json(cancelled(done.job_ids, done.never_submitted, unreadable, done.local_ended))
+        out.print_json(cancelled(done))
         return 2 if done.unreadable else 0
-    for job_id in done.local_ended:
-        print(f"local run {job_id} has ended; nothing to cancel")
-    if done.job_ids:
-        print(f"cancelled {' '.join(done.job_ids)}")
+    from ..printers.runs import cancel_lines
+
+    for line in cancel_lines(done):
+        print(line)
     return 2 if done.unreadable else 0

@@ -44,6 +44,7 @@ class JobFacts:
     # Slurm gives the job a start after its status file's end: a controller restored from older
     # saved state launched the finished job again (the job script's guard left it untouched)
     relaunched: bool = False
+    local: bool = False  # a ``run --local`` job: no Slurm to ask about it
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,12 @@ def _started(
     slurm_timeout = job.slurm_state is JobState.TIMEOUT and state_after_end(job) is None
     if job.timed_out or job.phase == "slurm_time_limit" or slurm_timeout:
         return Verdict(Outcome.SPEC_ISSUE, _time_reason(spec), none)
+    if job.phase == "terminated" and job.local:  # cancel, or a TERM to its process group
+        raise _operator(
+            "the local job was terminated while the analysis ran (cancelled, or its process"
+            " group was sent TERM)",
+            "run the claim again: dotlab-hpc run --local",
+        )
     if job.phase == "terminated":
         raise _operator(
             "the job was terminated while the analysis ran, and Slurm does not say why",

@@ -182,4 +182,5 @@ def job_facts(facts: RunFiles, info: JobInfo | None) -> JobFacts:
         status_unwritable=unwritable,
         no_status=no_status,
         relaunched=relaunched(st, info),
+        local=facts.submission is not None and facts.submission.local,
     )

@@ -285,13 +285,14 @@ def _from_word(word: str, glob: Scope, where: str, warnings: list[str]) -> str:
 
 
 def _refuse_unpinned(unpinned: list[tuple[int, str]], source: str) -> None:
-    lines = ", ".join(f"line {n} FROM {ref}" for n, ref in unpinned)
-    name = unpinned[0][1].split("@", 1)[0]
-    count = (
-        "a base image that is" if len(unpinned) == 1 else f"{len(unpinned)} base images that are"
-    )
+    """``Dockerfile:LINE: FROM … is not pinned by digest``, at the first unpinned FROM (the
+    compiler's form every other conversion error has); the others' lines follow it."""
+    (line, ref), rest = unpinned[0], unpinned[1:]
+    name = ref.split("@", 1)[0]
+    more = ", ".join(f"line {n} FROM {r}" for n, r in rest)
+    also = f" (nor is {more})" if rest else ""
     raise UsageError(
-        f"{source}: {count} not pinned by digest ({lines})",
+        f"{source}:{line}: FROM {ref}: the base image is not pinned by digest{also}",
         hint=f"pin it: FROM {name}@sha256:<digest>; find the digest with "
         f"`docker buildx imagetools inspect {name}` or `skopeo inspect docker://{name}` "
         "(pin every FROM of a multi-stage Dockerfile)",

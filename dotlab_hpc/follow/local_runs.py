@@ -71,6 +71,7 @@ class RoutedClient(SlurmClient):
         self._dirs = dirs  # read once, on the first local id asked
         self._local: dict[str, LocalProcessRecord] | None = None
         self.ended: list[str] = []  # local jobs ``cancel`` found finished already
+        self.signalled: dict[str, int] = {}  # local jobs ``cancel`` ended: job id -> its pid
 
     def know(self, dirs: Iterable[Path]) -> None:
         """The run directories a verb is about: where its local jobs are looked up."""
@@ -109,8 +110,10 @@ class RoutedClient(SlurmClient):
         local, other = _split(job_ids)
         for job_id in local:
             rec = self._records().get(job_id)
-            if rec is None or not end_process(rec):
+            if rec is None or rec.pid is None or not end_process(rec):
                 self.ended.append(job_id)
+            else:
+                self.signalled[job_id] = rec.pid  # its process group: TERMed
         if other:
             super().cancel(other)
 

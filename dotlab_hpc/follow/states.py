@@ -3,8 +3,8 @@ directory that cannot be read (``BadRun``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -136,3 +136,26 @@ class Local(NamedTuple):
     def since(self) -> datetime | None:
         """When the job was submitted, or (never written) when the run directory was made."""
         return self.submitted_at or self.created_at
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What ``cancel`` did: the job ids cancelled, the runs never submitted, the unreadable,
+    the ``run --local`` jobs that had ended already (nothing was signalled), and those it
+    ended (``local``: claim, job id, process group; their ids are in ``job_ids`` too)."""
+
+    job_ids: tuple[str, ...]
+    never_submitted: tuple[Path, ...]
+    unreadable: tuple[BadRun, ...]
+    local_ended: tuple[str, ...] = ()
+    local: tuple[LocalCancelled, ...] = ()
+    claims: Mapping[str, str] = field(default_factory=dict)  # job id -> its claim
+
+
+@dataclass(frozen=True)
+class LocalCancelled:
+    """A ``run --local`` job ``cancel`` ended: its claim, its (invented) id, its process group."""
+
+    claim: str
+    job_id: str
+    process_group: int

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,9 +45,26 @@ class DraftFacts:
     targets: tuple[tuple[str, float], ...] = ()
 
 
+# Latin letters NFKD does not take apart into a letter and its accent.
+_LATIN_LETTERS = str.maketrans(
+    {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O", "ł": "l"}
+    | {"Ł": "L", "đ": "d", "Đ": "D", "þ": "th", "Þ": "Th", "\u0131": "i"}  # \u0131: the dotless i
+)
+
+
+def ascii_letters(text: str) -> str:
+    """``text`` with its Latin letters spelled in ASCII: ``mésures`` → ``mesures``,
+    ``Straße`` → ``Strasse`` (NFKD, accents dropped); other scripts are left as they are."""
+    parts = unicodedata.normalize("NFKD", text.translate(_LATIN_LETTERS))
+    return "".join(c for c in parts if not unicodedata.combining(c))
+
+
 def safe_name(text: str, fallback: str) -> str:
-    """``text`` as a manifest name (letters, digits, . _ -, starting with a letter or digit)."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).lstrip("._-")[:64].rstrip("-")
+    """``text`` as a manifest name (ASCII letters, digits, . _ -, starting with a letter or
+    digit): Latin letters transliterated (``mésures 2`` → ``mesures-2``), anything else ``-``;
+    ``fallback`` when nothing is left (docs/choices.md says why names are ASCII)."""
+    spelled = ascii_letters(text)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", spelled).lstrip("._-")[:64].rstrip("-")
     return name if NAME_RE.fullmatch(name) else fallback
 
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 
 from ..fsio.jsontext import canonical_json
+from ..slurm.jobids import is_local_job_id
 
 # No runtime `typing`, and the records' models (pydantic) only where a record is printed:
 # `hash --json` starts as fast as `hash`.
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..collect.collect import Collected
+    from ..follow.states import Cancelled
     from ..rundir.records import ClaimRecord
     from ..submit.execute import SubmitResult
 
@@ -60,20 +62,19 @@ def initialised(manifest: Path, next_steps: Sequence[str]) -> dict[str, Any]:
     return {"wrote": os.fsdecode(manifest), "next": list(next_steps)}
 
 
-def cancelled(
-    job_ids: Sequence[str],
-    never_submitted: Sequence[Path],
-    unreadable: Sequence[str],
-    local_ended: Sequence[str] = (),
-) -> dict[str, Any]:
-    """``cancel --json``: the job ids cancelled, the runs never submitted (nothing to cancel),
-    the error line of each run directory that could not be read, and the local runs that had
-    already ended (nothing to cancel either)."""
+def cancelled(done: Cancelled) -> dict[str, Any]:
+    """``cancel --json``: the Slurm job ids cancelled, the local runs ended (``local``: claim,
+    ``"job": "local"`` where a job id would stand, the process group TERMed), the runs never
+    submitted (nothing to cancel), the error line of each run directory that could not be read,
+    and the claims of the local runs that had already ended (nothing to cancel either)."""
     return {
-        "cancelled": list(job_ids),
-        "never_submitted": [os.fsdecode(p) for p in never_submitted],
-        "unreadable": list(unreadable),
-        "local_ended": list(local_ended),
+        "cancelled": [i for i in done.job_ids if not is_local_job_id(i)],
+        "local": [
+            {"claim": c.claim, "job": "local", "process_group": c.process_group} for c in done.local
+        ],
+        "never_submitted": [os.fsdecode(p) for p in done.never_submitted],
+        "unreadable": [row.message for row in done.unreadable],
+        "local_ended": [done.claims.get(i, "?") for i in done.local_ended],
     }
 
 

@@ -18,17 +18,18 @@ from .table import table
 
 if TYPE_CHECKING:
     from ..collect.collect import Collected
-    from ..follow.states import RunState
+    from ..follow.states import Cancelled, RunState
     from ..rundir.records import ClaimRecord, LiveCodeRecord
     from ..submit.execute import SubmitResult
 
 
 def status_lines(states: Sequence[RunState]) -> list[str]:
-    """One aligned line per run: claim, job, state, elapsed, node, what it is waiting for."""
+    """One aligned line per run: claim, job (``local`` for a ``run --local`` job: its id is
+    invented), state, elapsed, node, what it is waiting for."""
     rows = [
         [
             s.claim,
-            s.job_id or "-",
+            ("local" if is_local_job_id(s.job_id) else s.job_id) if s.job_id else "-",
             s.state,
             duration(s.elapsed_s),
             s.node or "-",
@@ -46,11 +47,29 @@ def submission_lines(res: SubmitResult) -> list[str]:
         if r.job_id:
             what = "local" if is_local_job_id(r.job_id) else r.job_id  # run --local: no job
         elif r.mismatch is not None:
-            what = f"not submitted: input_mismatch: {r.mismatch.reason}"
+            what = "not submitted (input_mismatch)"  # why: mismatch_lines, or the outcome's line
         else:
             what = "-"
         rows.append([r.claim, str(r.run_dir), what])
     return table(rows, ["CLAIM", "RUN DIR", "JOB"])
+
+
+def mismatch_lines(res: SubmitResult, *, reasons: bool) -> list[str]:
+    """Each claim not submitted: why (``reasons``; ``run`` prints it as the outcome's reason
+    instead), then what fixes it, as ``fix:`` lines (the claim named when there are several)."""
+    lines = []
+    for r in res.shown:
+        if r.mismatch is None:
+            continue
+        if reasons:
+            lines.append(f"{r.claim}: input_mismatch: {r.mismatch.reason}")
+        lines += [fix_line(r.claim, f, several=len(res.shown) > 1) for f in r.fixes]
+    return lines
+
+
+def fix_line(claim: str, fix: str, *, several: bool) -> str:
+    """``fix: WHAT`` (``fix: CLAIM: WHAT`` among several claims)."""
+    return f"fix: {claim}: {fix}" if several else f"fix: {fix}"
 
 
 def dry_run_text(res: SubmitResult) -> str:
@@ -179,9 +198,13 @@ def dry_run_lines(res: SubmitResult, *, inputs: dict[str, Path | None]) -> list[
         *([name, str(path)] for name, path in inputs.items() if path is not None),
         ["inputs", verdict],
         *(
-            ["", f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}"]
+            ["", line]
             for r in bad
             if r.mismatch is not None
+            for line in (
+                f"{r.claim}: not submitted: input_mismatch: {r.mismatch.reason}",
+                *(fix_line(r.claim, f, several=len(runs) > 1) for f in r.fixes),
+            )
         ),
         ["apptainer", res.apptainer_argvs[0][0] if res.apptainer_argvs else "-"],
         ["sbatch", f"{len(res.sbatch_argvs)} command(s)"],
@@ -205,3 +228,18 @@ def next_commands(res: SubmitResult, *, waited: bool = False) -> list[str]:
         target = shlex.quote(str(parent / prefix)) + "*"
     verbs = ("collect",) if waited else ("status", "collect")
     return [f"{TOOL_NAME} {verb} {target}" for verb in verbs]
+
+
+def cancel_lines(done: Cancelled) -> list[str]:
+    """What ``cancel`` did, for people: each local run ended (``local`` where a job id would
+    stand: its id is invented, no job anyone can ask Slurm about), each local run that had
+    ended already, then the Slurm jobs cancelled."""
+    lines = [f"cancelled  {c.claim}  local (process group {c.process_group})" for c in done.local]
+    lines += [
+        f"{done.claims.get(i, '?')}: its local run has ended; nothing to cancel"
+        for i in done.local_ended
+    ]
+    slurm = [i for i in done.job_ids if not is_local_job_id(i)]
+    if slurm:
+        lines.append(f"cancelled {' '.join(slurm)}")
+    return lines

@@ -126,7 +126,8 @@ class NewRuns:
         sync (``fsio.NewFolders``): no run directory is ever seen half-written.
         """
         p = self.plan
-        check_out_dirs(p, create_missing=True, made=self.made_out)
+        refused = {n.run.index for n in contents.runs if n.mismatch is not None}
+        check_out_dirs(p, create_missing=True, made=self.made_out, refused=refused)
         files = self._claim_files(contents)
         if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
             self._make_ends(p.ends_dir)

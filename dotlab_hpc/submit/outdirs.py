@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,13 +16,20 @@ if TYPE_CHECKING:
     from .plan import Plan
 
 
-def check_out_dirs(p: Plan, *, create_missing: bool, made: list[Path] | None = None) -> None:
+def check_out_dirs(
+    p: Plan,
+    *,
+    create_missing: bool,
+    made: list[Path] | None = None,
+    refused: Collection[int] = (),
+) -> None:
     """Each output directory must be empty (created when missing); refuse before anything else.
 
     ``made`` gets the folders it created (removed again when the submission fails before sbatch).
+    The runs of ``refused`` (their inputs did not match: nothing runs) get no folder made.
     """
-    dirs = [run.out_dir for run in p.runs]
-    if p.claim_dir is not None and not p.rerun:  # the runs' folders are new ones in its own
+    dirs = [run.out_dir for run in p.runs if not (create_missing and run.index in refused)]
+    if p.claim_dir is not None and not p.rerun and dirs:  # the runs' folders: new, in its own
         dirs.insert(0, p.runs[0].out_dir.parent)
     for d in dirs:
         try:

@@ -18,7 +18,7 @@ from ..slurm.directives import request_options
 from .check import Checked
 from .plan import Plan, PlannedRun
 from .records import mismatch_record
-from .result import SubmitResult, SubmittedRun
+from .result import SubmitResult, SubmittedRun, fixes_of
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,7 @@ def dry_run_result(r: Rendered) -> SubmitResult:
                 None,
                 mismatch_record(run, mismatches[run.index], p) if mismatches[run.index] else None,
                 p.claim_dir,
+                fixes_of(mismatches[run.index]),
             )
             for run in p.runs
         ),

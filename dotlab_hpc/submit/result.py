@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..rundir.records import ClaimRecord
+
+
+def fixes_of(mismatches: Sequence[str]) -> tuple[str, ...]:
+    """The fixes a verifier's mismatch lines carry (verify's ``Mismatch.fix``; a plain line
+    carries none), without repeats."""
+    return tuple(dict.fromkeys(f for m in mismatches if (f := getattr(m, "fix", ""))))
 
 
 @dataclass(frozen=True)
@@ -20,6 +26,7 @@ class SubmittedRun:
     job_id: str | None
     mismatch: ClaimRecord | None
     claim_dir: Path | None = None  # a run of a claim over many runs: the claim's folder
+    fixes: tuple[str, ...] = ()  # what fixes its mismatch, one line each (``fixes_of``)
 
 
 @dataclass(frozen=True)
@@ -56,5 +63,5 @@ class SubmitResult:
             elif r.claim_dir not in seen:  # its first run stands for the claim
                 seen.add(r.claim_dir)
                 job = r.job_id.partition("_")[0] if r.job_id else None
-                out.append(SubmittedRun(r.claim, r.claim_dir, job, r.mismatch))
+                out.append(SubmittedRun(r.claim, r.claim_dir, job, r.mismatch, fixes=r.fixes))
         return tuple(out)

@@ -12,7 +12,7 @@ from .files import share_file
 from .once import submit_once
 from .plan import PlannedRun
 from .records import submission_record
-from .result import SubmitResult, SubmittedRun
+from .result import SubmitResult, SubmittedRun, fixes_of
 from .rollback import Step, taken_back
 
 if TYPE_CHECKING:
@@ -25,8 +25,16 @@ def submit(w: Written, seams: Seams) -> SubmitResult:
     run directories where no job can exist)."""
     p, r = w.plan, w.rendered
     by_index = {run.index: run for run in p.runs}
+    fixes = w.rendered.checked.mismatches
     results = {
-        i: SubmittedRun(by_index[i].manifest.spec.claim, w.dirs[i].path, None, rec, p.claim_dir)
+        i: SubmittedRun(
+            by_index[i].manifest.spec.claim,
+            w.dirs[i].path,
+            None,
+            rec,
+            p.claim_dir,
+            fixes_of(fixes[i]),
+        )
         for i, rec in w.mismatches.items()
     }
     for k in range(len(r.arrays)):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
 from .checkout import checkout_key, inspect_checkout, working_dir_problem
+from .fixes import dataset_fix, refused_fix, worktree_fix
 from .hashing import HashCache, Refused, Tree, hash_trees, scan
 
 if TYPE_CHECKING:
@@ -64,6 +65,18 @@ class Check:
         }
 
 
+class Mismatch(str):
+    """One failed check's line (``Check.line``), carrying what fixes it (``fix``, may be empty):
+    a submission's verifier returns these, so ``run`` and ``submit`` print each fix once."""
+
+    fix: str
+
+    def __new__(cls, line: str, fix: str = "") -> Mismatch:
+        self = super().__new__(cls, line)
+        self.fix = fix
+        return self
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     """Every pre-flight check, in the order datasets, code, image."""
@@ -76,8 +89,8 @@ class VerifyReport:
         return all(c.ok for c in self.checks)
 
     def mismatches(self) -> list[str]:
-        """One line per failed check, naming expected and actual."""
-        return [c.line() for c in self.checks if not c.ok]
+        """One line per failed check, naming expected and actual (each a ``Mismatch``)."""
+        return [Mismatch(c.line(), c.fix) for c in self.checks if not c.ok]
 
     def fixes(self) -> list[str]:
         """What fixes the failed checks, one line each, without repeats."""
@@ -135,7 +148,8 @@ def _dataset_checks(
         got = results[i]
         if isinstance(got, Refused):
             reason = got.reason if got.path == d.path else f"{got.path} {got.reason}"
-            checks.append(Check("dataset", d.name, d.sha256, None, False, reason, d.path))
+            fix = refused_fix(data_dir, d.path, i, got)
+            checks.append(Check("dataset", d.name, d.sha256, None, False, reason, d.path, fix))
         else:
             ok = got == d.sha256
             reason = "" if ok else f"expected sha256 {d.sha256}, got {got}"
@@ -229,35 +243,6 @@ def check_checkout(
         f"expected clean, got {actual}: {listed}",
         shown,
         worktree_fix(shown, changes),
-    )
-
-
-def worktree_fix(shown: str, changes: list[str]) -> str:
-    """What to run for a dirty checkout: files that are not the commit's are listed and removed
-    with ``git clean`` (ignored ones count: they would be visible at /work/code), changed ones
-    committed or stashed."""
-    d = quote(shown)
-    extra = any(c.startswith(("?? ", "!! ")) for c in changes)
-    changed = any(not c.startswith(("?? ", "!! ")) for c in changes)
-    parts = []
-    if extra:
-        parts.append(
-            f"files the commit does not have (ignored ones count): list them with"
-            f" `git -C {d} clean -ndx`, remove them with `git -C {d} clean -fdx`"
-        )
-    if changed:
-        parts.append(f"changes: commit them, or put them away with `git -C {d} stash`")
-    if any("__pycache__" in c or c.endswith(".pyc") for c in changes):
-        parts.append("run Python here with PYTHONDONTWRITEBYTECODE=1 to keep it clean")
-    return "; ".join(parts)
-
-
-def dataset_fix(data_dir: Path, rel: str, index: int) -> str:
-    """What to run when a dataset's hash differs."""
-    path = quote(str(data_dir / rel))
-    return (
-        f"if {rel} changed on purpose, pin it again: `dotlab-hpc hash {path}` and write that"
-        f" into data[{index}].sha256; else restore the pinned data"
     )
 
 

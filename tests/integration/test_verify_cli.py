@@ -148,6 +148,11 @@ def test_missing_dataset_exit_1(setup: Setup) -> None:
     cp = dotlab(*setup.args())
     assert cp.returncode == 1
     assert f"train.csv: does not exist in --data-dir {setup.data}" in cp.stdout
+    fix = [line for line in cp.stdout.splitlines() if line.startswith("fix:")]
+    assert fix == [
+        f"fix: give the --data-dir that holds train.csv (now {setup.data}), or correct"
+        " data[0].path (relative to --data-dir)"
+    ]
 
 
 @pytest.mark.parametrize("flag", ["--code-dir", "--data-dir", "--image"])

@@ -188,6 +188,18 @@ def test_operator_problems_give_no_record(job: JobFacts, fragment: str) -> None:
     assert e.value.exit_code == 2
 
 
+def test_a_terminated_local_job_names_no_slurm_command() -> None:
+    """A ``run --local`` job cancelled: no ``sacct`` to check, nothing Slurm could say."""
+    job = replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=None, local=True)
+    with pytest.raises(OperatorError) as e:
+        classify(spec(), job, GOOD)
+    assert e.value.lines() == [
+        "the local job was terminated while the analysis ran (cancelled, or its process group"
+        " was sent TERM)",
+        "hint: run the claim again: dotlab-hpc run --local",
+    ]
+
+
 def test_missing_sh_in_the_image_is_a_spec_issue() -> None:
     fatal = ('FATAL: "/bin/sh": executable file not found in $PATH',)
     job = replace(OK_JOB, container_started=False, exit_code=255, fatal_lines=fatal)

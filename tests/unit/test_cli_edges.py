@@ -249,7 +249,31 @@ def test_a_runs_folder_that_cannot_be_written_names_the_option(
     blocked.write_text("")  # a file where the runs' folder should be: no folder can be made in it
     given = blocked if where == "runs_root" else blocked / "run"
     with pytest.raises(UsageError) as e:
-        empty_data_dir(**{where: given})
+        if where == "runs_root":
+            empty_data_dir(runs_root=given)
+        else:
+            empty_data_dir(run_dir=given)
     assert ".dotlab-no-data" not in e.value.message
     assert e.value.message.endswith("cannot write the runs here (Not a directory)")
     assert e.value.hint == f"give {flag} a folder you can write"
+
+
+def test_a_refused_run_takes_back_the_folders_made_for_its_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A claim without data, its --image missing: refused (one line, exit 2), and neither
+    ./dotlab-runs nor its empty data folder is left behind (issue 38, item 6.6)."""
+    monkeypatch.chdir(tmp_path)
+    manifest = tmp_path / "claim.yaml"
+    manifest.write_bytes((MANIFESTS / "minimal.yaml").read_bytes())  # no data
+    (tmp_path / "code").mkdir()
+    (tmp_path / "keep").mkdir()
+    for verb in (["run", "--local"], ["submit"]):
+        argv = [*verb, str(manifest), "--code-dir", "code", "--image", "nope.sif"]
+        assert main(argv) == 2
+        assert capsys.readouterr().err == "dotlab-hpc: --image nope.sif: no such file\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.yaml", "code", "keep"]
+    # a runs folder that was there stays; only the empty folder made in it goes
+    argv = ["run", "--local", str(manifest), "--code-dir", "code", "--image", "nope.sif"]
+    assert main([*argv, "--runs-root", "keep"]) == 2
+    assert list((tmp_path / "keep").iterdir()) == []

@@ -29,6 +29,8 @@ def test_hints_keep_their_indent(tmp_path: Path, capsys: pytest.CaptureFixture[s
     dockerfile.write_text("FROM python:3.11\n")
     assert main(["render", "--from-dockerfile", str(dockerfile), "-o", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.split("\n")
-    assert lines[0].startswith(f"dotlab-hpc: {tmp_path}/Docker\\nfile: a base image that is not")
+    assert lines[0].startswith(
+        f"dotlab-hpc: {tmp_path}/Docker\\nfile:1: FROM python:3.11: the base"
+    )
     assert lines[1].startswith("  hint: pin it: FROM python:3.11@sha256:<digest>")
     assert lines[2:] == [""]

@@ -36,7 +36,8 @@ def outcome(path: Path) -> tuple[str, str]:
         conv = dockerfile_to_def(text, source=path.name)
     except UsageError as e:
         assert "\n" not in e.message, e.message
-        assert e.message.startswith(f"{path.name}"), e.message
+        # compiler-style: every refusal names its line as FILE:LINE: (issue 38, item 6)
+        assert re.match(rf"{re.escape(path.name)}:[0-9]+: ", e.message), e.message
         reason = e.message.removeprefix(path.name).lstrip(":0123456789 ")
         return "refused", re.sub(r"\s+", " ", reason)[:140].replace("|", "\\|")
     warned = len(conv.warnings)

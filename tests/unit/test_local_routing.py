@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.api.local_progress import last_output_line
+from dotlab_hpc.api.runs import _record_local_task
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.follow.local_runs import RoutedClient
-from dotlab_hpc.printers.runs import submission_lines
+from dotlab_hpc.follow.states import Cancelled, LocalCancelled, RunState
+from dotlab_hpc.printers.documents import cancelled
+from dotlab_hpc.printers.runs import cancel_lines, status_lines, submission_lines
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import LocalProcessRecord
@@ -23,6 +26,7 @@ from dotlab_hpc.slurm.local import process_started
 from dotlab_hpc.slurm.states import JobState
 from dotlab_hpc.submit.execute import SubmitResult, SubmittedRun
 from tests.support.fakes import ScriptedRunner
+from tests.unit.test_claim_rows import claim_folder, claim_runs
 
 SINCE = datetime(2026, 1, 1, tzinfo=UTC)
 LOCAL_IDS = ("0045460237", "0045460237_1", "0")
@@ -113,6 +117,45 @@ def test_cancel_ends_only_the_recorded_process(
     client.cancel(["01_0", "01_1", "02"])
     assert sent == [(os.getpid(), signal.SIGTERM)]  # never the stale pid's process
     assert client.ended == ["01_1", "02"] and runner.calls == []
+    assert client.signalled == {"01_0": os.getpid()}  # what cancel says: its process group
+
+
+def test_cancel_says_local_where_a_job_id_would_stand() -> None:
+    """Human and --json: the claim and the process group, never the invented id (issue 38,
+    item 1); Slurm's ids as they were."""
+    done = Cancelled(
+        job_ids=("0045460237", "77"),
+        never_submitted=(),
+        unreadable=(),
+        local_ended=("0045460238",),
+        local=(LocalCancelled("claim-x", "0045460237", 1234),),
+        claims={"0045460237": "claim-x", "0045460238": "claim-y", "77": "claim-z"},
+    )
+    assert cancel_lines(done) == [
+        "cancelled  claim-x  local (process group 1234)",
+        "claim-y: its local run has ended; nothing to cancel",
+        "cancelled 77",
+    ]
+    assert cancelled(done) == {
+        "cancelled": ["77"],
+        "local": [{"claim": "claim-x", "job": "local", "process_group": 1234}],
+        "never_submitted": [],
+        "unreadable": [],
+        "local_ended": ["claim-y"],
+    }
+
+
+def test_a_paired_claim_s_local_job_is_recorded_in_each_sample(tmp_path: Path) -> None:
+    """The one job of paired samples runs from the claim's folder: each sample's run directory
+    gets its local.json too, so no verb looks a sample up by name in Slurm (issue 38, item 1)."""
+    claim = claim_folder(tmp_path / "claim", claim_runs(2))
+    for k in range(2):
+        (claim / f"run-{k}").mkdir()
+    me = os.getpid()
+    _record_local_task(claim, "0000000007", me)
+    for d in (claim, claim / "run-0", claim / "run-1"):
+        rec = RunDir(d).local_process()
+        assert rec is not None and (rec.job_id, rec.pid) == ("0000000007", me), d
 
 
 def test_the_progress_line_shows_the_analysis_last_line(tmp_path: Path) -> None:
@@ -133,3 +176,15 @@ def test_a_local_job_says_local_where_its_id_would_stand() -> None:
     header, line = submission_lines(res)
     assert header.split() == ["CLAIM", "RUN", "DIR", "JOB"]
     assert line.split() == ["c1", "/r/c1-X", "local"]
+
+
+def test_status_says_local_where_a_local_job_s_id_would_stand() -> None:
+    rows = [
+        RunState(Path("/r/a"), "a", "0045460237", "RUNNING", False, "local", None, "", "slurm"),
+        RunState(Path("/r/b"), "b", "77", "RUNNING", False, "n1", None, "", "slurm"),
+    ]
+    assert [line.split()[:2] for line in status_lines(rows)] == [
+        ["CLAIM", "JOB"],
+        ["a", "local"],
+        ["b", "77"],
+    ]

@@ -18,6 +18,7 @@ from dotlab_hpc.submit.execute import SubmitResult, execute
 from dotlab_hpc.submit.once import NotSubmitted, backoff_delays, submit_once
 from dotlab_hpc.submit.outdirs import check_out_dirs
 from dotlab_hpc.submit.plan import SubmitOptions, plan
+from dotlab_hpc.verify.inputs import Mismatch
 from tests.support.expect import parse_task_facts
 from tests.support.fakes import ScriptedRunner
 from tests.support.submits import submit_options, write_manifest
@@ -261,12 +262,17 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
         submit_options(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
         client=SlurmClient(fake),
         clock=NoSleep(),
-        verify_run=lambda m: ["image: wrong digest"] if m.spec.claim == "c0" else [],
+        verify_run=lambda m: (
+            [Mismatch("image: wrong digest", "pin it")] if m.spec.claim == "c0" else []
+        ),
     )
     (sbatch,) = fake.sbatches()
     assert "--array=1-2" in sbatch
     first, second, third = res.runs
     assert first.job_id is None and first.mismatch is not None
+    assert first.fixes == ("pin it",) and second.fixes == ()  # the verifier's fix, carried
+    # nothing runs for c0: no output folder is made for it (issue 38, item 6.6)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["c1", "c2"]
     assert (second.job_id, third.job_id) == ("500_1", "500_2")
     for run, task in ((second, 1), (third, 2)):
         rd = RunDir(run.run_dir)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dotlab_hpc.printers.runs import dry_run_lines, next_commands, submission_lines
+from dotlab_hpc.printers.runs import (
+    dry_run_lines,
+    mismatch_lines,
+    next_commands,
+    submission_lines,
+)
 from dotlab_hpc.submit.execute import SubmitResult, SubmittedRun
 from tests.support import runfiles
 
@@ -50,14 +55,36 @@ def test_without_a_claim_folder_every_run_is_a_line() -> None:
 
 
 def test_a_claim_not_submitted_for_an_input_mismatch() -> None:
+    """Its reason once and its fix once (issue 38, item 6.1): ``submit`` prints both after the
+    table, ``run`` the fix after the outcome's line, which gives the reason."""
     rec = runfiles.claim_record(outcome="input_mismatch", reason="code: commit differs")
-    runs = tuple(SubmittedRun("c1", CLAIM / f"run-{k}", None, rec, CLAIM) for k in range(3))
+    fixes = ("git -C code checkout 0123", "git -C code stash")
+    runs = tuple(SubmittedRun("c1", CLAIM / f"run-{k}", None, rec, CLAIM, fixes) for k in range(3))
     res = SubmitResult(runs, None, (), False, claim_dir=CLAIM)
     assert submission_lines(res) == [
         "CLAIM  RUN DIR  JOB",
-        "c1     /r/c1-X  not submitted: input_mismatch: code: commit differs",
+        "c1     /r/c1-X  not submitted (input_mismatch)",
+    ]
+    assert mismatch_lines(res, reasons=True) == [
+        "c1: input_mismatch: code: commit differs",
+        "fix: git -C code checkout 0123",
+        "fix: git -C code stash",
+    ]
+    assert mismatch_lines(res, reasons=False) == [
+        "fix: git -C code checkout 0123",
+        "fix: git -C code stash",
     ]
     assert next_commands(res) == []
+
+
+def test_among_several_claims_each_fix_names_its_claim() -> None:
+    rec = runfiles.claim_record(outcome="input_mismatch", reason="image: differs")
+    runs = (
+        SubmittedRun("c1", Path("/r/c1"), None, rec, None, ("pin the image",)),
+        SubmittedRun("c2", Path("/r/c2"), "77", None),
+    )
+    res = SubmitResult(runs, SCRIPT, (), False)
+    assert mismatch_lines(res, reasons=False) == ["fix: c1: pin the image"]
 
 
 def test_next_commands_name_the_claims_folder() -> None:

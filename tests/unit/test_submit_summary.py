@@ -89,12 +89,19 @@ def test_the_dry_run_summary_is_short_and_aligned() -> None:
 
 def test_the_summary_of_many_claims_names_a_few_and_each_mismatch() -> None:
     runs = [SubmittedRun(f"c{i}", Path(f"/runs/batch-{i}"), None, None) for i in range(5)]
-    runs[3] = SubmittedRun("c3", Path("/runs/batch-3"), None, _Mismatch())  # type: ignore[arg-type]
+    runs[3] = SubmittedRun(
+        "c3",
+        Path("/runs/batch-3"),
+        None,
+        _Mismatch(),  # type: ignore[arg-type]
+        fixes=("restore the pinned data",),
+    )
     lines = dry_run_lines(result(*runs), inputs=INPUTS)
     assert lines[0] == "claims     c0, c1, c2 … (5 in all)"
     assert lines[2] == "run dirs   5 in /runs (batch-0 … batch-4)"
     assert "inputs     4 of 5 claim(s) match" in lines
-    assert "           c3: not submitted: input_mismatch: dataset train: sha256 differs" in lines
+    at = lines.index("           c3: not submitted: input_mismatch: dataset train: sha256 differs")
+    assert lines[at + 1] == "           fix: c3: restore the pinned data"  # and what fixes it
 
 
 def test_the_dry_run_json() -> None:

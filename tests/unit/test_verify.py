@@ -228,6 +228,30 @@ def test_missing_dataset_is_a_mismatch(tmp_path: Path) -> None:
     assert not report.ok and not check.ok
     assert check.line() == f"dataset train (train.csv): does not exist in --data-dir {data}"
     assert report.mismatches() == [check.line()]
+    assert report.fixes() == [
+        f"give the --data-dir that holds train.csv (now {data}), or correct data[0].path"
+        " (relative to --data-dir)"
+    ]
+    # a submission's verifier hands the fix on with the line (run and submit print it)
+    assert [getattr(m, "fix", None) for m in report.mismatches()] == report.fixes()
+
+
+def test_a_symlinked_or_unreadable_dataset_says_what_to_do(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "real.csv").write_text("x")
+    (data / "x.csv").symlink_to("real.csv")
+    rows = [{"name": "x", "path": "x.csv", "sha256": "0" * 64}]
+    assert _dataset(_verify(tmp_path, data, rows)).fix == (
+        f"put the file or folder itself at {data}/x.csv: verify follows no symlink in a dataset"
+    )
+    fifo = data / "pipe"
+    os.mkfifo(fifo)
+    rows = [{"name": "p", "path": "pipe", "sha256": "0" * 64}]
+    assert _dataset(_verify(tmp_path, data, rows)).fix == (
+        "restore data[0] (pipe) as pinned: regular files and folders only; if it changed on"
+        f" purpose, pin it again: `dotlab-hpc hash {fifo}`"
+    )
 
 
 def test_dataset_leaving_data_dir_through_a_symlinked_parent(tmp_path: Path) -> None:
@@ -446,9 +470,10 @@ def test_table_and_json(tmp_path: Path) -> None:
     )
     table = verify_table(report).splitlines()
     assert table[0].split() == ["CHECK", "NAME", "RESULT", "DETAIL"]
-    assert len(table) == 1 + 5
+    assert len(table) == 1 + 5 + 1  # the header, five checks, the missing file's fix
+    assert table[-1].startswith("fix: give the --data-dir that holds b.csv")
     result_col = table[0].index("RESULT")
-    assert [line[result_col:].split()[0] for line in table[1:]] == [
+    assert [line[result_col:].split()[0] for line in table[1:-1]] == [
         "ok",
         "MISMATCH",
         "ok",
@@ -466,7 +491,8 @@ def test_table_and_json(tmp_path: Path) -> None:
         "actual": None,
         "ok": False,
         "reason": f"does not exist in --data-dir {data}",
-        "fix": "",
+        "fix": f"give the --data-dir that holds b.csv (now {data}), or correct data[1].path"
+        " (relative to --data-dir)",
     }
 
 
