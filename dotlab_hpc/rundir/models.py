@@ -21,7 +21,14 @@ from pydantic import (
 from ..errors import RunDirError, one_line
 from ..slurm.jobids import task_job_id
 from .heads import array_without_task
-from .records import CodeRecord, InputsRecord, RunOfClaim, SiteRecord, ToolRecord
+from .records import (
+    CodeRecord,
+    InputsRecord,
+    RunOfClaim,
+    SiteRecord,
+    ToolRecord,
+    without_none,
+)
 
 
 class _Frozen(BaseModel):
@@ -73,10 +80,7 @@ class RunRecord(_Frozen):
     @model_serializer(mode="wrap")
     def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """No ``code`` key for the pinned commit: such run files stay as they were."""
-        data: dict[str, Any] = handler(self)
-        if data.get("code") is None:
-            data.pop("code", None)
-        return data
+        return without_none(handler(self), "code")
 
 
 class ClaimRun(_Frozen):

@@ -38,6 +38,14 @@ class TargetRecord(_Frozen):
     within: bool
 
 
+def without_none(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """A model's serialized ``data`` without ``key`` where it is None: an optional part a file
+    did not need leaves no key, so the files written before it stay as they were."""
+    if data.get(key) is None:
+        data.pop(key, None)
+    return data
+
+
 class AfterEndRecord(_Frozen):
     """Slurm's word on a job that contradicts its status file's normal end (docs/contract.md
     §6): the state and times Slurm gave, kept as evidence; the outcome is the status file's."""
@@ -63,10 +71,7 @@ class SlurmRecord(_Frozen):
     @model_serializer(mode="wrap")
     def _without_agreement(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """No ``state_after_end`` key where Slurm agreed: such records stay as they were."""
-        data: dict[str, Any] = handler(self)
-        if data.get("state_after_end") is None:
-            data.pop("state_after_end", None)
-        return data
+        return without_none(handler(self), "state_after_end")
 
 
 class InputsRecord(_Frozen):
@@ -300,10 +305,7 @@ class ClaimRecord(_Frozen):
     @model_serializer(mode="wrap")
     def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """No ``code`` key for the pinned commit: such records stay as they were."""
-        data: dict[str, Any] = handler(self)
-        if data.get("code") is None:
-            data.pop("code", None)
-        return data
+        return without_none(handler(self), "code")
 
 
 class Outcome(StrEnum):
