@@ -141,7 +141,7 @@ def test_build_before_the_image_exists_then_pin(manifest: Path, tmp_path: Path) 
     cp = cli("build", manifest, "-o", out, "--apptainer", STANDIN)  # no --pin: says how
     assert cp.returncode == 0, cp.stderr
     assert "(or build again with --pin)" in cp.stdout
-    assert "image.digest: required" in cli("validate", manifest).stderr  # not written
+    assert "image.digest: not pinned yet" in cli("validate", manifest).stderr  # not written
 
     cp = cli("build", manifest, "-o", out, "--apptainer", STANDIN, "--force", "--pin")
     assert cp.returncode == 0, cp.stderr

@@ -33,6 +33,9 @@ json.dump({"mean": sum(values) / len(values), "n": len(values)}, open(out, "w"))
 """
 
 
+BROKEN = ANALYSIS.replace("sum(values) / len(values)", "2 * sum(values) / len(values)")
+"""The README's first `$EDITOR` line, as the newcomer's mistake: the mean doubled."""
+
 Result = subprocess.CompletedProcess[str]
 README = Path(__file__).resolve().parents[2] / "README.md"
 README_BASE = "docker://python:3.12-slim@sha256:<digest>"  # the README's placeholder
@@ -95,7 +98,11 @@ def walk(n: Newcomer, *, entrypoint: str | None = None) -> dict[str, Result]:
     """Every command of the README's five steps, as written; each one's result by its verb."""
     done: dict[str, Result] = {}
     run_dir = ""
+    edits = iter((BROKEN, ANALYSIS))  # the README's two `$EDITOR` lines: break it, then fix it
     for line in readme_steps():
+        if line.startswith("$EDITOR "):
+            (n.paper / line.split()[1]).write_text(next(edits))
+            continue
         verb = line.split()[1] if line.startswith("dotlab-hpc ") else line.split()[0]
         if verb == "init" and entrypoint is not None:
             line += f" --entrypoint {shlex.quote(entrypoint)}"
@@ -106,13 +113,15 @@ def walk(n: Newcomer, *, entrypoint: str | None = None) -> dict[str, Result]:
             line += " --plain-http"
         if verb == "run" and "--local" in line:
             verb = "run --local"
+        if verb == "run --local" and "--live" in line:
+            verb = f"run --local --live {sum(v.startswith('run --local --live') for v in done) + 1}"
         cp = done[verb] = n.sh(line)
         if verb == "run":
             found = re.search(r"(\S*dotlab-runs/\S+)", cp.stdout)
             run_dir = found.group(1) if found else ""
             if cp.returncode != 0:
                 break  # the outcome is the test's to judge; nothing is left to hand over
-        elif verb != "run --local":  # its outcome too is the test's to judge
+        elif not verb.startswith("run --local"):  # its outcome too is the test's to judge
             assert cp.returncode == 0, (line, cp.stdout, cp.stderr)
     return done
 
@@ -133,8 +142,15 @@ def test_a_newcomer_reaches_reproduced_without_editing_a_digest(newcomer: Newcom
     outcomes = sorted(
         (json.loads(r.read_text())["where"], json.loads(r.read_text())["outcome"]) for r in records
     )
-    assert outcomes == [("local", "reproduced")] + [("slurm", "reproduced")] * 3  # run, 2 reruns
+    local = [("local", "not_reproduced"), ("local", "reproduced"), ("local", "reproduced")]
+    assert outcomes == local + [("slurm", "reproduced")] * 3  # run --local, 2 live; run, 2 reruns
     assert done["run --local"].returncode == 0 and "reproduced" in done["run --local"].stdout
+    broken, fixed = done["run --local --live 1"], done["run --local --live 2"]  # the README's loop
+    assert broken.returncode == 1 and "not_reproduced (live)" in broken.stdout, broken.stdout
+    assert fixed.returncode == 0 and "reproduced (live)" in fixed.stdout, fixed.stdout
+    assert "live code: " in broken.stderr and " with 1 change (sha256:" in broken.stderr
+    assert " with 0 changes (sha256:" in fixed.stderr, fixed.stderr  # the fix undid the change
+    assert (newcomer.paper / "code" / "run.py").read_text() == ANALYSIS  # fixed, never committed
     assert set(done) >= {
         "git",
         "mkdir",
