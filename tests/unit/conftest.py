@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -13,6 +14,15 @@ import pytest
 
 def _refuse(*args: Any, **kwargs: Any) -> NoReturn:
     raise AssertionError(f"unit tests must not run programs: {args[:1]!r}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _font_cache() -> None:
+    """matplotlib builds its font cache the first time it is imported on a machine, and asks
+    ``fc-list`` for it: done once here, before any test's guard, so that a unit test drawing a
+    plot passes on a fresh machine too (not only after an integration test built the cache)."""
+    with contextlib.suppress(ImportError):
+        import matplotlib.font_manager  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
