@@ -66,11 +66,20 @@ _OPERATOR_STATES = {
 
 # Slurm's final states that it gives a job it signalled or gave up on: a status file that says
 # the script finished was written before (the job script traps TERM and writes ``terminated``),
-# so its word stands over them (docs/contract.md §6, the precedence of evidence). A failed node
-# (NODE_FAIL, BOOT_FAIL) is not among them: it may have cost the results the status file cannot
-# vouch for, so it stays the operator's error; nor is OUT_OF_MEMORY, measured on the node.
+# so its word stands over them (docs/contract.md §6, the precedence of evidence). A node that
+# failed after the script finished (NODE_FAIL, BOOT_FAIL: a controller restored from older state
+# that finds the job gone from its node says so) is among them too: the status file is written
+# after the results, and the results and evidence files are checked as for any finished run.
+# OUT_OF_MEMORY is not: it is measured on the node while the job ran.
 _CONTRADICTED = frozenset(
-    {JobState.TIMEOUT, JobState.CANCELLED, JobState.PREEMPTED, JobState.DEADLINE}
+    {
+        JobState.TIMEOUT,
+        JobState.CANCELLED,
+        JobState.PREEMPTED,
+        JobState.DEADLINE,
+        JobState.NODE_FAIL,
+        JobState.BOOT_FAIL,
+    }
 )
 
 

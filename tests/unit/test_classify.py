@@ -143,7 +143,10 @@ def test_image_missing_on_the_node() -> None:
             replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=JobState.CANCELLED),
             "cancelled",
         ),
-        (replace(OK_JOB, slurm_state=JobState.NODE_FAIL), "NODE_FAIL"),
+        (
+            replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=JobState.NODE_FAIL),
+            "NODE_FAIL",
+        ),  # a finished status file stands over NODE_FAIL (docs/contract.md §6, row 16)
         (replace(OK_JOB, slurm_state=JobState.PREEMPTED, phase="terminated"), "PREEMPTED"),
         (
             replace(

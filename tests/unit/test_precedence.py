@@ -233,9 +233,19 @@ def test_row_15_finished_and_still_listed_is_the_status_files_with_it_kept(
 
 
 @pytest.mark.parametrize("state", [S.NODE_FAIL, S.BOOT_FAIL])
-def test_row_16_finished_on_a_node_that_failed_is_an_operator_error(state: JobState) -> None:
+def test_row_16_finished_then_a_node_failure_is_the_status_files_with_it_kept(
+    state: JobState,
+) -> None:
+    """Issue 37: a NODE_FAIL after the script finished (a restored controller finding the job gone
+    from its node) is no finding; the results decide, and Slurm's word is kept."""
     said, kept = _judged(job_facts(slurm_state=state))
-    assert said.startswith("OperatorError: the node failed") and kept is None
+    assert said == "reproduced: all 2 targets within tolerance" and kept == _kept(state)
+
+
+@pytest.mark.parametrize("state", [S.NODE_FAIL, S.BOOT_FAIL])
+def test_row_16_a_node_failure_does_not_excuse_missing_results(state: JobState) -> None:
+    said, kept = _judged(job_facts(slurm_state=state), None)
+    assert said.startswith("spec_issue") and kept == _kept(state)
 
 
 @pytest.mark.parametrize(
