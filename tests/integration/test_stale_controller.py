@@ -6,13 +6,13 @@ What a controller that keeps dying did to a run of 60 claims, made deterministic
 folder is kept; the job then runs on node1 alone and ends (its status file says finished, exit 0,
 accounting says COMPLETED); slurmctld is killed and started again from the older copy, which holds
 the job still pending, and node1 is resumed. The restarted controller starts the finished job
-again: node1's slurmd still knows the job and refuses it, so the node is drained ("Duplicate
-jobid") and Slurm lists the job as running, or cancelled, for as long as it likes.
+again: the job script's guard sees the status file, changes nothing and says so in slurm.out, and
+accounting gives the job a second start, after the status file's end.
 
-The job's own evidence decides: the claim is ``reproduced``, with Slurm's contradicting state
-kept as ``slurm.state_after_end``. A second claim, submitted while every node is drained, shows a
-progress line naming node1 and its reason within one poll, and the first claim's record exists
-before the second has even started.
+The job's own evidence decides: the claim is ``reproduced``, with Slurm's contradicting state and
+new start kept as ``slurm.state_after_end`` (``relaunched``). A second claim, submitted while every
+node is drained, gets a `status` line naming node1 and its drain reason with what to do, and the
+first claim's record exists before the second has even started.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from dotlab_hpc.slurm.states import slurm_moment
 from tests.support.claims import Kit
 
 from .conftest import Nodes
@@ -134,7 +135,10 @@ def test_a_controller_restored_from_older_state_cannot_change_a_finished_claims_
         assert not (second / "status.json").exists()  # a record before the last claim ends
         after = read(first / "record.json")["slurm"].get("state_after_end")
         assert after is not None and after["relaunched"] is True, after
-        assert after["start"] > status["job_started_at"].rstrip("Z")  # the new launch's start
+        assert after["state"] == sacct_state(job, env), after  # Slurm's word, kept as it said it
+        # the new launch's start (sacct's local time) is after the status file's end (UTC)
+        started, ended = slurm_moment(after["start"]), slurm_moment(status["ended_at"])
+        assert started is not None and ended is not None and started > ended, (after, status)
         assert f"Slurm started it again at {after['start']}" in got.stdout
         # what `status` (and `run`'s table, on a terminal) says of the waiting claim: the
         # drained nodes, each with its reason, and what to do
@@ -157,3 +161,51 @@ def test_a_controller_restored_from_older_state_cannot_change_a_finished_claims_
     assert proc.returncode == 0, (out, err)
     assert read(second / "record.json")["outcome"] == "reproduced"
     assert container_started(second)
+
+
+def restore_state_saved_while_it_ran(kit: Kit, nodes: Nodes, tmp: Path) -> tuple[Path, str]:
+    """The harsher case of issue 37: slurmctld saves its state while the job RUNS on node1; the
+    job ends (status file finished, accounting COMPLETED); slurmctld is killed and started again
+    from that older copy, which believes the job still runs on node1."""
+    env, saved, older = nodes.env, state_folder(nodes.env), tmp / "older-state"
+    set_nodes(nodes, nodes.names[1:], "drain")  # node1 alone runs it
+    first = submit_one(kit, "stale-running", "sleep 6")
+    job = read(first / "submission.json")["job_id"]
+    wait_for(lambda: container_started(first), 60, "the job's container started")
+    stop_controller_cleanly(nodes)  # its saved state: the job RUNNING on node1
+    shutil.copytree(saved, older, symlinks=True)
+    nodes.local_cluster("start", "slurmctld")
+    wait_for(lambda: (first / "status.json").exists(), 120, "the job's status file")
+    wait_for(lambda: sacct_state(job, env) == "COMPLETED", 60, "accounting says COMPLETED")
+    nodes.local_cluster("kill", "slurmctld")
+    shutil.rmtree(saved)
+    shutil.copytree(older, saved, symlinks=True)
+    nodes.local_cluster("start", "slurmctld")
+    return first, job
+
+
+def test_a_controller_that_thinks_a_finished_job_still_runs_cannot_change_its_verdict(
+    kit: Kit, controller: Nodes, tmp_path: Path
+) -> None:
+    """Slurm 22.05 keeps such a job RUNNING on node1 for about a minute, then finds it missing
+    from the node ("Batch JobId=N missing from batch node") and ends it NODE_FAIL, after its
+    status file said finished with exit 0: the claim is still ``reproduced``, with NODE_FAIL kept
+    as ``slurm.state_after_end`` and named in collect's line."""
+    env = controller.env
+    first, job = restore_state_saved_while_it_ran(kit, controller, tmp_path)
+    status = read(first / "status.json")
+    assert status["phase"] == "finished" and status["exit_code"] == 0, status
+    listed = kit.cli("status", "--json", str(first))  # the restored controller: still running
+    print(f"status while Slurm lists it again: {listed.stdout}{listed.stderr}")
+    wait_for(lambda: sacct_state(job, env) not in ("COMPLETED", ""), 240, "Slurm's second end")
+    said = sacct_state(job, env)
+    got = kit.cli("collect", str(first), timeout=GRACE_S + 120)
+    got.run_dir = first
+    print(f"Slurm says {said}; collect: {got.stdout}{got.stderr}")
+    assert got.rc == 0 and got.outcome == "reproduced", (said, got.stdout, got.stderr)
+    record = read(first / "record.json")
+    assert "ran past" not in record["reason"], record["reason"]
+    after = record["slurm"]["state_after_end"]
+    assert after["state"] == said and after["state"] != "COMPLETED", after
+    assert f"Slurm says {said}" in got.stdout and "its status file decides" in got.stdout
+    set_nodes(controller, controller.names, "resume")
