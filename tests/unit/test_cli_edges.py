@@ -58,13 +58,33 @@ def outcome(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
             "dotlab-hpc hash: argument -j/--jobs: invalid int value: 'many'",
         ),
         ([], "dotlab-hpc: the following arguments are required: VERB"),
+        # submit checks these itself (--rerun-lost takes none of them), in argparse's words
+        (
+            ["submit"],
+            "dotlab-hpc submit: the following arguments are required: manifest, --code-dir,"
+            " --image",
+        ),
+        (
+            ["submit", "c.yaml", "--code-dir", "c"],
+            "dotlab-hpc submit: the following arguments are required: --image",
+        ),
+        (
+            ["submit", "--code-dir", "c", "--image", "i.sif", "--dry-run"],
+            "dotlab-hpc submit: the following arguments are required: manifest",
+        ),
     ],
 )
 def test_an_argument_error_is_one_line_and_the_help_to_try(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     prog = message.split(":")[0]
     assert outcome(capsys, *argv) == (2, "", f"{message}\ntry: {prog} --help\n")
+    assert list(tmp_path.iterdir()) == []  # nothing left behind: no dotlab-runs, no -o folder
 
 
 def test_an_unknown_verb_is_the_whole_command_lines_error(
