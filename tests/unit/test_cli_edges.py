@@ -72,6 +72,10 @@ def outcome(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
             ["submit", "--code-dir", "c", "--image", "i.sif", "--dry-run"],
             "dotlab-hpc submit: the following arguments are required: manifest",
         ),
+        (
+            ["render", "-o", "out"],
+            "dotlab-hpc render: one of the arguments manifest --from-dockerfile is required",
+        ),
     ],
 )
 def test_an_argument_error_is_one_line_and_the_help_to_try(
