@@ -282,6 +282,32 @@ def test_a_runs_folder_that_cannot_be_written_names_the_option(
     assert e.value.hint == f"give {flag} a folder you can write"
 
 
+@pytest.mark.parametrize("verb", [["run", "--local"], ["submit"]])
+def test_runs_that_cannot_be_written_here_are_one_line_naming_runs_root(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    verb: list[str],
+) -> None:
+    """A file named dotlab-runs where the runs' folder would be (root cannot be refused a
+    write, so a file stands in for a folder one may not write): one line and the option to
+    give, exit 2, and the folder as it was (issue 38, item 6)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "claim.yaml").write_bytes(MINIMAL.read_bytes())  # no data: the empty folder
+    (tmp_path / "code").mkdir()
+    (tmp_path / "dotlab-runs").write_text("mine\n")
+    argv = [*verb, "claim.yaml", "--code-dir", "code", "--image", "nope.sif"]
+    assert outcome(capsys, *argv) == (
+        2,
+        "",
+        f"dotlab-hpc: {tmp_path / 'dotlab-runs'}: cannot write the runs here (Not a directory)\n"
+        "  hint: give --runs-root a folder you can write\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.yaml", "code", "dotlab-runs"]
+    assert (tmp_path / "dotlab-runs").read_text() == "mine\n"
+    assert list((tmp_path / "code").iterdir()) == []
+
+
 def test_a_refused_run_takes_back_the_folders_made_for_its_defaults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
