@@ -255,7 +255,10 @@ def render(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"-o {out}: cannot create the folder ({e.strerror})") from e
+        raise UsageError(
+            f"-o {out}: cannot create the folder ({e.strerror})",
+            hint="give -o a folder you can write",
+        ) from e
 
     task = _placeholder_task(m, (run_dir, code_dir, data_dir, out_dir, image))
     site = site_settings(site_inputs)

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import api
+from .. import TOOL_NAME, api
 from ..api.inputs import PLACEHOLDER_ROOT
 from ..errors import UsageError
 from . import output as out
@@ -22,6 +22,7 @@ from .options import (
     site_options,
 )
 from .output import print_error, print_json
+from .parser import argument_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -208,7 +209,9 @@ def cmd_render(args: argparse.Namespace) -> int:
     if args.target is not None:
         raise UsageError("--target names a stage of a Dockerfile: give --from-dockerfile too")
     if args.manifest is None:
-        raise UsageError("give a MANIFEST to render (or --from-dockerfile DOCKERFILE)")
+        argument_error(
+            f"{TOOL_NAME} render", "one of the arguments manifest --from-dockerfile is required"
+        )
     warnings = api.validate([args.manifest])  # the same list as validate's (or its errors)
     written = api.render(
         args.manifest,

@@ -30,6 +30,12 @@ class Parser(argparse.ArgumentParser):
         )
 
 
+def argument_error(prog: str, message: str) -> NoReturn:
+    """``Parser.error``'s one line and help to try (exit 2), for what a verb's handler checks
+    after parsing: arguments required unless another is given (``prog``: ``dotlab-hpc VERB``)."""
+    Parser(prog=prog, add_help=False).error(message)
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """argparse's formatter, but a text of several lines (the exit codes) keeps its lines, each
     wrapped on its own under its code."""

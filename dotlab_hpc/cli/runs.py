@@ -8,11 +8,12 @@ import contextlib
 import sys
 from pathlib import Path
 
-from .. import api
+from .. import TOOL_NAME, api
 from ..errors import ManifestError, UsageError
 from . import output as out
 from .options import add_json, add_run_options, site_options
 from .output import live_table, print_error, print_error_lines, print_json_rows
+from .parser import argument_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,13 +104,20 @@ def cmd_submit(args: argparse.Namespace) -> int:
     _refuse_submit_options(args)
     if args.rerun_lost is not None:
         return _rerun_lost(args)
-    for given, flag in (
-        (args.manifest, "MANIFEST"),
-        (args.code_dir, "--code-dir"),
-        (args.image, "--image"),
-    ):
-        if not given:
-            raise UsageError(f"submit needs {flag}", hint="`dotlab-hpc submit --help` says more")
+    # required, as argparse would say it, unless --rerun-lost (which takes none of them)
+    missing = [
+        flag
+        for given, flag in (
+            (args.manifest, "manifest"),
+            (args.code_dir, "--code-dir"),
+            (args.image, "--image"),
+        )
+        if not given
+    ]
+    if missing:
+        argument_error(
+            f"{TOOL_NAME} submit", f"the following arguments are required: {', '.join(missing)}"
+        )
     made: list[Path] = []
     with _refused(made):
         where = _run_options(args, made, preview=args.dry_run)

@@ -93,7 +93,10 @@ def write_def(conversion: DefConversion, out_dir: Path, name: str = DEFAULT_DEF_
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"-o {out_dir}: cannot create the folder ({e.strerror or e})") from e
+        raise UsageError(
+            f"-o {out_dir}: cannot create the folder ({e.strerror or e})",
+            hint="give -o a folder you can write",
+        ) from e
     atomic_write_all([(target, conversion.text.encode("utf-8"), 0o644)])
     return target
 

@@ -58,13 +58,37 @@ def outcome(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
             "dotlab-hpc hash: argument -j/--jobs: invalid int value: 'many'",
         ),
         ([], "dotlab-hpc: the following arguments are required: VERB"),
+        # submit checks these itself (--rerun-lost takes none of them), in argparse's words
+        (
+            ["submit"],
+            "dotlab-hpc submit: the following arguments are required: manifest, --code-dir,"
+            " --image",
+        ),
+        (
+            ["submit", "c.yaml", "--code-dir", "c"],
+            "dotlab-hpc submit: the following arguments are required: --image",
+        ),
+        (
+            ["submit", "--code-dir", "c", "--image", "i.sif", "--dry-run"],
+            "dotlab-hpc submit: the following arguments are required: manifest",
+        ),
+        (
+            ["render", "-o", "out"],
+            "dotlab-hpc render: one of the arguments manifest --from-dockerfile is required",
+        ),
     ],
 )
 def test_an_argument_error_is_one_line_and_the_help_to_try(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     prog = message.split(":")[0]
     assert outcome(capsys, *argv) == (2, "", f"{message}\ntry: {prog} --help\n")
+    assert list(tmp_path.iterdir()) == []  # nothing left behind: no dotlab-runs, no -o folder
 
 
 def test_an_unknown_verb_is_the_whole_command_lines_error(
@@ -256,6 +280,32 @@ def test_a_runs_folder_that_cannot_be_written_names_the_option(
     assert ".dotlab-no-data" not in e.value.message
     assert e.value.message.endswith("cannot write the runs here (Not a directory)")
     assert e.value.hint == f"give {flag} a folder you can write"
+
+
+@pytest.mark.parametrize("verb", [["run", "--local"], ["submit"]])
+def test_runs_that_cannot_be_written_here_are_one_line_naming_runs_root(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    verb: list[str],
+) -> None:
+    """A file named dotlab-runs where the runs' folder would be (root cannot be refused a
+    write, so a file stands in for a folder one may not write): one line and the option to
+    give, exit 2, and the folder as it was (issue 38, item 6)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "claim.yaml").write_bytes(MINIMAL.read_bytes())  # no data: the empty folder
+    (tmp_path / "code").mkdir()
+    (tmp_path / "dotlab-runs").write_text("mine\n")
+    argv = [*verb, "claim.yaml", "--code-dir", "code", "--image", "nope.sif"]
+    assert outcome(capsys, *argv) == (
+        2,
+        "",
+        f"dotlab-hpc: {tmp_path / 'dotlab-runs'}: cannot write the runs here (Not a directory)\n"
+        "  hint: give --runs-root a folder you can write\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.yaml", "code", "dotlab-runs"]
+    assert (tmp_path / "dotlab-runs").read_text() == "mine\n"
+    assert list((tmp_path / "code").iterdir()) == []
 
 
 def test_a_refused_run_takes_back_the_folders_made_for_its_defaults(

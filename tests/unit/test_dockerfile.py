@@ -272,6 +272,28 @@ def test_render_from_dockerfile_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert not (tmp_path / "p").exists()
 
 
+def test_an_unpinned_from_leaves_nothing_under_o(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o already there, with a .def of its own: untouched, nothing added (issue 38)."""
+    src = tmp_path / "Dockerfile"
+    src.write_text("FROM python:3.11-slim\nRUN true\n")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "claim.def").write_text("mine\n")
+    code = main(["render", "--from-dockerfile", str(src), "-o", str(out), "--json"])
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (2, "")
+    assert captured.err.splitlines() == [
+        f"dotlab-hpc: {src}:1: FROM python:3.11-slim: the base image is not pinned by digest",
+        "  hint: pin it: FROM python:3.11-slim@sha256:<digest>; find the digest with `docker"
+        " buildx imagetools inspect python:3.11-slim` or `skopeo inspect"
+        " docker://python:3.11-slim` (pin every FROM of a multi-stage Dockerfile)",
+    ]
+    assert [p.name for p in out.iterdir()] == ["claim.def"]
+    assert (out / "claim.def").read_text() == "mine\n"
+
+
 KEYWORDS = [
     "FROM",
     "RUN",

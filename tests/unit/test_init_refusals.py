@@ -58,6 +58,23 @@ def test_a_symlinked_data_file_is_refused_with_the_fix(paper: Path) -> None:
     assert not (paper / "claim.yaml").exists()
 
 
+def test_init_refuses_a_symlinked_data_file_on_the_command_line(
+    paper: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (paper / "elsewhere.csv").write_text("x\n2\n")
+    (paper / "data" / "test.csv").symlink_to(paper / "elsewhere.csv")
+    before = sorted(p.relative_to(paper) for p in paper.rglob("*"))
+    argv = ["init", "--code-dir", "code", "--data-dir", "data", "--image", "image.sif"]
+    assert main([*argv, "--results", "results.json", "-o", "claim.yaml"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "dotlab-hpc: --data-dir: data/test.csv is a symlink; verify refuses symlinks in"
+        " datasets, so init does not pin one",
+        f"  hint: put the file itself there: rm data/test.csv && cp -R {paper}/elsewhere.csv"
+        " data/test.csv",
+    ]
+    assert sorted(p.relative_to(paper) for p in paper.rglob("*")) == before  # nothing written
+
+
 @pytest.mark.parametrize(
     ("results", "content", "message"),
     [

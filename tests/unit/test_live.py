@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.api.submitting import check_live, submission
+from dotlab_hpc.bundle import check as bundle_check
 from dotlab_hpc.bundle.check import verify_dir
 from dotlab_hpc.bundle.pack import PackOptions, pack
 from dotlab_hpc.bundle.reproduce import plan_reproduce
+from dotlab_hpc.cli import main
 from dotlab_hpc.collect.collect import Collected
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.follow.poll import from_slurm, read_local
@@ -247,6 +249,29 @@ def test_reproduce_refuses_a_bundle_of_live_code(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="its record is of live code") as e:
         plan_reproduce(tmp_path / "b", report, image=None)
     assert "\n" not in e.value.message
+
+
+def test_reproduce_of_live_code_is_one_line_on_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``dotlab-hpc reproduce`` of such a bundle: its one line and hint, exit 2, and no runs
+    folder, output folder or pulled image left behind. pack never makes one, so the check of a
+    sound bundle stands in for the check of one made by hand."""
+    monkeypatch.chdir(tmp_path)
+    pack(PackOptions(make_run_dir(tmp_path / "a"), Path("b")))
+    report = verify_dir(Path("b"))  # as reproduce checks it, before its record is changed
+    _make_live(tmp_path / "b")
+    monkeypatch.setattr(bundle_check, "verify_dir", lambda root, public_key=None: report)
+    (tmp_path / "code").mkdir()
+    assert main(["reproduce", "b", "--code-dir", "code"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "dotlab-hpc: b: its record is of live code (run --live: commit"
+        f" {HEAD[:12]} with changes, not the pinned commit), which is no claim's verdict to"
+        " reproduce; nothing was run\n"
+        "  hint: ask the authors for a bundle packed from a run of the pinned commit\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "code"]
 
 
 def test_live_goes_with_local_only() -> None:

@@ -72,6 +72,26 @@ def test_an_unwritable_folder_is_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("dockerfile", [False, True])
+@pytest.mark.parametrize("where", ["file/out", "/proc/x"])
+def test_an_output_folder_that_cannot_be_made_is_one_line_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dockerfile: bool, where: str
+) -> None:
+    """-o under a file (or under /proc): nothing made, and what to give instead (issue 38)."""
+    (tmp_path / "file").write_text("")
+    (tmp_path / "Dockerfile").write_text(f"FROM {PY}\n")
+    out = tmp_path / where  # /proc/x stays absolute
+    what = ["--from-dockerfile", str(tmp_path / "Dockerfile")] if dockerfile else [str(GOOD)]
+    assert main(["render", *what, "-o", str(out)]) == 2
+    why = "Not a directory" if where == "file/out" else "No such file or directory"
+    assert capsys.readouterr().err.splitlines() == [
+        f"dotlab-hpc: -o {out}: cannot create the folder ({why})",
+        "  hint: give -o a folder you can write",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile", "file"]
+    assert (tmp_path / "file").read_text() == "" and not out.exists()
+
+
 def test_both_files_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", str(GOOD), "-o", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.def", "job.sbatch", "task.facts"]
