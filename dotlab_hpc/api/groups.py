@@ -11,21 +11,33 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DotlabError
 
 if TYPE_CHECKING:
+    from ..manifest.models import Manifest
     from ..submit.execute import SubmitResult
     from .inputs import PathLike
+
+
+def _loader(preview: bool) -> Callable[[Path], Manifest]:
+    """``manifest.load``, or for a dry run ``manifest.pin.load_preview`` (an image still to be
+    built is taken): imported only then, as it brings in PyYAML, which a submission of JSON
+    manifests never needs."""
+    if preview:
+        from ..manifest.pin import load_preview
+
+        return load_preview
+    from ..manifest.models import load
+
+    return load
 
 
 def by_job(manifests: Sequence[PathLike], *, preview: bool = False) -> list[list[PathLike]]:
     """The manifests by the job they go in: every plain claim in the first group, each claim
     over many runs (``runs:`` or ``variants:``) in a group of its own. ``preview`` (a dry run):
     a manifest whose image is still to be built is taken (``manifest.pin.load_preview``)."""
-    from ..manifest.models import load
-    from ..manifest.pin import load_preview
-
+    read = _loader(preview)
     plain: list[PathLike] = []
     alone: list[list[PathLike]] = []
     for m in manifests:
-        spec = (load_preview if preview else load)(Path(m)).spec
+        spec = read(Path(m)).spec
         if spec.runs is not None or spec.is_paired:
             alone.append([m])
         else:
@@ -44,14 +56,12 @@ def submit_groups(
     error says which claims were submitted before it."""
     from dataclasses import replace
 
-    from ..manifest.models import load
-    from ..manifest.pin import load_preview
-
+    read = _loader(bool(options.get("dry_run")))
     done: list[SubmitResult] = []
     for group in groups:
         where = dict(options)
         if len(group) == 1:
-            one = (load_preview if options.get("dry_run") else load)(Path(group[0]))
+            one = read(Path(group[0]))
             where["out_dir"] = out_root / one.spec.claim
         try:
             done.append(submit(group, **where))

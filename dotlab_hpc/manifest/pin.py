@@ -13,9 +13,6 @@ import copy
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from ..errors import ManifestError, UsageError
 from .models import Manifest, load, validate_data
@@ -53,66 +50,6 @@ def load_preview(path: Path) -> Manifest:
     return Manifest(spec=spec, path=Path(path), sha256=sha256, raw=raw, to_build=True)
 
 
-def _key(node: Any) -> Any:
-    return node.value if isinstance(node, yaml.ScalarNode) else None
-
-
-def _child(mapping: yaml.MappingNode, name: str) -> tuple[Any, Any] | None:
-    for k, v in mapping.value:
-        if _key(k) == name:
-            return k, v
-    return None
-
-
-def _quoted(value: str, style: str | None, flow: bool) -> str:
-    if style in ("'", '"'):
-        return f"{style}{value}{style}"
-    return f'"{value}"' if flow else value
-
-
-def pinned_text(text: str, digest: str, *, json_file: bool) -> str:
-    """``text`` with ``image.digest`` set to ``digest`` (replaced, or inserted first in image)."""
-    from .strict_yaml import _StrictLoader
-
-    try:
-        root = yaml.compose(text, Loader=_StrictLoader)
-    except yaml.YAMLError as e:
-        raise UsageError(f"cannot find image.digest's place in the file: {e}") from e
-    if not isinstance(root, yaml.MappingNode):
-        raise UsageError("the manifest is not a mapping; cannot pin image.digest in it")
-    image = _child(root, "image")
-    flow_root = json_file or bool(root.flow_style)
-    if image is None:
-        if flow_root:
-            raise UsageError('the manifest has no image field; add `"image": {}` and build again')
-        sep = "" if text.endswith("\n") or not text else "\n"
-        return f"{text}{sep}image:\n  digest: {digest}\n"
-    node = image[1]
-    if not isinstance(node, yaml.MappingNode):
-        raise UsageError("image: must be a mapping to pin image.digest in it")
-    flow = json_file or bool(node.flow_style)
-    found = _child(node, "digest")
-    if found is not None:
-        value: Any = found[1]
-        if not isinstance(value, yaml.ScalarNode):
-            raise UsageError("image.digest: must be a text value to be replaced")
-        start: int = value.start_mark.index
-        end: int = value.end_mark.index
-        return text[:start] + _quoted(digest, value.style, flow) + text[end:]
-    if flow:
-        key = '"digest"' if json_file else "digest"
-        entry = f"{key}: {_quoted(digest, None, True)}"
-        if not node.value:  # `image: {}`: just after the brace
-            at = node.start_mark.index + 1
-            return text[:at] + entry + text[at:]
-        at = node.value[0][0].start_mark.index
-        return text[:at] + entry + ", " + text[at:]
-    first = node.value[0][0].start_mark
-    column: int = first.column
-    at = first.index - column
-    return text[:at] + " " * column + f"digest: {digest}\n" + text[at:]
-
-
 def unpinned_sha256(m: Manifest) -> str:
     """The sha256 of the manifest's bytes as they read before ``--pin``: its ``image.digest``
     set to the placeholder where it stands, or put where ``--pin`` puts it when it is missing.
@@ -121,6 +58,8 @@ def unpinned_sha256(m: Manifest) -> str:
     so the label is the same before and after ``build --pin`` writes it, and a rebuild of a pinned
     manifest makes the same .def. A manifest whose text cannot be edited so: its plain sha256.
     """
+    from .yaml_pin import pinned_text
+
     try:
         text = m.raw.decode("utf-8")
         bom = text.startswith("\ufeff")
@@ -138,6 +77,7 @@ def pin_image_digest(path: Path, digest: str, *, expect_raw: bytes) -> None:
     (UsageError: pin by hand, the digest is printed).
     """
     from ..fsio.write import atomic_write_text
+    from .yaml_pin import pinned_text
 
     if digest == UNPINNED_DIGEST:
         raise UsageError("refusing to pin the placeholder digest")

@@ -11,12 +11,8 @@ import pytest
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.manifest.parse import parse_document
-from dotlab_hpc.manifest.pin import (
-    UNPINNED_DIGEST,
-    load_for_build,
-    pin_image_digest,
-    pinned_text,
-)
+from dotlab_hpc.manifest.pin import UNPINNED_DIGEST, load_for_build, pin_image_digest
+from dotlab_hpc.manifest.yaml_pin import pinned_text
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "claim" / "claim.yaml"
