@@ -52,7 +52,7 @@ from ..slurm.client import SlurmClient
 from ..slurm.states import JobInfo
 from .knobs import FollowStats, Knobs
 from .lost import ERROR, LOST, lost_reason
-from .nodes import Nodes, waits_on_nodes, with_nodes
+from .nodes import NO_NODES, Nodes, may_wait_on_nodes, with_nodes
 from .orphans import adopt_orphans
 from .poll import from_slurm, read_local, refresh
 from .states import Local, RunState, lookup_since
@@ -125,7 +125,7 @@ class Follower:
         self.next_slurm = now
         self.resolve: set[int] = set()  # indices of runs to ask accounting about next
         self.failures = 0
-        self.nodes: Nodes = {}  # the drained or down nodes, while a job waits on them
+        self.nodes: Nodes = NO_NODES  # the drained or down nodes, while a job waits on them
         self.runs = [self._new_run(lo, infos, now) for lo in adopted]
 
     def _new_run(self, lo: Local, infos: dict[str, JobInfo], now: datetime) -> _Run:
@@ -297,9 +297,9 @@ class Follower:
     def _note_nodes(self, live: list[int]) -> None:
         """While a job waits on nodes that are not available, ask sinfo (in the same cycle as
         squeue) which are drained or down and why, and say so in the run's state."""
-        waiting = [i for i in live if waits_on_nodes(self.runs[i].state)]
+        waiting = [i for i in live if may_wait_on_nodes(self.runs[i].state)]
         if not waiting:
-            self.nodes = {}
+            self.nodes = NO_NODES
             return
         # sinfo failing: squeue's reason alone, with what sinfo said last
         with contextlib.suppress(SlurmError, ProcTimeout):

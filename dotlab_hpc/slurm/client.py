@@ -42,6 +42,7 @@ from .failures import (
 )
 from .jobids import base_job_id, check_job_ids
 from .parse import (
+    NodeStates,
     parse_jobcomp,
     parse_sacct,
     parse_sbatch_parsable,
@@ -329,9 +330,9 @@ class SlurmClient:
         ids = list(dict.fromkeys(check_job_ids(job_ids)))
         return self._squeue(list(dict.fromkeys(base_job_id(i) for i in ids)))
 
-    def unusable_nodes(self) -> dict[str, tuple[str, str | None]]:
-        """The drained, down or failed nodes, each with its state and reason: ONE sinfo call
-        (``parse_sinfo_nodes``)."""
+    def unusable_nodes(self) -> NodeStates:
+        """The drained, down or failed nodes, each with its state and reason, and how many
+        others there are: ONE sinfo call (``parse_sinfo_nodes``)."""
         done = self._run(sinfo_nodes_argv())
         if done.returncode != 0:
             raise classify_query_failure("sinfo", done.returncode, done.stderr, done.argv)

@@ -7,7 +7,8 @@ for the last task of an array Slurm reuses the array's own number as the raw id.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from ..errors import SlurmError
@@ -214,17 +215,36 @@ def parse_squeue(stdout: str) -> dict[str, JobInfo]:
 _UNUSABLE_NODE = re.compile(r"^(down|drained|draining|drain|fail|failing)\W*$")
 
 
-def parse_sinfo_nodes(stdout: str) -> dict[str, tuple[str, str | None]]:
+@dataclass(frozen=True)
+class NodeStates:
+    """What sinfo says of the nodes: each drained, down or failed one with its state and reason
+    (``Duplicate jobid``), by name, and how many others could start a job."""
+
+    unusable: Mapping[str, tuple[str, str | None]]
+    usable: int
+
+    @property
+    def none_usable(self) -> bool:
+        """Every node listed is drained, down or failed (and at least one is listed)."""
+        return bool(self.unusable) and self.usable == 0
+
+
+def parse_sinfo_nodes(stdout: str) -> NodeStates:
     """``sinfo -h -N -o argv.SINFO_NODE_FORMAT``: each drained, down or failed node's state
-    and reason (``Duplicate jobid``), by name; usable nodes are left out. A node in several
-    partitions is listed once per partition: kept once."""
-    out: dict[str, tuple[str, str | None]] = {}
+    and reason, and the count of the others. A node in several partitions is listed once per
+    partition: counted once."""
+    unusable: dict[str, tuple[str, str | None]] = {}
+    usable: set[str] = set()
     for line in stdout.splitlines():
         node, sep, rest = line.strip().partition("|")
         state, _, reason = rest.partition("|")
-        if sep and _UNUSABLE_NODE.match(state.strip()):
-            out.setdefault(node, (state.strip(), _value(reason)))
-    return out
+        if not sep:
+            continue
+        if _UNUSABLE_NODE.match(state.strip()):
+            unusable.setdefault(node, (state.strip(), _value(reason)))
+        else:
+            usable.add(node)
+    return NodeStates(unusable, len(usable - unusable.keys()))
 
 
 def parse_key_values(line: str) -> dict[str, str]:

@@ -6,6 +6,7 @@ injected, so a test sees the order in which records appear.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from dotlab_hpc.follow.states import RunState
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.slurm.argv import sinfo_nodes_argv
 from dotlab_hpc.slurm.client import SlurmClient
-from dotlab_hpc.slurm.parse import parse_sinfo_nodes
+from dotlab_hpc.slurm.parse import NodeStates, parse_sinfo_nodes
 from tests.support.fakes import ScriptedRunner
 from tests.support.runfiles import NOW
 from tests.unit.test_follow import Cluster, FakeClock, Job, array_runs, end
@@ -37,12 +38,18 @@ def test_sinfo_nodes_argv_asks_each_node_state_and_reason() -> None:
 
 
 def test_parse_sinfo_nodes_keeps_the_drained_and_down_with_their_reasons() -> None:
-    assert parse_sinfo_nodes(recorded("sinfo_nodes_drained")) == {
-        "c1": ("drained", "Duplicate jobid"),
-        "c2": ("down*", "Not responding"),
-        "c3": ("draining", "Kill task failed"),
-    }
-    assert parse_sinfo_nodes(recorded("sinfo_nodes_all_up")) == {}
+    assert parse_sinfo_nodes(recorded("sinfo_nodes_drained")) == NodeStates(
+        {
+            "c1": ("drained", "Duplicate jobid"),
+            "c2": ("down*", "Not responding"),
+            "c3": ("draining", "Kill task failed"),
+        },
+        usable=3,  # c4, c5, c6
+    )
+    assert parse_sinfo_nodes(recorded("sinfo_nodes_all_up")) == NodeStates({}, usable=3)
+    drained = parse_sinfo_nodes(recorded("sinfo_nodes_all_drained"))
+    assert drained.usable == 0 and drained.none_usable and len(drained.unusable) == 3
+    assert not NodeStates({}, 0).none_usable  # sinfo listed nothing: nothing to tell
 
 
 class NodesCluster(Cluster):
@@ -163,12 +170,12 @@ def test_a_keyboard_interrupt_after_the_first_end_leaves_its_record(tmp_path: Pa
 
 def test_status_names_the_drained_nodes_with_one_sinfo_and_none_without_a_wait() -> None:
     waits = RunState(Path("/r"), "c", "7", "PENDING", False, None, None, "ReqNodeNotAvail", "slurm")
-    other = RunState(Path("/s"), "d", "8", "PENDING", False, None, None, "Priority", "slurm")
+    other = RunState(Path("/s"), "d", "8", "PENDING", False, None, None, "JobHeldUser", "slurm")
     calls: list[str] = []
 
-    def drained() -> dict[str, tuple[str, str | None]]:
+    def drained() -> NodeStates:
         calls.append("sinfo")
-        return {"c1": ("drained", "Duplicate jobid")}
+        return NodeStates({"c1": ("drained", "Duplicate jobid")}, usable=2)
 
     assert rows_with_nodes([other], drained) == [other] and calls == []
     noted, same = rows_with_nodes([waits, other], drained)
@@ -176,7 +183,33 @@ def test_status_names_the_drained_nodes_with_one_sinfo_and_none_without_a_wait()
     assert isinstance(noted, RunState)
     assert noted.reason.startswith("ReqNodeNotAvail; node c1 is drained: Duplicate jobid — ")
 
-    def failing() -> dict[str, tuple[str, str | None]]:
+    def failing() -> NodeStates:
         raise SlurmError("sinfo could not run")
 
     assert rows_with_nodes([waits], failing) == [waits]  # squeue's reason alone
+
+
+@pytest.mark.parametrize("reason", ["", "Resources", "Priority"])
+def test_a_job_pending_without_a_node_reason_is_told_when_no_node_could_run_it(
+    reason: str,
+) -> None:
+    """Slurm 26.05 leaves a job on all-drained nodes pending with no reason until its scheduler's
+    next pass; 22.05 says ReqNodeNotAvail at once. Either way the row names the nodes."""
+    row = RunState(Path("/r"), "c", "7", "PENDING", False, None, None, reason, "slurm")
+    calls: list[str] = []
+
+    def nodes(states: NodeStates) -> Callable[[], NodeStates]:
+        def sinfo() -> NodeStates:
+            calls.append("sinfo")
+            return states
+
+        return sinfo
+
+    (noted,) = rows_with_nodes([row], nodes(parse_sinfo_nodes(recorded("sinfo_nodes_all_drained"))))
+    assert isinstance(noted, RunState) and calls == ["sinfo"]
+    assert "node expn1 is drained: every node drained" in noted.reason
+    assert "scontrol update nodename=expn1,expn2,expn3 state=resume" in noted.reason
+    assert noted.reason.startswith(f"{reason}; node " if reason else "no node can run it: node ")
+    # some node could run it: the reason is the scheduler's own, told as it is
+    (same,) = rows_with_nodes([row], nodes(parse_sinfo_nodes(recorded("sinfo_nodes_drained"))))
+    assert same == row and calls == ["sinfo", "sinfo"]
