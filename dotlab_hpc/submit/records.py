@@ -22,6 +22,7 @@ from ..rundir.records import (
     EvidenceRecord,
     InputsRecord,
     RunOfClaim,
+    SiteRecord,
     SlurmRecord,
     ToolRecord,
     build_record,
@@ -63,10 +64,31 @@ def claim_runs_record(p: Plan, now: datetime) -> ClaimRuns:
     )
 
 
-def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
-    """The run file of one planned run: its job's name and array task, before sbatch runs."""
+def run_records(p: Plan, now: datetime) -> dict[int, RunRecord]:
+    """The run file of each planned run, by run index (``run_record``). The site's part is the
+    same for every run whose resources are equal: made once for each such group."""
+    sites: dict[tuple[object, str | None], SiteRecord] = {}
+    out: dict[int, RunRecord] = {}
+    for run in p.runs:
+        spec = run.manifest.spec
+        gpu_type = spec.resources.gpu_type if spec.is_gpu else None
+        key = (spec.resources, gpu_type)  # frozen models: equal resources, equal hash
+        if key not in sites:
+            sites[key] = site_record(p.site, spec.resources, gpu_type, p.cluster, p.apptainer)
+        out[run.index] = run_record(p, run, now, sites[key])
+    return out
+
+
+def run_record(
+    p: Plan, run: PlannedRun, now: datetime, site: SiteRecord | None = None
+) -> RunRecord:
+    """The run file of one planned run: its job's name and array task, before sbatch runs;
+    ``site``: what it says of where the run goes (``site.settings.site_record``), made here
+    when not given."""
     m = run.manifest
-    gpu_type = m.spec.resources.gpu_type if m.spec.is_gpu else None
+    if site is None:
+        gpu_type = m.spec.resources.gpu_type if m.spec.is_gpu else None
+        site = site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer)
     return RunRecord(
         run_id=run.run_id,
         claim=m.spec.claim,
@@ -88,7 +110,7 @@ def run_record(p: Plan, run: PlannedRun, now: datetime) -> RunRecord:
         inputs=inputs_record(m),
         ends_dir=str(p.ends_dir),
         manifest=m.spec.model_dump(mode="json", by_alias=True),
-        site=site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer),
+        site=site,
         run_of=_run_of(p, run),
         attempt=p.attempt,
         code=p.code,

@@ -17,7 +17,7 @@ from ..rundir.events import Logger, event
 from ..rundir.names import SCRIPT_NAME
 from .files import Contents, NewRun, NewRuns
 from .plan import Plan
-from .records import claim_runs_record, mismatch_record, run_record, write_index
+from .records import claim_runs_record, mismatch_record, run_records, write_index
 from .rendered import Rendered
 from .rollback import BEFORE_SBATCH, WRITING, taken_back
 
@@ -80,11 +80,12 @@ def _contents(
     if r.job is not None:
         tasks = zip(r.checked.good, r.job.tasks, r.apptainer_argvs, strict=True)
         facts = {run.index: task_facts(t, r.job, argv) for run, t, argv in tasks}
+    records = run_records(p, now)
     return Contents(
         runs=tuple(
             NewRun(
                 run,
-                run_record(p, run, now),
+                records[run.index],
                 facts.get(run.index),
                 _def_text(run.manifest),
                 mismatches.get(run.index),
