@@ -383,3 +383,55 @@ def test_a_second_start_through_slurm_keeps_the_first_ones_log(
     assert b"ran to its end already and Slurm started it again" in after[len(first) :]
     rest = {p.name: p.read_bytes() for p in res.run_dir.iterdir() if p.is_file() and p != log}
     assert rest == before
+
+
+def test_run_writes_each_record_as_its_claim_ends_and_a_ctrl_c_keeps_them(kit: Kit) -> None:
+    """Issue 37, item 3, on the real cluster: `run` of a short and a long claim writes the short
+    one's record while the long one still runs; SIGINT then (a user's Ctrl-C) ends `run` with
+    exit 130, the record kept, and a line saying how to go on; the long claim's job goes on."""
+    runs_root = kit.root / "eager"
+    quick, slow = (
+        kit.manifest("eager-quick", mode="sleep 1"),
+        kit.manifest("eager-slow", mode="sleep 120"),
+    )
+    proc = cli_proc(
+        kit,
+        "run",
+        str(quick),
+        str(slow),
+        *kit.batch_args(kit.root / "eager-out", runs_root),
+        env={},
+    )
+    try:
+        deadline = time.monotonic() + 180
+        first: list[Path] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            made = run_dirs(runs_root) if runs_root.exists() else []
+            first = [d for d in made if (d / "record.json").exists()]
+            if first:
+                break
+            time.sleep(0.5)
+        assert len(first) == 1 and proc.poll() is None, (first, proc.poll())
+        (done,) = first
+        other = next(d for d in run_dirs(runs_root) if d != done)
+        assert json.loads((done / "record.json").read_text())["claim"] == "eager-quick"
+        assert not (other / "status.json").exists()  # a record before the last claim ends
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (out, err)
+    assert "the claims that had ended are collected" in err, err
+    assert "dotlab-hpc status --watch" in err and str(other) in err, err
+    assert json.loads((done / "record.json").read_text())["outcome"] == "reproduced"
+    assert not (other / "record.json").exists()
+    state = subprocess.run(
+        ["squeue", "-h", "-j", job_of(other), "-o", "%T"],
+        capture_output=True,
+        text=True,
+        env=kit.env,
+    ).stdout.strip()
+    assert state in ("RUNNING", "PENDING"), state  # the slow claim's job goes on
+    subprocess.run(["scancel", job_of(other)], env=kit.env, check=False)

@@ -18,8 +18,10 @@ first claim's record exists before the second has even started.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +113,21 @@ def relaunch_a_finished_job(kit: Kit, nodes: Nodes, tmp: Path) -> tuple[Path, st
     return first, job
 
 
+def watch_on_a_terminal(kit: Kit, run_dir: Path, *, seconds: float) -> str:
+    """What ``status --watch RUN_DIR`` draws on a terminal (util-linux ``script`` gives it one)
+    in its first ``seconds``: the live table is drawn on a terminal only."""
+    command = shlex.join([sys.executable, "-m", "dotlab_hpc", "status", "--watch", str(run_dir)])
+    done = subprocess.run(
+        ["timeout", str(seconds), "script", "-qfec", command, "/dev/null"],
+        capture_output=True,
+        text=True,
+        env={**kit.env, "COLUMNS": "400"},
+        cwd=kit.root,
+        timeout=seconds + 30,
+    )
+    return done.stdout + done.stderr
+
+
 def slurm_log_says_again(run_dir: Path) -> bool:
     """The job script's guard, started again after its end: it changed nothing."""
     log = run_dir / "slurm.out"
@@ -155,6 +172,9 @@ def test_a_controller_restored_from_older_state_cannot_change_a_finished_claims_
             raise AssertionError(f"{e}; status said last: {said[-1:]}") from None
         print(f"status: {said[-1]}")
         assert "scontrol update nodename=" in said[-1] and "state=resume" in said[-1]
+        # `status --watch` on a terminal (the table `run` draws too): its first poll says it
+        watched = watch_on_a_terminal(kit, second, seconds=8)
+        assert note in watched, watched
         set_nodes(controller, controller.names, "resume")
         out, err = proc.communicate(timeout=240)
     print(f"second run: exit {proc.returncode}\n{out}{err}")
