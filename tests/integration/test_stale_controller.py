@@ -78,6 +78,30 @@ def stop_controller_cleanly(nodes: Nodes) -> None:
     wait_for(lambda: not Path(f"/proc/{pid}").exists(), 60, "slurmctld exited")
 
 
+def save_state(nodes: Nodes, older: Path) -> None:
+    """slurmctld saves its state (a clean shutdown), a copy is kept in ``older``, and it starts
+    again."""
+    saved = state_folder(nodes.env)
+    stop_controller_cleanly(nodes)
+    shutil.copytree(saved, older, symlinks=True)
+    nodes.local_cluster("start", "slurmctld")
+
+
+def restore_state(nodes: Nodes, older: Path) -> None:
+    """slurmctld killed, its state folder replaced by the ``older`` copy, and started again."""
+    saved = state_folder(nodes.env)
+    nodes.local_cluster("kill", "slurmctld")
+    shutil.rmtree(saved)
+    shutil.copytree(older, saved, symlinks=True)
+    nodes.local_cluster("start", "slurmctld")
+
+
+def ended_in_slurm(run_dir: Path, job: str, env: dict[str, str]) -> None:
+    """The job wrote its status file, and accounting says COMPLETED."""
+    wait_for(lambda: (run_dir / "status.json").exists(), 120, "the job's status file")
+    wait_for(lambda: sacct_state(job, env) == "COMPLETED", 60, "accounting says COMPLETED")
+
+
 def read(path: Path) -> dict[str, Any]:
     obj: dict[str, Any] = json.loads(path.read_text())
     return obj
@@ -93,20 +117,14 @@ def submit_one(kit: Kit, name: str, mode: str, *extra: str) -> Path:
 def relaunch_a_finished_job(kit: Kit, nodes: Nodes, tmp: Path) -> tuple[Path, str]:
     """The first claim, ended on node1, then started again by a controller restored from the
     state it saved while the job was held: its run directory and job id."""
-    env, saved, older = nodes.env, state_folder(nodes.env), tmp / "older-state"
+    env, older = nodes.env, tmp / "older-state"
     set_nodes(nodes, nodes.names[1:], "drain")  # node1 alone runs jobs, both times
     first = submit_one(kit, "stale-first", "sleep 2", "--hold")
     job = read(first / "submission.json")["job_id"]
-    stop_controller_cleanly(nodes)
-    shutil.copytree(saved, older, symlinks=True)
-    nodes.local_cluster("start", "slurmctld")
+    save_state(nodes, older)
     scontrol(env, "release", job)
-    wait_for(lambda: (first / "status.json").exists(), 120, "the first job's status file")
-    wait_for(lambda: sacct_state(job, env) == "COMPLETED", 60, "accounting says COMPLETED")
-    nodes.local_cluster("kill", "slurmctld")
-    shutil.rmtree(saved)
-    shutil.copytree(older, saved, symlinks=True)
-    nodes.local_cluster("start", "slurmctld")
+    ended_in_slurm(first, job, env)
+    restore_state(nodes, older)
     set_nodes(nodes, nodes.names[1:], "drain")  # whatever the older state said of the nodes
     set_nodes(nodes, nodes.names[:1], "resume")
     scontrol(env, "release", job)  # the older state holds it, still pending
@@ -187,20 +205,14 @@ def restore_state_saved_while_it_ran(kit: Kit, nodes: Nodes, tmp: Path) -> tuple
     """The harsher case of issue 37: slurmctld saves its state while the job RUNS on node1; the
     job ends (status file finished, accounting COMPLETED); slurmctld is killed and started again
     from that older copy, which believes the job still runs on node1."""
-    env, saved, older = nodes.env, state_folder(nodes.env), tmp / "older-state"
+    env, older = nodes.env, tmp / "older-state"
     set_nodes(nodes, nodes.names[1:], "drain")  # node1 alone runs it
     first = submit_one(kit, "stale-running", "sleep 6")
     job = read(first / "submission.json")["job_id"]
     wait_for(lambda: container_started(first), 60, "the job's container started")
-    stop_controller_cleanly(nodes)  # its saved state: the job RUNNING on node1
-    shutil.copytree(saved, older, symlinks=True)
-    nodes.local_cluster("start", "slurmctld")
-    wait_for(lambda: (first / "status.json").exists(), 120, "the job's status file")
-    wait_for(lambda: sacct_state(job, env) == "COMPLETED", 60, "accounting says COMPLETED")
-    nodes.local_cluster("kill", "slurmctld")
-    shutil.rmtree(saved)
-    shutil.copytree(older, saved, symlinks=True)
-    nodes.local_cluster("start", "slurmctld")
+    save_state(nodes, older)  # its saved state: the job RUNNING on node1
+    ended_in_slurm(first, job, env)
+    restore_state(nodes, older)
     return first, job
 
 
