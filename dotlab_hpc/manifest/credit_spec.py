@@ -18,10 +18,10 @@ CreditName = Annotated[StrictStr, AfterValidator(valid_author_name)]
 class Frozen(BaseModel):
     """The base of every manifest model: frozen, no unknown field."""
 
-    # use_attribute_docstrings: the string under each field is its description in `schema`
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
-    )
+    # the string under each field is its description in `schema` (``models.json_schema``),
+    # read from the source there: reading it for every command (pydantic's
+    # use_attribute_docstrings) cost each of them the source of every model, parsed
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
 class AuthorSpec(Frozen):

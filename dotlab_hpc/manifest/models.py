@@ -457,5 +457,28 @@ def _validated(raw: bytes, suffix: str, label: str) -> ManifestSpec:
 
 
 def json_schema() -> dict[str, Any]:
-    """The manifest's JSON Schema (what ``dotlab-hpc schema`` prints)."""
+    """The manifest's JSON Schema (what ``dotlab-hpc schema`` prints), each field described by
+    the string under it in its model's source."""
+    _describe_fields()
     return ManifestSpec.model_json_schema(by_alias=True)
+
+
+@functools.cache
+def _describe_fields() -> None:
+    """Each manifest model's fields given the string under them as their description, and the
+    models built again with it (children before the models holding them: in the order they are
+    defined). Only ``schema`` needs it; validation is the same either way."""
+    from pydantic._internal._docs_extraction import extract_docstrings_from_cls
+
+    todo: list[type[_Frozen]] = [_Frozen]
+    models: list[type[_Frozen]] = []
+    while todo:
+        subclasses = todo.pop(0).__subclasses__()
+        models += subclasses
+        todo += subclasses
+    for model in models:
+        docs = extract_docstrings_from_cls(model, use_inspect=True)
+        for name, field in model.model_fields.items():
+            if field.description is None and name in docs:
+                field.description = docs[name]
+        model.model_rebuild(force=True)
