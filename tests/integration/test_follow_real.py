@@ -394,13 +394,17 @@ def test_run_writes_each_record_as_its_claim_ends_and_a_ctrl_c_keeps_them(kit: K
         kit.manifest("eager-quick", mode="sleep 1"),
         kit.manifest("eager-slow", mode="sleep 120"),
     )
-    proc = cli_proc(
-        kit,
-        "run",
-        str(quick),
-        str(slow),
-        *kit.batch_args(kit.root / "eager-out", runs_root),
-        env={},
+    args = [str(quick), str(slow), *kit.batch_args(kit.root / "eager-out", runs_root)]
+    # as from a terminal: SIGINT at its default (a shell ignores it in what it starts with `&`,
+    # as CI's suites are, and a Python started so never raises KeyboardInterrupt)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dotlab_hpc", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=kit.env,
+        cwd=kit.root,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 180
