@@ -68,6 +68,9 @@ def submit_held(kit: Kit, names: list[str], runs_root: Path) -> list[Path]:
 
 
 def cli_proc(kit: Kit, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``dotlab-hpc ARGS`` in the background, as from a terminal: SIGINT at its default (a shell
+    ignores it in what it starts with `&`, as CI's suites are, and a Python started so never
+    raises KeyboardInterrupt)."""
     return subprocess.Popen(
         [sys.executable, "-m", "dotlab_hpc", *args],
         stdout=subprocess.PIPE,
@@ -75,6 +78,7 @@ def cli_proc(kit: Kit, *args: str, env: dict[str, str]) -> subprocess.Popen[str]
         text=True,
         env={**kit.env, **env},
         cwd=kit.root,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -395,17 +399,7 @@ def test_run_writes_each_record_as_its_claim_ends_and_a_ctrl_c_keeps_them(kit: K
         kit.manifest("eager-slow", mode="sleep 120"),
     )
     args = [str(quick), str(slow), *kit.batch_args(kit.root / "eager-out", runs_root)]
-    # as from a terminal: SIGINT at its default (a shell ignores it in what it starts with `&`,
-    # as CI's suites are, and a Python started so never raises KeyboardInterrupt)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dotlab_hpc", "run", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=kit.env,
-        cwd=kit.root,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = cli_proc(kit, "run", *args, env={})
     try:
         deadline = time.monotonic() + 180
         first: list[Path] = []
