@@ -13,7 +13,7 @@ from ..clock import utc_text
 from ..errors import DotlabError
 from ..fsio.jsontext import json_line
 from ..fsio.write import Writer
-from ..manifest.models import Manifest
+from ..manifest.models import Manifest, ManifestSpec
 from ..rundir.directory import RunDir
 from ..rundir.models import ClaimRun, ClaimRuns, RunIndex, RunPaths, RunRecord, SubmissionRecord
 from ..rundir.names import MANIFEST_PREFIX, RUN_FILE, SLURM_LOG, index_path, member_dir_name
@@ -71,12 +71,20 @@ def run_records(p: Plan, now: datetime) -> dict[int, RunRecord]:
     out: dict[int, RunRecord] = {}
     for run in p.runs:
         spec = run.manifest.spec
-        gpu_type = spec.resources.gpu_type if spec.is_gpu else None
-        key = (spec.resources, gpu_type)  # frozen models: equal resources, equal hash
+        key = (spec.resources, _gpu_type(spec))  # frozen models: equal resources, equal hash
         if key not in sites:
-            sites[key] = site_record(p.site, spec.resources, gpu_type, p.cluster, p.apptainer)
+            sites[key] = _site_of(p, run.manifest)
         out[run.index] = run_record(p, run, now, sites[key])
     return out
+
+
+def _gpu_type(spec: ManifestSpec) -> str | None:
+    return spec.resources.gpu_type if spec.is_gpu else None
+
+
+def _site_of(p: Plan, m: Manifest) -> SiteRecord:
+    """What a run of ``m`` records of where it goes (``site.settings.site_record``)."""
+    return site_record(p.site, m.spec.resources, _gpu_type(m.spec), p.cluster, p.apptainer)
 
 
 def run_record(
@@ -87,8 +95,7 @@ def run_record(
     when not given."""
     m = run.manifest
     if site is None:
-        gpu_type = m.spec.resources.gpu_type if m.spec.is_gpu else None
-        site = site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer)
+        site = _site_of(p, m)
     return RunRecord(
         run_id=run.run_id,
         claim=m.spec.claim,
@@ -137,10 +144,7 @@ def mismatch_record(run: PlannedRun, reasons: Sequence[str], p: Plan | None = No
     from ..rundir.records import Outcome, Verdict, empty_targets
 
     m = run.manifest
-    site = None
-    if p is not None:
-        gpu_type = m.spec.resources.gpu_type if m.spec.is_gpu else None
-        site = site_record(p.site, m.spec.resources, gpu_type, p.cluster, p.apptainer)
+    site = None if p is None else _site_of(p, m)
     return build_record(
         verdict=Verdict(Outcome.INPUT_MISMATCH, "; ".join(reasons), empty_targets(m.spec)),
         claim=m.spec.claim,
