@@ -36,20 +36,23 @@ Nodes = NodeStates
 NO_NODES = NodeStates({}, 0)
 
 
+def _names_nodes(reason: str) -> bool:
+    """squeue's reason says the nodes the job needs are not available."""
+    return any(code in reason for code in NODE_REASONS)
+
+
 def may_wait_on_nodes(state: RunState) -> bool:
     """Whether the run's job is pending for a reason that is, or may hide, a wait on nodes
     that are not available: then sinfo is asked."""
     return state.state == JobState.PENDING.value and (
-        any(code in state.reason for code in NODE_REASONS) or state.reason in MAYBE_NODE_REASONS
+        _names_nodes(state.reason) or state.reason in MAYBE_NODE_REASONS
     )
 
 
 def waits_on_nodes(state: RunState, nodes: Nodes = NO_NODES) -> bool:
     """Whether the run's job is pending because the nodes it needs are not available: squeue
     says so, or it gives no such reason and ``nodes`` has none that could run it."""
-    if not may_wait_on_nodes(state):
-        return False
-    return any(code in state.reason for code in NODE_REASONS) or nodes.none_usable
+    return may_wait_on_nodes(state) and (_names_nodes(state.reason) or nodes.none_usable)
 
 
 def node_note(nodes: Mapping[str, tuple[str, str | None]]) -> str:
