@@ -138,6 +138,7 @@ def submission(
     ``DOTLAB_FOLLOW_*`` is refused here, before anything is submitted.
     """
     from ..follow.knobs import Knobs
+    from ..manifest.models import forget_loaded
     from .inputs import as_path_list
 
     if follows:
@@ -145,6 +146,7 @@ def submission(
 
     manifests = as_path_list(manifests)  # one path is one manifest, never its characters
     _refuse_early(manifests, where)
+    forget_loaded()  # each manifest read anew, then once for this submission
     where = with_defaults(manifests, where, preview=dry_run)
     data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
     if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both in

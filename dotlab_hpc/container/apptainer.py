@@ -59,7 +59,7 @@ def bind_arg(src: Path, dst: PurePosixPath, mode: str) -> str:
             )
     if s != s.strip():
         raise UsageError(f"{s!r}: Apptainer's --bind trims spaces at the ends of a path")
-    if any("\ud800" <= c <= "\udfff" for c in s):  # bytes that are not UTF-8 (os.fsdecode)
+    if not s.isascii() and any("\ud800" <= c <= "\udfff" for c in s):  # not UTF-8 (fsdecode)
         raise UsageError(
             f"{s!r}: the name is not valid UTF-8; the job script and records are UTF-8",
             hint="rename the folder so that its name is UTF-8",

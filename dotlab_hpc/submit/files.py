@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DotlabError, one_line
+from ..fsio.parallel import PARALLEL_FROM, alongside, each
 from ..fsio.write import (
     FileBytes,
     NewFolders,
@@ -68,9 +69,9 @@ class Contents:
 
 
 def write_new_files(files: Sequence[FileBytes]) -> None:
-    """Create each file (none exists yet) inside folders that ``NewFolders`` makes whole."""
-    for path, data, mode in files:
-        write_new_file(path, data, mode)
+    """Create each file (none exists yet) inside folders that ``NewFolders`` makes whole, two
+    at a time (``fsio.parallel``: each run's files are in a folder of its own)."""
+    each(lambda f: write_new_file(*f), files)
 
 
 def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> None:
@@ -81,23 +82,37 @@ def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> No
     """
     first, data, mode = file
     write_all([file])
-    copies: list[FileBytes] = []
-    for rd in dirs[1:]:
-        target = rd.file(first.name)
-        try:
-            os.link(first, target)
-        except OSError as e:
-            if e.errno not in _NO_LINK:
-                raise WriteFailed(target, e) from e
-            copies.append((target, data, mode))
+    copies = [(target, data, mode) for target in _linked(first, dirs[1:])]
     if copies:
         write_all(copies)
     if len(dirs) > len(copies) + 1:  # the links' names, durable before anyone relies on them
         try:
-            folders = [rd.path for rd in dirs]
-            sync_file_systems(folders) or fsync_folders(folders)
+            # syncfs needs one folder of each file system: the run directories' parents
+            # (a new folder is never a mount point); fsync, where there is none, each folder
+            parents = list(dict.fromkeys(rd.path.parent for rd in dirs))
+            sync_file_systems(parents) or fsync_folders([rd.path for rd in dirs])
         except OSError as e:
             raise WriteFailed(Path(e.filename or first), e) from e
+
+
+def _linked(source: Path, dirs: Sequence[RunDir]) -> list[Path]:
+    """``source`` hard-linked into each of ``dirs`` under its name, two at a time (each link
+    goes into a folder of its own: ``fsio.parallel``); the targets where the file system
+    refused a link, to be copied instead, in the order of ``dirs``."""
+    refused: list[tuple[int, Path]] = []
+
+    def link(numbered: tuple[int, RunDir]) -> None:
+        i, rd = numbered
+        target = rd.file(source.name)
+        try:
+            os.link(source, target)
+        except OSError as e:
+            if e.errno not in _NO_LINK:
+                raise WriteFailed(target, e) from e
+            refused.append((i, target))  # list.append: one at a time, in any thread
+
+    each(link, list(enumerate(dirs)))
+    return [target for _, target in sorted(refused)]
 
 
 # link(2) refused: the file system has no hard links, or too many to one file (ext4: 65,000)
@@ -127,11 +142,18 @@ class NewRuns:
         """
         p = self.plan
         refused = {n.run.index for n in contents.runs if n.mismatch is not None}
-        check_out_dirs(p, create_missing=True, made=self.made_out, refused=refused)
         files = self._claim_files(contents)
-        if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
-            self._make_ends(p.ends_dir)
-        tmp = {r.index: RunDir(self.folders.add(r.run_dir)) for r in p.runs}
+
+        def make_out_dirs() -> None:
+            check_out_dirs(p, create_missing=True, made=self.made_out, refused=refused)
+
+        # many: the output folders in a second thread, while this one makes the run
+        # directories (two parent folders, two locks); checked before, and what fails here is
+        # taken back whole
+        with alongside(make_out_dirs, parallel=len(p.runs) >= PARALLEL_FROM):
+            if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
+                self._make_ends(p.ends_dir)
+            tmp = {r.index: RunDir(self.folders.add(r.run_dir)) for r in p.runs}
         if not p.is_array:
             (tmp[0].path / ENDS_SUBDIR).mkdir()
         good = [n.run for n in contents.runs if n.facts is not None]
@@ -190,14 +212,8 @@ class NewRuns:
     def _link_script(self, first: RunDir, others: Sequence[RunDir]) -> None:
         """The one script into every other run directory: a hard link each, else a copy."""
         source = first.file(SCRIPT_NAME)
-        copies: list[FileBytes] = []
-        for rd in others:
-            try:
-                os.link(source, rd.file(SCRIPT_NAME))
-            except OSError as e:
-                if e.errno not in _NO_LINK:
-                    raise WriteFailed(rd.file(SCRIPT_NAME), e) from e
-                copies.append((rd.file(SCRIPT_NAME), source.read_bytes(), 0o644))
+        refused = _linked(source, others)
+        copies = [(target, source.read_bytes(), 0o644) for target in refused]
         if copies:
             self.write_new(copies)
 

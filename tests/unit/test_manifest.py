@@ -884,6 +884,34 @@ def test_the_same_bytes_are_parsed_once_and_a_changed_file_anew(
     assert changed.sha256 == hashlib.sha256(p.read_bytes()).hexdigest()
 
 
+def test_an_unchanged_file_is_not_read_again_and_one_rewritten_in_place_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second load of a file that is still the same one (device, inode, size, modification
+    and change times) reads nothing; a rewrite of the same size with its modification time put
+    back still changes the change time, so it is read again."""
+    read: list[str] = []
+    real = models_mod.read_raw
+
+    def counting(path: Any) -> Any:
+        read.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(models_mod, "read_raw", counting)
+    p = tmp_path / "c.yaml"
+    p.write_bytes(GOOD_YAML.read_bytes())
+    first = models_mod.load(p)
+    assert models_mod.load(p) is first and models_mod.load(str(p)).spec is first.spec
+    assert read == [str(p)]  # the same name, as a Path or as a str
+    before = p.stat()
+    p.write_bytes(GOOD_YAML.read_bytes().replace(b"claim: claim-0001", b"claim: claim-0002", 1))
+    os.utime(p, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert p.stat().st_size == before.st_size and p.stat().st_mtime_ns == before.st_mtime_ns
+    again = models_mod.load(p)
+    assert len(read) == 2 and again.raw == p.read_bytes() != first.raw
+    assert again.spec.claim == "claim-0002"
+
+
 def test_an_invalid_manifest_is_refused_each_time(tmp_path: Path) -> None:
     p = tmp_path / "c.yaml"
     p.write_text("version: 1\n")

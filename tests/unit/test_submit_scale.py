@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.errors import OperatorError, SlurmError, UsageError
+from dotlab_hpc.fsio.parallel import PARALLEL_FROM
 from dotlab_hpc.fsio.write import Writer, atomic_write_all
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
@@ -165,6 +167,88 @@ def test_a_full_disk_before_sbatch_leaves_nothing_and_submits_nothing(
     runs = tmp_path / "runs"  # made by this submission, so taken back too
     assert not runs.exists() or list(runs.iterdir()) == []  # no run dir, no .ends folder
     assert not (tmp_path / "out").exists()  # the output folders it made are gone too
+
+
+# enough runs for the writes to go two at a time (fsio.parallel), with the real writers
+MANY = PARALLEL_FROM + 6
+
+
+def submit_many(tmp_path: Path, fake: ArraySlurm) -> SubmitResult:
+    ms = [write_manifest(tmp_path / f"m{i}.yaml", claim=f"c{i}") for i in range(MANY)]
+    return execute(
+        submit_options(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
+        client=SlurmClient(fake),
+        clock=NoSleep(),
+        verify_run=lambda m: [],
+    )
+
+
+def assert_nothing_left(tmp_path: Path, fake: ArraySlurm) -> None:
+    assert fake.sbatches() == []
+    runs = tmp_path / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == []
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("victim", ["run.json", "task.facts"])
+def test_many_runs_are_written_two_at_a_time_and_a_full_disk_midway_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, victim: str
+) -> None:
+    real_open = os.open
+    writers: set[int] = set()
+
+    def full(path: str | Path, flags: int, mode: int = 0o777, **kw: object) -> int:
+        if flags & os.O_EXCL and ".tmp/" in str(path):  # a file of a new run directory
+            writers.add(threading.get_ident())
+            if f"-{MANY - 3}." in str(path) and str(path).endswith("/" + victim):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_open(path, flags, mode, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", full)
+    fake = ArraySlurm()
+    with pytest.raises(UsageError) as e:
+        submit_many(tmp_path, fake)
+    assert f"/{victim}: cannot write (No space left on device); nothing was submitted" in str(
+        e.value
+    )
+    assert len(writers) == 2
+    assert_nothing_left(tmp_path, fake)
+
+
+def test_many_output_folders_made_beside_the_run_directories_one_refused_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_mkdir = os.mkdir
+
+    def refuse(path: str | Path, mode: int = 0o777, **kw: object) -> None:
+        if str(path).endswith(f"/out/c{MANY - 2}"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        real_mkdir(path, mode, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "mkdir", refuse)
+    fake = ArraySlurm()
+    with pytest.raises(UsageError, match=f"out/c{MANY - 2}: cannot be created .Permission denied"):
+        submit_many(tmp_path, fake)
+    assert_nothing_left(tmp_path, fake)
+
+
+def test_many_runs_where_links_are_refused_each_get_a_copy_of_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_link = os.link
+
+    def no_links(src: str | Path, dst: str | Path, **kw: object) -> None:
+        if str(dst).endswith(SCRIPT_NAME):
+            raise OSError(errno.EMLINK, "Too many links", str(dst))
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", no_links)
+    res = submit_many(tmp_path, ArraySlurm())
+    script = (res.runs[0].run_dir / SCRIPT_NAME).read_bytes()
+    for run in res.runs:
+        assert (run.run_dir / SCRIPT_NAME).stat().st_nlink == 1
+        assert (run.run_dir / SCRIPT_NAME).read_bytes() == script
+        assert (run.run_dir / "submission.json").stat().st_nlink == MANY  # linked as ever
 
 
 def test_a_full_disk_after_sbatch_keeps_the_job_findable(tmp_path: Path) -> None:
