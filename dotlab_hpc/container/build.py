@@ -37,10 +37,13 @@ def build_from_def(
     *,
     force: bool,
     no_https: bool,
+    cwd: Path | None = None,
 ) -> None:
-    """``apptainer build --fakeroot`` of ``deffile`` into ``output``, its output on the terminal;
+    """``apptainer build --fakeroot`` of ``deffile`` into ``output``, run in ``cwd`` (relative
+    ``From:`` and ``%files`` paths are read from there), its output on the terminal;
     OperatorError when it fails (what Apptainer said is on the terminal above)."""
-    code = runner.stream(build_argv(program, deffile, output, force=force, no_https=no_https))
+    paths = (deffile.absolute(), output.absolute())  # the same files from ``cwd``
+    code = runner.stream(build_argv(program, *paths, force=force, no_https=no_https), cwd=cwd)
     if code != 0:
         raise OperatorError(
             f"`{Path(program).name} build` failed with exit status {code}; its output is above",

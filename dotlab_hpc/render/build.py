@@ -55,7 +55,7 @@ from ..fsio.write import atomic_write_json, atomic_write_text
 from ..manifest.models import Manifest
 from ..proc import StreamingRunner, find_program
 from ..site.resolve import locate_apptainer
-from .deffile import def_view, local_base_path, render_def
+from .deffile import build_folder, def_view, local_base_path, render_def
 
 LOCK_VERSION = 1
 LOCK_SUFFIX = ".lock.json"
@@ -312,7 +312,9 @@ def build_image(
     base_checked = check_registry_base(m, plain_http=plain_http, fetch=fetch or fetch_manifest)
     version = builder_version(runner, program)
     _write_def(deffile, output, rendered)  # everything checked first; then the one build
-    build_from_def(runner, program, deffile, output, force=force, no_https=plain_http)
+    build_from_def(
+        runner, program, deffile, output, force=force, no_https=plain_http, cwd=build_folder(m)
+    )
     if sign_key is not None:
         from ..container.sign import sign_image
 

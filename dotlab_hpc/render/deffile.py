@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..container.deffile import GO_SPACE as _GO_SPACE
 from ..container.deffile import (
-    HEADER_PATH_RE,
     DefShapeError,
     check_shape,
     local_base,
@@ -60,7 +59,9 @@ def def_view(manifest: Manifest) -> DefView:
     if local is None:
         bootstrap, from_ref = "docker", build.from_.removeprefix("docker://")
     else:
-        bootstrap, from_ref = "localimage", str(local_base_path(manifest))
+        # the path as the manifest gives it, relative to its folder, where ``build`` runs
+        # Apptainer: the image's embedded .def names no folder of the machine that built it
+        bootstrap, from_ref = "localimage", local[0]
     return DefView(
         bootstrap=bootstrap,
         from_ref=from_ref,
@@ -75,14 +76,13 @@ def local_base_path(manifest: Manifest) -> Path:
     local = local_base(build.from_) if build else None
     if local is None:
         raise UsageError(f"{manifest.path}: image.build.from is not a localimage: base")
-    path = (manifest.path.parent / local[0]).absolute()
-    if not HEADER_PATH_RE.fullmatch(str(path)):
-        raise UsageError(
-            f"image.build.from: the base image's path {str(path)!r} cannot stand on a .def's"
-            " From: line (only letters, digits and . _ + - / are safe there)",
-            hint="move the manifest and its base image to such a folder",
-        )
-    return path
+    return (manifest.path.parent / local[0]).absolute()
+
+
+def build_folder(manifest: Manifest) -> Path:
+    """Where Apptainer builds the claim's image: the manifest's folder, which a ``localimage:``
+    base's ``From:`` path is relative to."""
+    return manifest.path.parent.absolute()
 
 
 def _section_body(name: str, body: str) -> str:

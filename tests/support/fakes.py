@@ -88,6 +88,7 @@ class ScriptedRunner(CallAnswerer, Generic[T]):
         self.calls: list[T] = []
         self.log: list[Call] = []
         self.streams: list[tuple[str, ...]] = []
+        self.stream_cwds: list[Path | None] = []  # the folder each stream ran in
 
     def answer_call(self, call: Call) -> Completed:
         """Record the call, then answer it through ``respond``."""
@@ -107,6 +108,7 @@ class ScriptedRunner(CallAnswerer, Generic[T]):
         if self._stream is None:
             raise AssertionError(f"unexpected stream {args}")
         self.streams.append(args)
+        self.stream_cwds.append(cwd)
         return self._stream(args)
 
 

@@ -132,6 +132,8 @@ def test_build_writes_the_def_and_reports_the_digest(
     assert runner.streams == [
         (fake_apptainer, "build", "--fakeroot", str(out), str(tmp_path / "o" / "claim.def"))
     ]
+    # in the manifest's folder, which a localimage base's From: path is relative to
+    assert runner.stream_cwds == [manifest.path.parent.absolute()]
     assert runner.runs == [(fake_apptainer, "--version")]
     assert res.builder_version == "apptainer version 1.3.6"
     assert res.lock is None and not lock_path(manifest.path).exists()

@@ -412,18 +412,25 @@ def local_manifest(path: Path, sha: str) -> manifest_mod.Manifest:
     return manifest_mod.Manifest(spec=m.spec, path=path, sha256=m.sha256, raw=b"")
 
 
-def test_localimage_base_renders_bootstrap_localimage_with_the_manifests_folder(
+def test_localimage_base_renders_its_path_relative_to_the_manifest_naming_no_folder(
     tmp_path: Path,
 ) -> None:
+    """The image's embedded .def names no folder of the machine that built it (issue 39)."""
     text = render_def(local_manifest(tmp_path / "claim.yaml", "b" * 64))
-    assert text.startswith(f"Bootstrap: localimage\nFrom: {tmp_path / 'base.sif'}\n")
+    assert text.startswith("Bootstrap: localimage\nFrom: base.sif\n")
+    assert str(tmp_path) not in text
     assert "\n%post\necho hi\n" in text
 
 
-def test_localimage_base_in_a_folder_no_from_line_can_hold_is_refused(tmp_path: Path) -> None:
+def test_localimage_base_in_any_folder_renders_and_builds_there(tmp_path: Path) -> None:
+    """A folder whose name no From: line could hold is no longer on that line: the build runs
+    in the manifest's folder, which the relative path is read from."""
+    from dotlab_hpc.render.deffile import build_folder, local_base_path
+
     odd = tmp_path / "a b#c"
-    with pytest.raises(UsageError, match=r"cannot stand on a \.def's From: line"):
-        render_def(local_manifest(odd / "claim.yaml", "b" * 64))
+    m = local_manifest(odd / "claim.yaml", "b" * 64)
+    assert render_def(m).startswith("Bootstrap: localimage\nFrom: base.sif\n")
+    assert build_folder(m) == odd and local_base_path(m) == odd / "base.sif"
 
 
 def test_build_refuses_a_local_base_whose_digest_differs(tmp_path: Path) -> None:
