@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from .dockerfile_copy import STAGING
 from .dockerfile_expand import Scope, expand, fixed, literal
 from .dockerfile_lex import Instruction, read_instructions
 from .dockerfile_stage import global_arg, global_scope, instruction
-from .spython_def import Stage, spython_parse, spython_write
+from .spython_def import SCRATCH, Stage, spython_parse, spython_write
 
 MAX_DOCKERFILE_BYTES = 1 << 20
 DEFAULT_DEF_NAME = "claim.def"
@@ -155,11 +156,34 @@ def _stages(
     first = [errors[i] for i in sorted(errors) if i == -1 or i in keep]
     if first:
         raise first[0]
-    stages = [s for i, s in enumerate(stages) if i in keep]
+    return _finished([s for i, s in enumerate(stages) if i in keep], source, warnings)
+
+
+def _finished(stages: list[Stage], source: str, warnings: list[str]) -> list[Stage]:
+    """The stages kept, each with its staging folder removed at the end of its %post, and a
+    FROM scratch stage without the shell lines it cannot run."""
     for stage in stages:
         if stage.copies:
             stage.spython_lines.append(f"RUN rm -rf {STAGING}")
+        if stage.image.lower() == SCRATCH:
+            _without_shell(stage)
+    last = stages[-1]
+    if last.image == SCRATCH and (last.entrypoint or last.cmd):
+        program = shlex.join(last.entrypoint or last.cmd or [])
+        warnings.append(
+            f"{source}: the image is FROM scratch: Apptainer runs its runscript (the ENTRYPOINT"
+            " and CMD) with the image's own /bin/sh, and it has none; `apptainer exec IMAGE"
+            f" {program}` runs the program (a claim's entrypoint, too, needs a /bin/sh)"
+        )
     return stages
+
+
+def _without_shell(stage: Stage) -> None:
+    """A ``FROM scratch`` stage has no shell to run %post: what the conversion itself put there
+    (the exports of ENV and ARG for later RUN lines, which such a stage cannot have, and
+    WORKDIR's mkdir) is left out; its ENV stays in %environment and its files in %files."""
+    stage.spython_lines = [x for x in stage.spython_lines if not x.startswith("RUN ")]
+    stage.image = SCRATCH
 
 
 def _needed(stages: list[Stage], target: str | None, source: str) -> set[int]:
@@ -261,11 +285,8 @@ def _from_problem(
         raise UsageError(
             f"{where}: cannot read `FROM {' '.join(words)}` (expected FROM image [AS name])"
         )
-    if ref.lower() == "scratch":
-        raise UsageError(
-            f"{where}: FROM scratch has no docker-bootstrap equivalent in a .def",
-            hint="start from a pinned base image, or write a .def by hand with Bootstrap: scratch",
-        )
+    if ref.lower() == SCRATCH:  # Bootstrap: scratch, an empty image: nothing to pin
+        return None
     if name is not None and (not _STAGE_NAME_RE.fullmatch(name) or name in earlier):
         raise UsageError(f"{where}: {name!r} is not a usable stage name (or is used twice)")
     problem = pinned_ref_problem(ref)

@@ -26,7 +26,7 @@ import shlex
 from ..errors import UsageError
 from .dockerfile_expand import expand, literal
 from .dockerfile_lex import Instruction, json_list, raw_words
-from .spython_def import Stage, checked_text
+from .spython_def import SCRATCH, Stage, checked_text
 
 STAGING = "/.dotlab-files"
 # Apptainer expands each %files source with /bin/sh on the build host (files.go expandPath):
@@ -122,7 +122,15 @@ def _staged(
     kw: str,
 ) -> None:
     """Each source through %files into its staging folder, then put in place (or unpacked) by a
-    %post step at the COPY's own position."""
+    %post step at the COPY's own position (which a FROM scratch stage has no shell for)."""
+    if stage.image.lower() == SCRATCH:
+        raise UsageError(
+            f"{where}: this {kw} into a FROM scratch stage needs a shell to put it in place"
+            " (several sources, a wildcard, an archive, a folder destination or a later copy"
+            " over it), and the image has none",
+            hint=f"{kw} one file or folder to its full path, or build the tree in an earlier"
+            " stage and COPY --from= it whole",
+        )
     n = stage.copies
     stage.copies += 1
     for i, src in enumerate(sources):

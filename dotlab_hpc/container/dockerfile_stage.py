@@ -38,7 +38,7 @@ from .dockerfile_lex import (
     label_items,
     raw_words,
 )
-from .spython_def import Stage, checked_text
+from .spython_def import SCRATCH, Stage, checked_text
 
 _BUILD_ARG_RE = re.compile(r"{{\s*\w+\s*}}")  # Apptainer's build-argument syntax
 _DROPPED = {
@@ -117,7 +117,13 @@ def instruction(
 
 
 def _run_step(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
-    """A RUN as a %post step; refused after a USER, which Apptainer's build would not honour."""
+    """A RUN as a %post step; refused after a USER, which Apptainer's build would not honour,
+    and in a FROM scratch stage, which has no shell (Docker's build fails there too)."""
+    if stage.image.lower() == SCRATCH:
+        raise UsageError(
+            f"{where}: RUN in a FROM scratch stage: the image has no shell to run it",
+            hint="run it in a stage built FROM a pinned base image, then COPY --from= its result",
+        )
     if stage.user is not None:
         line, user = stage.user
         raise UsageError(
@@ -235,6 +241,11 @@ def _workdir(ins: Instruction, stage: Stage, where: str, warnings: list[str]) ->
         raise UsageError(f"{where}: WORKDIR without a path")
     path = "/" + posixpath.normpath(posixpath.join(stage.workdir or "/", path)).lstrip("/")
     stage.workdir = path
+    if stage.image.lower() == SCRATCH:
+        warnings.append(
+            f"{where}: WORKDIR {path} in a FROM scratch stage: no shell makes the folder, so it"
+            " is in the image only where a COPY puts something in it"
+        )
     q = checked_text(shlex.quote(path), where, "WORKDIR")
     stage.spython_lines += [f"RUN mkdir -p {q}", f"RUN cd {q}"]
 

@@ -19,6 +19,9 @@ from ..errors import UsageError
 from .deffile import check_shape, text_problem
 from .dockerfile_expand import Scope
 
+# FROM scratch: an empty image, Bootstrap: scratch in the .def (no From: line)
+SCRATCH = "scratch"
+
 
 @dataclass
 class Stage:
@@ -132,7 +135,7 @@ def spython_write(recipes: dict[str, Any], stages: list[Stage], source: str) -> 
     run = runscript(stages[-1], source)
     if run:
         lines += ["%runscript", *run, "%startscript", *run]
-    text = "\n".join(lines).rstrip("\n") + "\n"
+    text = "\n".join(_scratch_headers(lines)).rstrip("\n") + "\n"
     _check_header(text, stages, source)
     check_shape(text, _meant(recipes, stages, bool(run)), source)
     return text
@@ -145,7 +148,9 @@ def _meant(
     out = []
     for i, stage in enumerate(stages):
         recipe = recipes[stage.name]
-        header = [("bootstrap", "docker"), ("from", stage.image)]
+        scratch = stage.image == SCRATCH
+        header = [("bootstrap", SCRATCH)] if scratch else [("bootstrap", "docker")]
+        header += [] if scratch else [("from", stage.image)]
         if len(stages) > 1 or stage.name != "spython-base":  # a single stage named AS x, too
             header.append(("stage", stage.name))
         names = ["files"] if recipe.files else []
@@ -158,11 +163,24 @@ def _meant(
     return out
 
 
+def _scratch_headers(lines: list[str]) -> list[str]:
+    """spython writes ``FROM scratch`` as ``Bootstrap: docker`` + ``From: scratch``, which
+    Apptainer would pull from Docker Hub: it is ``Bootstrap: scratch``."""
+    out: list[str] = []
+    for line in lines:
+        if line == f"From: {SCRATCH}" and out and out[-1] == "Bootstrap: docker":
+            out[-1] = f"Bootstrap: {SCRATCH}"
+        else:
+            out.append(line)
+    return out
+
+
 def _check_header(text: str, stages: list[Stage], source: str) -> None:
     lines = text.split("\n")
     boots = [x for x in lines if x.startswith("Bootstrap:")]
     froms = [x[len("From:") :].strip() for x in lines if x.startswith("From:")]
-    if boots != ["Bootstrap: docker"] * len(stages) or froms != [s.image for s in stages]:
+    meant = [f"Bootstrap: {SCRATCH if s.image == SCRATCH else 'docker'}" for s in stages]
+    if boots != meant or froms != [s.image for s in stages if s.image != SCRATCH]:
         raise UsageError(
             f"{source}: the written .def does not carry the pinned FROM lines exactly",
             hint="this is a dotlab-hpc bug; please report it with the Dockerfile",

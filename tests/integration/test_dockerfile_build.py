@@ -125,3 +125,38 @@ def test_a_stage_built_on_an_earlier_one_has_its_files_env_and_workdir_not_its_a
     # Docker: base's file and ENV and WORKDIR are in dev, base's ARG is not
     assert apptainer("run", str(out)) == "tool=[unset] app=/opt/app\ntool-7"
     assert apptainer("exec", str(out), "sh", "-c", 'echo "$APP"') == "/opt/app"
+
+
+# a tool built (here: taken, Debian's ldconfig is statically linked) in one stage, and shipped
+# alone in an image FROM scratch: no shell, no libraries, only the file and its ENV
+SCRATCH = f"""\
+FROM python:3.12-slim@{PIN} AS build
+RUN cp /usr/sbin/ldconfig /tool
+FROM scratch
+ENV TOOL_MODE=static
+WORKDIR /app
+COPY --from=build /tool /app/tool
+ENTRYPOINT ["/app/tool", "--version"]
+"""
+
+
+def test_from_scratch_builds_an_image_that_holds_only_what_was_copied(tmp_path: Path) -> None:
+    platform.require()
+    header = f"Bootstrap: docker\nFrom: python:3.12-slim@{PIN}\n"
+    conv = dockerfile_to_def(SCRATCH)
+    assert "Bootstrap: scratch\nStage: stage1\n" in conv.text
+    deffile = tmp_path / "claim.def"
+    deffile.write_text(
+        conv.text.replace(header, f"Bootstrap: localimage\nFrom: {platform.image()}\n")
+    )
+    out = tmp_path / "claim.sif"
+    apptainer("build", "--fakeroot", str(out), str(deffile), cwd=tmp_path)
+    assert any("apptainer exec IMAGE /app/tool --version" in w for w in conv.warnings)
+    # the program runs, from where it was copied, with the stage's ENV
+    assert apptainer("exec", str(out), "/app/tool", "--version").startswith("ldconfig (Debian")
+    # nothing else is in it: no shell, so Apptainer cannot run its runscript (as the warning says)
+    with pytest.raises(AssertionError, match="/bin/sh"):
+        apptainer("run", str(out))
+    with pytest.raises(AssertionError):
+        apptainer("exec", str(out), "/bin/sh", "-c", "true")
+    assert "TOOL_MODE=static" in apptainer("inspect", "--environment", str(out))

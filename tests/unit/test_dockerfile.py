@@ -182,7 +182,7 @@ def test_a_from_argument_that_gives_no_pinned_reference_is_refused(text: str) ->
         ("RUN true\n", "no FROM line"),
         (f"RUN true\nFROM {PY}\n", "RUN before the first FROM"),
         (f"FROM --network=host {PY}\n", "FROM --network=host is not supported"),
-        ("FROM scratch\n", "FROM scratch"),
+        ("FROM scratch\nRUN true\n", "Dockerfile:2: RUN in a FROM scratch stage"),
         (f"FROM {PY}\nCOPY --from=nginx:1 /a /b\n", "does not name an earlier stage"),
         (f"FROM {PY}\nADD https://example.org/x.tgz /x\n", "downloads content that nothing pins"),
         (f"FROM {PY}\nADD data.tar.zst /data\n", "Docker documents unpacking"),

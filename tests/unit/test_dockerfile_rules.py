@@ -317,8 +317,42 @@ def test_run_after_user_root_is_fine(root: str) -> None:
 def test_a_refused_from_still_names_its_stage() -> None:
     err = refused("FROM $BASE AS dev-base\nRUN true\nFROM dev-base\nRUN true\n")
     assert err.message.startswith("Dockerfile:1: FROM uses ${BASE}, which is neither an ARG")
-    err = refused(f"FROM scratch AS s\nFROM {PY}\nCOPY --from=s /a /a\n")
-    assert err.message.startswith("Dockerfile:1: FROM scratch")
+    err = refused(f"FROM scratch AS s\nRUN true\nFROM {PY}\nCOPY --from=s /a /a\n")
+    assert err.message.startswith("Dockerfile:2: RUN in a FROM scratch stage")
+
+
+# --------------------------------------------------------------------------- 7b. FROM scratch
+def test_from_scratch_is_bootstrap_scratch_with_its_files_environment_and_runscript() -> None:
+    conv = convert(
+        f"FROM {PY} AS build\nRUN make\nFROM scratch\nENV A=1\nARG V=2\nWORKDIR /app\n"
+        'COPY --from=build /out/tool /app/tool\nENTRYPOINT ["/app/tool"]\n'
+    )
+    assert "Bootstrap: scratch\nStage: stage1\n" in conv.text
+    assert "From: scratch" not in conv.text and conv.images[-1] == "scratch"
+    assert section(conv, "files from build") == ["/out/tool /app/tool"]
+    assert section(conv, "environment") == ["export A=1"]
+    assert section(conv, "post") == []  # no shell: nothing of the conversion's own in %post
+    assert section(conv, "runscript") == ["cd /app", 'exec /app/tool "$@"']
+    assert conv.warnings == (
+        "Dockerfile:6: WORKDIR /app in a FROM scratch stage: no shell makes the folder, so it"
+        " is in the image only where a COPY puts something in it",
+        "Dockerfile: the image is FROM scratch: Apptainer runs its runscript (the ENTRYPOINT and"
+        " CMD) with the image's own /bin/sh, and it has none; `apptainer exec IMAGE /app/tool`"
+        " runs the program (a claim's entrypoint, too, needs a /bin/sh)",
+    )
+
+
+def test_a_single_stage_from_scratch_needs_no_pin() -> None:
+    conv = convert("FROM scratch\nCOPY tool /tool\n")
+    assert conv.text == "Bootstrap: scratch\n\n%files\ntool /tool\n"
+    assert conv.warnings == ()
+
+
+def test_what_needs_a_shell_in_a_scratch_stage_is_refused_by_line() -> None:
+    err = refused("FROM scratch\nCOPY a b /dir/\n")
+    assert err.message.startswith("Dockerfile:2: this COPY into a FROM scratch stage needs a shell")
+    err = refused("FROM scratch\nADD data.tar.gz /data\n")
+    assert err.message.startswith("Dockerfile:2: this ADD into a FROM scratch stage needs a shell")
 
 
 # --------------------------------------------------------------------------- 8. heredocs
