@@ -141,15 +141,7 @@ def _stages(
         except UsageError as e:
             errors.setdefault(len(stages) - 1, e)
     keep = _needed(stages, target, source)
-    warnings += said[0]
-    for i, stage in enumerate(stages):
-        if i in keep:
-            warnings += said[i + 1]
-        else:
-            warnings.append(
-                f"{source}: stage {stage.name} is left out: the {'target' if target else 'last'}"
-                " stage does not need it (as BuildKit builds only what it needs)"
-            )
+    warnings += _stage_warnings(stages, keep, said, source, target)
     kept_unpinned = [unpinned[i] for i in sorted(unpinned) if i in keep]
     if kept_unpinned:
         _refuse_unpinned(kept_unpinned, source)
@@ -184,6 +176,33 @@ def _without_shell(stage: Stage) -> None:
     WORKDIR's mkdir) is left out; its ENV stays in %environment and its files in %files."""
     stage.spython_lines = [x for x in stage.spython_lines if not x.startswith("RUN ")]
     stage.image = SCRATCH
+
+
+def _stage_warnings(
+    stages: list[Stage], keep: set[int], said: list[list[str]], source: str, target: str | None
+) -> list[str]:
+    """The warnings of the stages kept, in order: a stage built on an earlier one (FROM base)
+    repeats that one's instructions, so it says what they say too (an ARG without a default
+    left out, say), once; a stage no kept one needs or repeats is left out, which is said."""
+    names = {s.name: i for i, s in enumerate(stages)}
+    repeated = set()
+    out = list(said[0])
+    for i, stage in enumerate(stages):
+        if i not in keep:
+            continue
+        chain, at = [i], stage.base
+        while at is not None and at in names:  # the stages it repeats, nearest last
+            chain.insert(0, names[at])
+            at = stages[names[at]].base
+        repeated.update(chain[:-1])
+        out += [w for j in chain for w in said[j + 1]]
+    for i, stage in enumerate(stages):
+        if i not in keep and i not in repeated:
+            out.append(
+                f"{source}: stage {stage.name} is left out: the {'target' if target else 'last'}"
+                " stage does not need it (as BuildKit builds only what it needs)"
+            )
+    return list(dict.fromkeys(out))
 
 
 def _needed(stages: list[Stage], target: str | None, source: str) -> set[int]:

@@ -321,6 +321,23 @@ def test_a_refused_from_still_names_its_stage() -> None:
     assert err.message.startswith("Dockerfile:2: RUN in a FROM scratch stage")
 
 
+def test_a_stage_built_on_another_says_what_that_one_leaves_out_and_is_not_left_out_itself() -> (
+    None
+):
+    """Its instructions are repeated in the stage built on it: an ARG without a default there
+    is dropped from the .def, which is said (once), and the stage is not 'left out'."""
+    conv = convert(f"FROM {PY} AS base\nARG NODEF\nRUN true\nFROM base AS next\nRUN true\n")
+    assert conv.warnings == (
+        "Dockerfile:2: ARG NODEF has no default and is left out of the .def",
+        "Dockerfile:4: FROM base builds on an earlier stage: the .def repeats that stage's"
+        " instructions (Apptainer builds them again for this one)",
+    )
+    both = convert(f"FROM {PY} AS base\nARG NODEF\nFROM base AS next\nCOPY --from=base /a /a\n")
+    assert [w for w in both.warnings if "NODEF" in w] == [
+        "Dockerfile:2: ARG NODEF has no default and is left out of the .def"
+    ]
+
+
 # --------------------------------------------------------------------------- 7b. FROM scratch
 def test_from_scratch_is_bootstrap_scratch_with_its_files_environment_and_runscript() -> None:
     conv = convert(
