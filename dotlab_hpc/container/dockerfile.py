@@ -153,7 +153,21 @@ def _stages(
 
 def _finished(stages: list[Stage], source: str, warnings: list[str]) -> list[Stage]:
     """The stages kept, each with its staging folder removed at the end of its %post, and a
-    FROM scratch stage without the shell lines it cannot run."""
+    FROM scratch stage without the shell lines it cannot run; first, a stage for each image a
+    kept stage copies from (``COPY --from=IMAGE@sha256:…``), once each."""
+    images = {name: ref for stage in stages for name, ref in stage.images.items()}
+    taken = sorted(set(images) & {s.name for s in stages})
+    if taken:
+        raise UsageError(
+            f"{source}: stage {taken[0]} has the name the conversion gives the image a COPY"
+            " --from= copies from",
+            hint="rename that stage",
+        )
+    if images:  # no longer the only stage: spython reads a stage only by its AS name
+        for stage in stages:
+            if stage.spython_lines[0] == f"FROM {stage.image}":
+                stage.spython_lines[0] = f"FROM {stage.image} AS {stage.name}"
+    stages = [Stage(name, ref, [f"FROM {ref} AS {name}"]) for name, ref in images.items()] + stages
     for stage in stages:
         if stage.copies:
             stage.spython_lines.append(f"RUN rm -rf {STAGING}")

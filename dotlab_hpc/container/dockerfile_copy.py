@@ -24,6 +24,7 @@ import re
 import shlex
 
 from ..errors import UsageError
+from .deffile import LOCALIMAGE_PREFIX, pinned_ref_problem
 from .dockerfile_expand import expand, literal
 from .dockerfile_lex import Instruction, json_list, raw_words
 from .spython_def import SCRATCH, Stage, checked_text
@@ -241,13 +242,30 @@ def _check_source(p: str, kw: str, where: str, add: bool) -> None:
 
 
 def _copy_source(value: str, stages: list[Stage], where: str) -> str:
+    """The stage ``--from=`` names: an earlier one (by name or number), or an image pinned by
+    digest, which becomes a stage of its own (``image_stages``); an unpinned image is refused."""
     names = [s.name for s in stages[:-1]]
     if value.isascii() and value.isdigit() and len(value) < 5 and int(value) < len(names):
         return names[int(value)]
     if value.lower() in names:
         return value.lower()
+    problem = pinned_ref_problem(value)
+    if problem is None and not value.lower().startswith(LOCALIMAGE_PREFIX):
+        name = image_stage_name(value)
+        stages[-1].images[name] = value
+        return name
+    if "/" in value or ":" in value or "@" in value:  # an image, as Docker reads it
+        raise UsageError(
+            f"{where}: COPY --from={value}: the image is not pinned by digest ({problem})",
+            hint=f"pin it: COPY --from={value.split('@', 1)[0]}@sha256:<digest>; find the digest"
+            f" with `skopeo inspect docker://{value.split('@', 1)[0]}`",
+        )
     raise UsageError(
-        f"{where}: COPY --from={value} does not name an earlier stage",
-        hint=f"a .def copies only between its own stages; add FROM {value}@sha256:<digest> AS "
-        "<name> before this stage and COPY --from=<name>",
+        f"{where}: COPY --from={value} names no earlier stage, nor an image pinned by digest",
+        hint=f"name an earlier stage, or an image: COPY --from={value}@sha256:<digest>",
     )
+
+
+def image_stage_name(ref: str) -> str:
+    """The stage of ``COPY --from=IMAGE@sha256:HEX``: one per image, named by its digest."""
+    return "image-" + ref.rsplit("@sha256:", 1)[1][:12]

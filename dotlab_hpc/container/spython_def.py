@@ -43,6 +43,7 @@ class Stage:
     copied_to: set[str] = field(default_factory=set)  # destinations %files writes directly
     needs: set[str] = field(default_factory=set)  # the stages it copies from (COPY --from)
     base: str | None = None  # the earlier stage it is built on (FROM base), repeated in it
+    images: dict[str, str] = field(default_factory=dict)  # COPY --from=IMAGE@sha256: name → ref
 
 
 def checked_text(text: str, where: str, keyword: str) -> str:

@@ -278,3 +278,25 @@ def test_the_claim_fails_in_the_plain_base_image(tmp_path: Path, slurm_env: dict
     for case in CASES:
         res = kit.run(kit.manifest(case.name, entrypoint=case.entrypoint))
         assert res.outcome == "spec_issue", (case.name, res.stdout, res.stderr)  # it exited != 0
+
+
+def test_copy_from_an_image_pinned_by_digest_copies_from_that_image(tmp_path: Path) -> None:
+    """``COPY --from=IMAGE@sha256:…`` (not a stage): the .def gets a stage of that image, built
+    by Apptainer from the registry, and %files from it (issue 39, item 2)."""
+    platform.require()
+    debian = registry.pinned(registry.DEBIAN)
+    text = (
+        f"FROM {registry.pinned(registry.PYTHON)}\n"
+        f"COPY --from={debian} /etc/debian_version /opt/from-image/version\n"
+    )
+    conv = dockerfile_to_def(text)
+    assert conv.images == (debian, registry.pinned(registry.PYTHON))
+    deffile = tmp_path / "claim.def"
+    deffile.write_text(conv.text)
+    sif = tmp_path / "claim.sif"
+    done = apptainer(
+        "build", "--fakeroot", "--no-https", str(sif), str(deffile), cwd=tmp_path, timeout=600
+    )
+    assert done.returncode == 0, (conv.text, done.stdout[-3000:], done.stderr[-3000:])
+    got = apptainer("exec", str(sif), "cat", "/opt/from-image/version")
+    assert got.returncode == 0 and got.stdout.strip().startswith("13"), (got.stdout, got.stderr)

@@ -338,6 +338,41 @@ def test_a_stage_built_on_another_says_what_that_one_leaves_out_and_is_not_left_
     ]
 
 
+# ---------------------------------------------------------------- 7c. COPY --from an image
+UV = "ghcr.io/astral-sh/uv:0.5@sha256:" + "b" * 64
+
+
+def test_copy_from_an_image_pinned_by_digest_is_a_stage_of_that_image_once() -> None:
+    conv = convert(
+        f"FROM {PY} AS build\nCOPY --from={UV} /uv /bin/uv\nFROM {PY}\n"
+        f"COPY --from={UV} /uvx /bin/uvx\nCOPY --from=build /bin/uv /bin/uv\n"
+    )
+    assert conv.stages == ("image-bbbbbbbbbbbb", "build", "stage1")
+    assert conv.images == (UV, PY, PY)
+    assert conv.text.startswith(f"Bootstrap: docker\nFrom: {UV}\nStage: image-bbbbbbbbbbbb\n")
+    assert section(conv, "files from image-bbbbbbbbbbbb", 1) == ["/uv /bin/uv"]
+    assert section(conv, "files from image-bbbbbbbbbbbb") == ["/uvx /bin/uvx"]
+
+
+def test_a_single_stage_copying_from_an_image_gets_a_stage_name() -> None:
+    conv = convert(f"FROM {PY}\nCOPY --from={UV} /uv /bin/uv\n")
+    assert conv.stages == ("image-bbbbbbbbbbbb", "spython-base")
+    assert section(conv, "files from image-bbbbbbbbbbbb") == ["/uv /bin/uv"]
+
+
+def test_an_image_copied_from_by_a_stage_left_out_is_left_out_too() -> None:
+    conv = convert(f"FROM {PY} AS test\nCOPY --from={UV} /uv /bin/uv\nFROM {PY}\nRUN true\n")
+    assert conv.images == (PY,)
+
+
+def test_copy_from_an_unpinned_image_is_refused_with_how_to_pin_it() -> None:
+    err = refused(f"FROM {PY}\nCOPY --from=ghcr.io/astral-sh/uv:latest /uv /bin/uv\n")
+    assert err.message.startswith(
+        "Dockerfile:2: COPY --from=ghcr.io/astral-sh/uv:latest: the image is not pinned by digest"
+    )
+    assert err.hint is not None and "COPY --from=ghcr.io/astral-sh/uv:latest@sha256:" in err.hint
+
+
 # --------------------------------------------------------------------------- 7b. FROM scratch
 def test_from_scratch_is_bootstrap_scratch_with_its_files_environment_and_runscript() -> None:
     conv = convert(
