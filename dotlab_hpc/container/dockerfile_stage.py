@@ -117,25 +117,37 @@ def instruction(
 
 
 def _run_step(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
-    """A RUN as a %post step; refused after a USER, which Apptainer's build would not honour,
-    and in a FROM scratch stage, which has no shell (Docker's build fails there too)."""
+    """A RUN as a %post step; after a USER that is not root, run as that user (``as_user``);
+    refused in a FROM scratch stage, which has no shell (Docker's build fails there too)."""
     if stage.image.lower() == SCRATCH:
         raise UsageError(
             f"{where}: RUN in a FROM scratch stage: the image has no shell to run it",
             hint="run it in a stage built FROM a pinned base image, then COPY --from= its result",
         )
+    command = _run(ins, where, warnings)
     if stage.user is not None:
-        line, user = stage.user
-        raise UsageError(
-            f"{where}: RUN after USER {user} (line {line}) would run as root when "
-            "Apptainer builds, not as that user",
-            hint=f"move USER {user} after the last RUN (the container runs as whoever "
-            "starts it), or install into a folder every user can read instead of $HOME",
-        )
-    stage.spython_lines.append(
-        "RUN " + checked_text(_run(ins, where, warnings), where, ins.keyword)
-    )
+        command = as_user(command, stage.user, where)
+    stage.spython_lines.append("RUN " + checked_text(command, where, ins.keyword))
     stage.runs += 1
+
+
+def as_user(command: str, user: tuple[int, str], where: str) -> str:
+    """``command`` run as the USER in force, as Docker runs a RUN after it: ``su`` to that
+    user (its home in HOME, the rest of the environment kept, the working folder too); a
+    user id is taken by its name in the image's /etc/passwd, which ``su`` needs (and Docker,
+    for a name). %post runs as root: without this, ``pip install --user`` would fill /root."""
+    line, spec = user
+    name, _, group = spec.partition(":")
+    if group:
+        raise UsageError(
+            f"{where}: RUN after USER {spec} (line {line}): a .def can run a step as a user"
+            f" (su), not with a group chosen apart from that user's own",
+            hint=f"give the user alone, USER {name}, with {group} as its group in /etc/passwd",
+        )
+    who = shlex.quote(name)
+    if name.isdigit():  # su takes a name: the one the image gives the id, found when building
+        who = f'"$(getent passwd {name} | cut -d: -f1)"'
+    return f"su -s /bin/sh -c {shlex.quote(command)} {who}"
 
 
 def _env(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
@@ -165,7 +177,8 @@ def _command(ins: Instruction, stage: Stage, where: str) -> None:
 
 
 def _user(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
-    """A USER is left out (the container runs as whoever starts it); a RUN after it is refused."""
+    """A USER is left out of the image (the container runs as whoever starts it); a RUN after
+    it runs as that user when Apptainer builds (``as_user``)."""
     user = literal(expand(ins.joined, stage.scope, where, warnings), where, ins.keyword)
     stage.user = None if user.split(":", 1)[0] in _ROOT else (ins.line, one_line(user))
     warnings.append(

@@ -160,3 +160,45 @@ def test_from_scratch_builds_an_image_that_holds_only_what_was_copied(tmp_path: 
     with pytest.raises(AssertionError):
         apptainer("exec", str(out), "/bin/sh", "-c", "true")
     assert "TOOL_MODE=static" in apptainer("inspect", "--environment", str(out))
+
+
+# a RUN after USER runs as that user when Apptainer builds, as Docker runs it (issue 39, item 2)
+AS_USER = f"""\
+FROM python:3.12-slim@{PIN}
+ENV TOOL=kept
+RUN useradd -m -u 1234 app
+USER app
+WORKDIR /home/app
+RUN id -un > who.txt && echo "$HOME $TOOL" > env.txt && touch made-by-app
+USER 1234
+RUN id -u > uid.txt
+USER root
+RUN touch /made-by-root
+"""
+
+
+def test_a_run_after_user_runs_as_that_user(tmp_path: Path) -> None:
+    platform.require()
+    header = f"Bootstrap: docker\nFrom: python:3.12-slim@{PIN}\n"
+    text = dockerfile_to_def(AS_USER).text
+    deffile = tmp_path / "claim.def"
+    deffile.write_text(text.replace(header, f"Bootstrap: localimage\nFrom: {platform.image()}\n"))
+    out = tmp_path / "claim.sif"
+    apptainer("build", "--fakeroot", str(out), str(deffile), cwd=tmp_path)
+    assert apptainer("exec", str(out), "cat", "/home/app/who.txt") == "app"
+    # su: the user's home in HOME, the stage's ENV kept (Docker: the same)
+    assert apptainer("exec", str(out), "cat", "/home/app/env.txt") == "/home/app kept"
+    assert apptainer("exec", str(out), "cat", "/home/app/uid.txt") == "1234"
+    # the owners the image records (unprivileged, Apptainer shows every file as the caller's;
+    # --fakeroot maps the image's ids back)
+    owners = apptainer(
+        "exec",
+        "--fakeroot",
+        str(out),
+        "stat",
+        "-c",
+        "%u %n",
+        "/home/app/made-by-app",
+        "/made-by-root",
+    )
+    assert owners.splitlines() == ["1234 /home/app/made-by-app", "0 /made-by-root"]

@@ -300,10 +300,22 @@ def test_entrypoint_takes_the_arguments_or_else_cmd() -> None:
 
 
 # --------------------------------------------------------------------------- 6. RUN after USER
-def test_run_after_a_non_root_user_is_refused_naming_user() -> None:
-    err = refused(f"FROM {PY}\nUSER appuser\nRUN pip install --user x\n")
-    assert err.message.startswith("Dockerfile:3: RUN after USER appuser (line 2) would run as root")
-    assert err.hint is not None and "move USER appuser after the last RUN" in err.hint
+def test_run_after_a_non_root_user_runs_as_that_user() -> None:
+    conv = convert(f'FROM {PY}\nUSER appuser\nRUN pip install --user x && echo "it\'s"\n')
+    assert section(conv, "post") == [
+        "su -s /bin/sh -c 'pip install --user x && echo \"it'\"'\"'s\"' appuser"
+    ]
+
+
+def test_run_after_a_numeric_user_runs_as_the_name_the_image_gives_it() -> None:
+    conv = convert(f"FROM {PY}\nARG UID=1000\nUSER $UID\nRUN id\n")
+    assert section(conv, "post")[-1] == 'su -s /bin/sh -c id "$(getent passwd 1000 | cut -d: -f1)"'
+
+
+def test_run_after_a_user_with_a_chosen_group_is_refused_naming_both() -> None:
+    err = refused(f"FROM {PY}\nUSER app:staff\nRUN id\n")
+    assert err.message.startswith("Dockerfile:3: RUN after USER app:staff (line 2): a .def can")
+    assert err.hint is not None and "USER app" in err.hint
 
 
 @pytest.mark.parametrize("root", ["root", "0", "root:root", "0:0"])
@@ -497,5 +509,5 @@ def test_a_stage_built_on_an_earlier_one_repeats_it_from_its_pinned_image() -> N
         "cd /opt/app",
         'if [ "$#" -eq 0 ]; then set -- python3 a.py; fi',
     ]
-    user = refused(f"FROM {PY} AS base\nUSER app\nFROM base\nRUN id\n")
-    assert "RUN after USER app (line 2)" in user.message  # the USER is carried too
+    user = convert(f"FROM {PY} AS base\nUSER app\nFROM base\nRUN id\n")
+    assert section(user, "post")[-1] == "su -s /bin/sh -c id app"  # the USER is carried too
