@@ -38,15 +38,19 @@ _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|git@")
 _TAR_RE = re.compile(r"\.(tar|tgz|tbz2?|txz|tzst|tar\.(gz|bz2|xz|zst))$", re.I)
 _TAR_FLAG = {"tgz": "z", "gz": "z", "tbz": "j", "tbz2": "j", "bz2": "j", "txz": "J", "xz": "J"}
 _DROPPED_COPY_FLAGS = ("--chown", "--chmod", "--link")
+_CHECKSUM_RE = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
     """Add a COPY/ADD to the current stage: %files lines, and %post steps when staged."""
     stage, kw = stages[-1], ins.keyword
-    paths, layer, unpack = _copy_words(ins, stages, where, warnings)
+    paths, layer, unpack, checksum = _copy_words(ins, stages, where, warnings)
     if len(paths) < 2:
         raise UsageError(f"{where}: {kw} needs a source and a destination")
     sources, dest = paths[:-1], paths[-1]
+    if checksum is not None:
+        _download(stage, sources, dest, checksum, where, warnings)
+        return
     for p in sources:
         _check_source(p, kw, where, ins.keyword == "ADD" and layer is None)
     archives = [unpack and layer is None and _archive(p, where) for p in sources]
@@ -61,9 +65,10 @@ def copy(ins: Instruction, stages: list[Stage], where: str, warnings: list[str])
 
 def _copy_words(
     ins: Instruction, stages: list[Stage], where: str, warnings: list[str]
-) -> tuple[list[str], str | None, bool]:
-    """A COPY/ADD's paths (expanded, literal), the stage it copies from (``--from``) and
-    whether an archive is unpacked (ADD's ``--unpack``); a flag %files cannot keep, warned of."""
+) -> tuple[list[str], str | None, bool, str | None]:
+    """A COPY/ADD's paths (expanded, literal), the stage it copies from (``--from``), whether
+    an archive is unpacked (ADD's ``--unpack``) and the sha256 ADD's ``--checksum`` pins; a
+    flag %files cannot keep, warned of."""
     stage, kw = stages[-1], ins.keyword
     if ins.heredoc:
         raise UsageError(
@@ -75,10 +80,17 @@ def _copy_words(
     flags = [w for w in words if w.startswith("--")]
     scope = stage.scope
     paths = [literal(expand(w, scope, where, warnings), where, kw) for w in words if w not in flags]
-    layer, unpack = None, kw == "ADD"
+    layer, unpack, checksum = None, kw == "ADD", None
     for flag in flags:
         if kw == "ADD" and flag in ("--unpack", "--unpack=true", "--unpack=false"):
             unpack = flag != "--unpack=false"
+        elif kw == "ADD" and flag.startswith("--checksum="):
+            m = _CHECKSUM_RE.fullmatch(flag.split("=", 1)[1])
+            if m is None:
+                raise UsageError(
+                    f"{where}: ADD {flag}: only --checksum=sha256:<64 hex digits> is supported"
+                )
+            checksum = m.group(1)
         elif flag.startswith("--from="):
             value = literal(expand(flag.split("=", 1)[1], scope, where, warnings), where, kw)
             layer = _copy_source(value, stages, where)
@@ -87,7 +99,43 @@ def _copy_words(
             warnings.append(f"{where}: {kw} {flag} left out: %files copies as root")
         else:
             raise UsageError(f"{where}: {kw} {flag} is not supported")
-    return paths, layer, unpack
+    return paths, layer, unpack, checksum
+
+
+def _download(
+    stage: Stage, sources: list[str], dest: str, sha: str, where: str, warnings: list[str]
+) -> None:
+    """``ADD --checksum=sha256:HEX URL DEST``: a %post step at its place that downloads the URL
+    (with the image's curl, else wget, else python3) and fails the build unless its sha256 is
+    the pinned one; Docker's mode 600. A DEST ending in / gets the URL's last path part."""
+    if len(sources) != 1 or not _URL_RE.match(sources[0]) or sources[0].startswith("git@"):
+        raise UsageError(
+            f"{where}: ADD --checksum pins one URL (http or https); it is not for {sources[0]}"
+        )
+    if stage.image.lower() == SCRATCH:
+        raise UsageError(f"{where}: ADD of a URL into a FROM scratch stage needs a shell")
+    url = sources[0]
+    folder, target = _destination(stage, sources, dest, where, "ADD", warnings)
+    if folder:
+        from urllib.parse import urlsplit
+
+        name = posixpath.basename(urlsplit(url).path)
+        if not name or name in (".", ".."):
+            raise UsageError(f"{where}: ADD {url} {dest}: the URL names no file; give DEST a name")
+        target = posixpath.join(target, name)
+    fetch = (
+        'if command -v curl >/dev/null 2>&1; then curl -fsSL -o "$_d" "$_u"; '
+        'elif command -v wget >/dev/null 2>&1; then wget -q -O "$_d" "$_u"; '
+        "elif command -v python3 >/dev/null 2>&1; then python3 -c 'import sys, urllib.request;"
+        ' urllib.request.urlretrieve(sys.argv[1], sys.argv[2])\' "$_u" "$_d"; '
+        'else echo "ADD $_u: the image has no curl, wget or python3 to download it" >&2; false; fi'
+    )
+    step = (
+        f'_u={shlex.quote(url)} _d={shlex.quote(target)} && mkdir -p "$(dirname "$_d")" && '
+        f'{{ {fetch}; }} && echo "{sha}  $_d" | sha256sum -c - >/dev/null && chmod 600 "$_d"'
+    )
+    stage.spython_lines.append("RUN " + checked_text(step, where, "ADD"))
+    stage.runs += 1  # a COPY after it must land after it too (staged)
 
 
 def _destination(
@@ -223,8 +271,7 @@ def _check_source(p: str, kw: str, where: str, add: bool) -> None:
     if add and _URL_RE.match(p):
         raise UsageError(
             f"{where}: ADD {p} downloads content that nothing pins",
-            hint="download it in RUN and check it: curl -fsSLo f URL && "
-            "echo '<sha256>  f' | sha256sum -c",
+            hint=f"pin it: ADD --checksum=sha256:<64 hex digits> {p} DEST",
         )
     if not p or any(c.isspace() for c in p):
         raise UsageError(f"{where}: {kw} paths with spaces cannot go into %files")

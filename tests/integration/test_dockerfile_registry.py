@@ -21,6 +21,7 @@ with an entrypoint that fails unless the Dockerfile's work is there, and must be
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -300,3 +301,39 @@ def test_copy_from_an_image_pinned_by_digest_copies_from_that_image(tmp_path: Pa
     assert done.returncode == 0, (conv.text, done.stdout[-3000:], done.stderr[-3000:])
     got = apptainer("exec", str(sif), "cat", "/opt/from-image/version")
     assert got.returncode == 0 and got.stdout.strip().startswith("13"), (got.stdout, got.stderr)
+
+
+def test_add_of_a_url_pinned_by_checksum_downloads_it_and_refuses_another(tmp_path: Path) -> None:
+    """``ADD --checksum=sha256:… URL DEST`` (issue 39, item 2): downloaded when Apptainer builds
+    (the test image has python3, no curl or wget) and checked; a wrong sha256 fails the build.
+    The URL: a blob of the local registry, whose name is its sha256."""
+    platform.require()
+    body, _ = registry.manifest(registry.DEBIAN)
+    config = json.loads(body)["config"]["digest"]
+    repo, _ = registry.split(registry.DEBIAN)
+    url = f"http://{registry.address()}/v2/{repo}/blobs/{config}"
+    hexdigest = config.removeprefix("sha256:")
+
+    def build(sha: str, name: str) -> subprocess.CompletedProcess[str]:
+        text = f"FROM python@sha256:{'a' * 64}\nADD --checksum=sha256:{sha} {url} /opt/got/\n"
+        conv = dockerfile_to_def(text)
+        deffile = tmp_path / f"{name}.def"
+        deffile.write_text(
+            conv.text.replace(
+                f"Bootstrap: docker\nFrom: python@sha256:{'a' * 64}\n",
+                f"Bootstrap: localimage\nFrom: {platform.image()}\n",
+            )
+        )
+        return apptainer(
+            "build", "--fakeroot", str(tmp_path / f"{name}.sif"), str(deffile), cwd=tmp_path
+        )
+
+    done = build(hexdigest, "good")
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    got = apptainer("exec", str(tmp_path / "good.sif"), "sha256sum", f"/opt/got/{config}")
+    assert got.stdout.split()[0] == hexdigest, (got.stdout, got.stderr)
+    mode = apptainer("exec", str(tmp_path / "good.sif"), "stat", "-c", "%a", f"/opt/got/{config}")
+    assert mode.stdout.strip() == "600"  # Docker's mode for a downloaded file
+    wrong = build("0" * 64, "wrong")
+    assert wrong.returncode != 0 and not (tmp_path / "wrong.sif").exists()
+    assert "checksum did NOT match" in wrong.stderr  # sha256sum -c

@@ -350,6 +350,34 @@ def test_a_stage_built_on_another_says_what_that_one_leaves_out_and_is_not_left_
     ]
 
 
+# ---------------------------------------------------------------- 7d. ADD --checksum URL
+def test_add_of_a_url_pinned_by_checksum_is_a_checked_download_at_its_place() -> None:
+    sha = "c" * 64
+    conv = convert(
+        f"FROM {PY}\nWORKDIR /w\nADD --checksum=sha256:{sha} https://e.org/d/t.tgz?x=1 in/\n"
+        "COPY a b\n"
+    )
+    step = section(conv, "post")[2]
+    assert step.startswith("_u='https://e.org/d/t.tgz?x=1' _d=/w/in/t.tgz && mkdir -p")
+    assert f'echo "{sha}  $_d" | sha256sum -c - >/dev/null && chmod 600 "$_d"' in step
+    assert "curl -fsSL" in step and "wget -q" in step and "urlretrieve" in step
+    assert section(conv, "files") == ["a /.dotlab-files/0/0"]  # a COPY after it: staged
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("ADD https://e.org/f /f", "downloads content that nothing pins"),
+        ("ADD --checksum=md5:abc https://e.org/f /f", "only --checksum=sha256:<64 hex digits>"),
+        (f"ADD --checksum=sha256:{'c' * 64} local.txt /f", "pins one URL"),
+        (f"ADD --checksum=sha256:{'c' * 64} https://e.org/ /d/", "the URL names no file"),
+    ],
+)
+def test_add_of_a_url_without_a_usable_checksum_is_refused(line: str, message: str) -> None:
+    err = refused(f"FROM {PY}\n{line}\n")
+    assert err.message.startswith("Dockerfile:2: ") and message in err.message
+
+
 # ---------------------------------------------------------------- 7c. COPY --from an image
 UV = "ghcr.io/astral-sh/uv:0.5@sha256:" + "b" * 64
 
