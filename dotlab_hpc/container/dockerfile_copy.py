@@ -133,9 +133,56 @@ def _download(
     step = (
         f'_u={shlex.quote(url)} _d={shlex.quote(target)} && mkdir -p "$(dirname "$_d")" && '
         f'{{ {fetch}; }} && echo "{sha}  $_d" | sha256sum -c - >/dev/null && chmod 600 "$_d"'
+        " || exit 1"  # %post's sh -e ignores a failure inside an && list; not this one
     )
     stage.spython_lines.append("RUN " + checked_text(step, where, "ADD"))
     stage.runs += 1  # a COPY after it must land after it too (staged)
+
+
+def bind_mounts(
+    stages: list[Stage], command: str, mounts: list[dict[str, str]], where: str, warnings: list[str]
+) -> str:
+    """``RUN --mount=type=bind`` (or a cache seeded ``from=`` a stage): each source staged
+    through %files like a COPY, copied to its target for this RUN alone (what was there is put
+    aside, and back after it), the command run in between. Writes to it are dropped, as
+    Docker drops them; a read-only mount is not enforced."""
+    stage = stages[-1]
+    n = stage.copies
+    stage.copies += 1
+    setup, cleanup = [], []
+    for i, opts in enumerate(mounts):
+        frm = opts.get("from")
+        layer = (
+            _copy_source(
+                literal(expand(frm, stage.scope, where, warnings), where, "RUN"), stages, where
+            )
+            if frm
+            else None
+        )
+        if layer is not None:
+            stage.needs.add(layer)
+        value = opts.get("source") or opts.get("src") or "."
+        src = literal(expand(value, stage.scope, where, warnings), where, "RUN --mount")
+        raw_target = opts.get("target") or opts.get("dst") or opts.get("destination")
+        if not raw_target:
+            raise UsageError(f"{where}: RUN --mount of {src} without a target")
+        dest = literal(expand(raw_target, stage.scope, where, warnings), where, "RUN --mount")
+        target = _absolute(posixpath.join(stage.workdir or "/", dest))
+        if layer is None:
+            _check_source(src, "RUN --mount", where, False)
+        staged = f"{STAGING}/{n}/{i}"
+        prefix = f"COPY --from={layer} " if layer else "COPY "
+        stage.spython_lines.append(prefix + checked_text(f"{src} {staged}", where, "RUN"))
+        t, aside = shlex.quote(target), shlex.quote(target + ".dotlab-aside")
+        setup.append(
+            f"if [ -e {t} ] || [ -L {t} ]; then mv {t} {aside}; fi && mkdir -p"
+            f" {shlex.quote(posixpath.dirname(target))} && cp -a {staged} {t}"
+        )
+        cleanup.append(
+            f"rm -rf {t} && if [ -e {aside} ] || [ -L {aside} ]; then mv {aside} {t}; fi"
+        )
+    # %post runs under sh -e, which ignores a failure inside an && list: '|| exit 1' keeps it
+    return "{ " + " && ".join([*setup, f"( {command} )", *reversed(cleanup)]) + "; } || exit 1"
 
 
 def _destination(

@@ -16,7 +16,7 @@ import shlex
 
 from ..errors import UsageError, one_line
 from .deffile import TOOL_LABEL_PREFIX
-from .dockerfile_copy import copy
+from .dockerfile_copy import bind_mounts, copy
 from .dockerfile_expand import (
     PLATFORM_ARGS,
     Ref,
@@ -90,7 +90,7 @@ def instruction(
             f"{where}: `{{{{ name }}}}` in {kw} will be read by Apptainer as a build argument"
         )
     if kw == "RUN":
-        _run_step(ins, stage, where, warnings)
+        _run_step(ins, stages, where, warnings)
     elif kw in ("COPY", "ADD"):
         copy(ins, stages, where, warnings)
     elif kw == "WORKDIR":
@@ -116,17 +116,20 @@ def instruction(
         raise UsageError(f"{where}: unknown instruction {kw}")
 
 
-def _run_step(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> None:
+def _run_step(ins: Instruction, stages: list[Stage], where: str, warnings: list[str]) -> None:
     """A RUN as a %post step; after a USER that is not root, run as that user (``as_user``);
     refused in a FROM scratch stage, which has no shell (Docker's build fails there too)."""
+    stage = stages[-1]
     if stage.image.lower() == SCRATCH:
         raise UsageError(
             f"{where}: RUN in a FROM scratch stage: the image has no shell to run it",
             hint="run it in a stage built FROM a pinned base image, then COPY --from= its result",
         )
-    command = _run(ins, where, warnings)
+    command, mounts = _run(ins, where, warnings)
     if stage.user is not None:
         command = as_user(command, stage.user, where)
+    if mounts:
+        command = bind_mounts(stages, command, mounts, where, warnings)
     stage.spython_lines.append("RUN " + checked_text(command, where, ins.keyword))
     stage.runs += 1
 
@@ -274,42 +277,45 @@ def _label(key: str, value: str, where: str) -> list[str]:
     return [key, value]
 
 
-def _mount_problem(flag: str, where: str) -> None:
-    """A ``RUN --mount`` that gives the command files (a bind of the context or of a stage, a
-    secret, an ssh agent) is refused: %post has no mounts, and without them the command would
-    read something else. A cache or tmpfs mount only speeds a build up: left out."""
-    if not flag.startswith("--mount="):
-        return
+def _mount(flag: str, where: str) -> dict[str, str] | None:
+    """What a ``RUN --mount`` asks for: the options of one that gives the command files (a bind
+    of the context or of a stage, or a cache seeded from a stage), which the RUN gets
+    (``dockerfile_copy.bind_mounts``); None for one that only speeds a build up (a cache or
+    tmpfs of its own: left out). A secret or an ssh agent is refused: a .def cannot hold one."""
     opts = dict(o.partition("=")[::2] for o in flag.removeprefix("--mount=").split(","))
     kind = opts.get("type", "bind")
     if kind in ("cache", "tmpfs") and "from" not in opts:
-        return
-    what = f"stage or image {opts['from']}" if "from" in opts else "the build context"
+        return None
+    if kind in ("bind", "cache"):
+        return opts
     raise UsageError(
-        f"{where}: RUN {flag}: the command reads "
-        + (f"files of {what}" if kind in ("bind", "cache") else f"a {kind}")
-        + " through a BuildKit mount, which %post does not have; without it the command would"
-        " read something else",
-        hint="COPY (or COPY --from=) those files into the image before the RUN; a secret"
-        " cannot be in a .def at all",
+        f"{where}: RUN {flag}: the command reads a {kind} through a BuildKit mount, which %post"
+        " does not have, and a .def cannot hold one",
+        hint="build without it, or give the command what it needs another way",
     )
 
 
-def _run(ins: Instruction, where: str, warnings: list[str]) -> str:
+def _run(ins: Instruction, where: str, warnings: list[str]) -> tuple[str, list[dict[str, str]]]:
+    """The RUN's command, and the mounts that give it files."""
     body = "\n".join(ins.lines)
+    mounts = []
     while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
-        _mount_problem(m.group(1), where)
-        warnings.append(f"{where}: RUN {m.group(1)} left out: %post has no BuildKit RUN options")
+        flag = m.group(1)
+        given = _mount(flag, where) if flag.startswith("--mount=") else None
+        if given is not None:
+            mounts.append(given)
+        else:
+            warnings.append(f"{where}: RUN {flag} left out: %post has no BuildKit RUN options")
         body = body[m.end() :]
     body = _CONTINUED_RE.sub("", body.rstrip()).rstrip()
     if ins.heredoc:
-        return _heredoc(ins, body, where)
+        return _heredoc(ins, body, where), mounts
     argv = json_list(body)
     if argv is not None:
-        return shlex.join(argv)
+        return shlex.join(argv), mounts
     if not body:
         raise UsageError(f"{where}: RUN without a command")
-    return body
+    return body, mounts
 
 
 def _heredoc(ins: Instruction, body: str, where: str) -> str:

@@ -202,3 +202,39 @@ def test_a_run_after_user_runs_as_that_user(tmp_path: Path) -> None:
         "/made-by-root",
     )
     assert owners.splitlines() == ["1234 /home/app/made-by-app", "0 /made-by-root"]
+
+
+def test_a_bind_mount_is_there_for_its_run_alone_and_a_failure_stops_the_build(
+    tmp_path: Path,
+) -> None:
+    platform.require()
+    header = f"Bootstrap: docker\nFrom: python:3.12-slim@{PIN}\n"
+    (tmp_path / "input.txt").write_text("bound\n")
+
+    def build(run: str, name: str) -> subprocess.CompletedProcess[str]:
+        text = dockerfile_to_def(f"FROM python:3.12-slim@{PIN}\nRUN mkdir /opt/in\n{run}\n").text
+        deffile = tmp_path / f"{name}.def"
+        deffile.write_text(
+            text.replace(header, f"Bootstrap: localimage\nFrom: {platform.image()}\n")
+        )
+        return subprocess.run(
+            [str(platform.apptainer()), "build", "--fakeroot", f"{name}.sif", f"{name}.def"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=900,
+        )
+
+    done = build(
+        "RUN --mount=type=bind,source=input.txt,target=/opt/in cp /opt/in /opt/copied.txt\n"
+        "RUN test -d /opt/in && test ! -e /opt/in.dotlab-aside",
+        "bound",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = str(tmp_path / "bound.sif")
+    assert apptainer("exec", out, "cat", "/opt/copied.txt") == "bound"
+    assert apptainer("exec", out, "ls", "-A", "/opt/in") == ""  # the folder it hid, put back
+    failed = build(
+        "RUN --mount=type=bind,source=input.txt,target=/opt/x false\nRUN echo went-on", "failed"
+    )
+    assert failed.returncode != 0 and "went-on" not in failed.stdout + failed.stderr

@@ -315,7 +315,11 @@ def test_add_of_a_url_pinned_by_checksum_downloads_it_and_refuses_another(tmp_pa
     hexdigest = config.removeprefix("sha256:")
 
     def build(sha: str, name: str) -> subprocess.CompletedProcess[str]:
-        text = f"FROM python@sha256:{'a' * 64}\nADD --checksum=sha256:{sha} {url} /opt/got/\n"
+        # (a RUN after it: %post's sh -e would let a failed && list pass unless it is the last)
+        text = (
+            f"FROM python@sha256:{'a' * 64}\nADD --checksum=sha256:{sha} {url} /opt/got/\n"
+            "RUN true\n"
+        )
         conv = dockerfile_to_def(text)
         deffile = tmp_path / f"{name}.def"
         deffile.write_text(

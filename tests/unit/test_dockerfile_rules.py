@@ -378,6 +378,50 @@ def test_add_of_a_url_without_a_usable_checksum_is_refused(line: str, message: s
     assert err.message.startswith("Dockerfile:2: ") and message in err.message
 
 
+# ---------------------------------------------------------------- 7e. RUN --mount=type=bind
+def test_a_bind_of_the_context_is_staged_and_there_for_that_run_alone() -> None:
+    conv = convert(
+        f"FROM {PY}\nWORKDIR /app\n"
+        "RUN --mount=type=cache,target=/root/.cache --mount=type=bind,source=uv.lock,target=uv.lock"
+        " uv sync --locked\nRUN test ! -e uv.lock\n"
+    )
+    assert section(conv, "files") == ["uv.lock /.dotlab-files/0/0"]
+    step = section(conv, "post")[2]
+    assert step == (
+        "{ if [ -e /app/uv.lock ] || [ -L /app/uv.lock ]; then mv /app/uv.lock"
+        " /app/uv.lock.dotlab-aside; fi && mkdir -p /app && cp -a /.dotlab-files/0/0 /app/uv.lock"
+        " && ( uv sync --locked ) && rm -rf /app/uv.lock && if [ -e /app/uv.lock.dotlab-aside ]"
+        " || [ -L /app/uv.lock.dotlab-aside ]; then mv /app/uv.lock.dotlab-aside /app/uv.lock;"
+        " fi; } || exit 1"
+    )
+    assert section(conv, "post")[3:] == ["test ! -e uv.lock", "rm -rf /.dotlab-files"]
+    assert conv.warnings == (
+        "Dockerfile:3: RUN --mount=type=cache,target=/root/.cache left out: %post has no"
+        " BuildKit RUN options",
+    )
+
+
+def test_a_bind_or_a_seeded_cache_of_a_stage_copies_from_that_stage() -> None:
+    conv = convert(
+        f"FROM {PY} AS wheels\nRUN pip wheel -w /w x\nFROM {PY}\n"
+        "RUN --mount=type=cache,from=wheels,source=/w,target=/tmp/w pip install /tmp/w/*\n"
+    )
+    assert section(conv, "files from wheels") == ["/w /.dotlab-files/0/0"]
+    assert "cp -a /.dotlab-files/0/0 /tmp/w && ( pip install /tmp/w/* )" in section(conv, "post")[0]
+    assert conv.stages == ("wheels", "stage1")
+
+
+@pytest.mark.parametrize("kind", ["secret,id=token", "ssh"])
+def test_a_secret_or_ssh_mount_is_refused(kind: str) -> None:
+    err = refused(f"FROM {PY}\nRUN --mount=type={kind} make\n")
+    assert err.message.startswith(f"Dockerfile:2: RUN --mount=type={kind}: the command reads a")
+
+
+def test_a_bind_without_a_target_is_refused() -> None:
+    err = refused(f"FROM {PY}\nRUN --mount=type=bind,source=a make\n")
+    assert err.message == "Dockerfile:2: RUN --mount of a without a target"
+
+
 # ---------------------------------------------------------------- 7c. COPY --from an image
 UV = "ghcr.io/astral-sh/uv:0.5@sha256:" + "b" * 64
 
