@@ -139,6 +139,18 @@ def _download(
     stage.runs += 1  # a COPY after it must land after it too (staged)
 
 
+def failing(command: str) -> str:
+    """``command`` as a step of %post that stops the build when it fails, as a RUN stops
+    Docker's. %post runs under ``sh -e``, which ignores a failure inside an ``&&`` or ``||``
+    list that does not end the script (measured on Apptainer 1.4.5: ``false && true`` then the
+    next line runs): such a list gets ``|| exit $?`` after a brace group (a newline first, so
+    that a comment at its end stays a comment). A plain command, a subshell or a pipeline
+    already stops ``sh -e`` when it fails, and stays as it is."""
+    if "&&" not in command and "||" not in command:
+        return command
+    return "{ " + command + "\n} || exit $?"
+
+
 def bind_mounts(
     stages: list[Stage], command: str, mounts: list[dict[str, str]], where: str, warnings: list[str]
 ) -> str:
@@ -240,7 +252,7 @@ def _staged(
             step = _place_glob(staged, target)
         else:
             step = _place(staged, src, target, folder)
-        stage.spython_lines.append("RUN " + checked_text(step, where, kw))
+        stage.spython_lines.append("RUN " + checked_text(failing(step), where, kw))
 
 
 def _direct(stage: Stage, sources: list[str], folder: bool, target: str) -> bool:

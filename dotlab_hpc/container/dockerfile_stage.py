@@ -16,7 +16,7 @@ import shlex
 
 from ..errors import UsageError, one_line
 from .deffile import TOOL_LABEL_PREFIX
-from .dockerfile_copy import bind_mounts, copy
+from .dockerfile_copy import bind_mounts, copy, failing
 from .dockerfile_expand import (
     PLATFORM_ARGS,
     Ref,
@@ -126,8 +126,10 @@ def _run_step(ins: Instruction, stages: list[Stage], where: str, warnings: list[
             hint="run it in a stage built FROM a pinned base image, then COPY --from= its result",
         )
     command, mounts = _run(ins, where, warnings)
-    if stage.user is not None:
+    if stage.user is not None:  # su's shell ends with the command: its status is su's
         command = as_user(command, stage.user, where)
+    elif not mounts:  # (bind_mounts runs it in a subshell, and ends in '|| exit 1')
+        command = failing(command)
     if mounts:
         command = bind_mounts(stages, command, mounts, where, warnings)
     stage.spython_lines.append("RUN " + checked_text(command, where, ins.keyword))

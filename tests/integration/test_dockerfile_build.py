@@ -238,3 +238,6 @@ def test_a_bind_mount_is_there_for_its_run_alone_and_a_failure_stops_the_build(
         "RUN --mount=type=bind,source=input.txt,target=/opt/x false\nRUN echo went-on", "failed"
     )
     assert failed.returncode != 0 and "went-on" not in failed.stdout + failed.stderr
+    # a RUN of the Dockerfile's own whose && list fails stops the build too, as in Docker
+    chained = build("RUN false && true\nRUN echo went-on", "chained")
+    assert chained.returncode != 0 and "went-on" not in chained.stdout + chained.stderr

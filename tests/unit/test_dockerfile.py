@@ -62,14 +62,17 @@ requirements.lock /.dotlab-files/0/0
 run.py /.dotlab-files/0/1
 %post
 export PIP_NO_CACHE_DIR=1 GREETING="hello world"
-apt-get update && \\
+{{ apt-get update && \\
     apt-get install -y --no-install-recommends curl
+}} || exit $?
 mkdir -p /opt/claim
 cd /opt/claim
-mkdir -p /opt/claim && if [ -d /.dotlab-files/0/0 ]; then cp -a /.dotlab-files/0/0/. /opt/claim; \
-else cp -a /.dotlab-files/0/0 /opt/claim/requirements.lock; fi
-mkdir -p /opt/claim && if [ -d /.dotlab-files/0/1 ]; then cp -a /.dotlab-files/0/1/. /opt/claim; \
-else cp -a /.dotlab-files/0/1 /opt/claim/run.py; fi
+{{ mkdir -p /opt/claim && if [ -d /.dotlab-files/0/0 ]; then cp -a /.dotlab-files/0/0/. \
+/opt/claim; else cp -a /.dotlab-files/0/0 /opt/claim/requirements.lock; fi
+}} || exit $?
+{{ mkdir -p /opt/claim && if [ -d /.dotlab-files/0/1 ]; then cp -a /.dotlab-files/0/1/. \
+/opt/claim; else cp -a /.dotlab-files/0/1 /opt/claim/run.py; fi
+}} || exit $?
 pip install --require-hashes -r requirements.lock
 rm -rf /.dotlab-files
 %environment
@@ -226,9 +229,10 @@ USER nobody
     assert post == [
         "export LEVEL=3",
         "pip install x",
-        "if [ -d /.dotlab-files/0/0 ]; then mkdir -p /a && cp -a /.dotlab-files/0/0/. /a; "
+        "{ if [ -d /.dotlab-files/0/0 ]; then mkdir -p /a && cp -a /.dotlab-files/0/0/. /a; "
         "elif [ -d /a ]; then cp -a /.dotlab-files/0/0 /a/a; "
         "else mkdir -p / && cp -a /.dotlab-files/0/0 /a; fi",  # the COPY after a RUN, in place
+        "} || exit $?",  # ... and the build stops if it fails
         "docker inspect --format '{{ json }}' x",
         "rm -rf /.dotlab-files",
     ]

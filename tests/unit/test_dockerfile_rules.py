@@ -96,7 +96,9 @@ def test_relative_copy_lands_under_the_workdir() -> None:
     ]
     post = section(conv, "post")
     assert "cp -a /.dotlab-files/0/0 /app/requirements.txt" in post[2]
-    assert "mkdir -p /app/src && cp -a /.dotlab-files/1/0 /app/src/run.py" in post[3]
+    # each step the conversion chains with && ends a brace group that fails the build
+    assert "mkdir -p /app/src && cp -a /.dotlab-files/1/0 /app/src/run.py" in post[4]
+    assert post[3] == post[5] == "} || exit $?"
 
 
 def test_relative_workdir_builds_on_the_previous_one() -> None:
@@ -207,11 +209,12 @@ def test_copy_after_run_is_staged_and_placed_in_order() -> None:
     assert section(conv, "files") == ["a /.dotlab-files/0/0"]
     post = section(conv, "post")
     assert post[0] == "mkdir /data"
-    assert post[1] == (
-        "mkdir -p /data && if [ -d /.dotlab-files/0/0 ]; then cp -a /.dotlab-files/0/0/. /data; "
-        "else cp -a /.dotlab-files/0/0 /data/a; fi"
-    )
-    assert post[2:] == ["cat /data/a", "rm -rf /.dotlab-files"]
+    assert post[1:3] == [
+        "{ mkdir -p /data && if [ -d /.dotlab-files/0/0 ]; then cp -a /.dotlab-files/0/0/. /data; "
+        "else cp -a /.dotlab-files/0/0 /data/a; fi",
+        "} || exit $?",  # %post's sh -e would go on after a failed && list
+    ]
+    assert post[3:] == ["cat /data/a", "rm -rf /.dotlab-files"]
 
 
 def test_a_wildcard_is_staged_into_a_folder_and_copied_item_by_item() -> None:
@@ -236,7 +239,8 @@ def test_add_of_a_local_archive_unpacks_it_in_place(name: str, flag: str) -> Non
     assert section(conv, "files") == [f"{name} /.dotlab-files/0/0"]
     assert section(conv, "post")[2:] == [
         "echo one",
-        f"mkdir -p /w/src && tar -x{flag}f /.dotlab-files/0/0 -C /w/src",
+        f"{{ mkdir -p /w/src && tar -x{flag}f /.dotlab-files/0/0 -C /w/src",
+        "} || exit $?",
         "ls src",
         "rm -rf /.dotlab-files",
     ]
@@ -250,11 +254,11 @@ def test_add_of_an_archive_before_any_run_is_staged_and_so_is_what_follows() -> 
         "b.tgz /.dotlab-files/2/0",
         "c.txt /.dotlab-files/2/1",
     ]
-    post = section(conv, "post")
-    assert post[0] == "mkdir -p /opt && tar -xJf /.dotlab-files/0/0 -C /opt"
-    assert "cp -a /.dotlab-files/1/0 /opt/a/conf" in post[1]
-    assert post[2] == "mkdir -p /d && tar -xzf /.dotlab-files/2/0 -C /d"
-    assert "cp -a /.dotlab-files/2/1 /d/c.txt" in post[3]
+    steps = [x for x in section(conv, "post") if x != "} || exit $?"]  # each one's end
+    assert steps[0] == "{ mkdir -p /opt && tar -xJf /.dotlab-files/0/0 -C /opt"
+    assert "cp -a /.dotlab-files/1/0 /opt/a/conf" in steps[1]
+    assert steps[2] == "{ mkdir -p /d && tar -xzf /.dotlab-files/2/0 -C /d"
+    assert "cp -a /.dotlab-files/2/1 /d/c.txt" in steps[3]
 
 
 def test_add_unpack_false_and_copy_keep_the_archive_as_it_is() -> None:
