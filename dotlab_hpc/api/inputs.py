@@ -296,11 +296,19 @@ def _write_rendered(files: list[tuple[Path, bytes, int]], out: Path) -> None:
 
 @checked
 def convert_dockerfile(
-    dockerfile: PathLike, output: PathLike, *, target: str | None = None
+    dockerfile: PathLike,
+    output: PathLike,
+    *,
+    target: str | None = None,
+    plain_http: bool = False,
+    offline: bool = False,
 ) -> tuple[Path, DefConversion]:
     """``render --from-dockerfile``: a pinned .def from a Dockerfile, written into ``output``;
     the path written and the conversion (its ``warnings`` say what was lost). ``target``: the
-    stage to convert (default the last); only the stages it needs are converted.
+    stage to convert (default the last); only the stages it needs are converted. Each base
+    image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER are read from its registry first
+    (``plain_http``: a registry on loopback); one that cannot be read (or ``offline``: none) is
+    named in a warning, and the conversion assumes it sets none.
 
     >>> from dotlab_hpc import api
     >>> api.convert_dockerfile("Dockerfile")
@@ -308,10 +316,26 @@ def convert_dockerfile(
     ...
     dotlab_hpc.errors.UsageError: api.convert_dockerfile: missing the required argument output
     """
+    from dataclasses import replace
+
+    from ..container.base_config import read_base_configs
     from ..container.dockerfile import convert_dockerfile as convert
     from ..container.dockerfile import write_def
 
-    conversion = convert(Path(dockerfile), target)
+    conversion = convert(Path(dockerfile), target)  # refused here, nothing is read
+    bases: dict[str, Any] = {}
+    unread = list(conversion.images) if offline else []
+    if not offline:
+        bases, unread = read_base_configs(conversion.images, plain_http=plain_http)
+    if bases:
+        conversion = convert(Path(dockerfile), target, bases)
+    if unread:
+        said = "left unread (--offline)" if offline else "could not be read from its registry"
+        line = (
+            f"{Path(dockerfile)}: the base image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER"
+            f" {said}: {'; '.join(unread)}; the .def assumes it sets none"
+        )
+        conversion = replace(conversion, warnings=(*conversion.warnings, line))
     return write_def(conversion, Path(output)), conversion
 
 

@@ -179,6 +179,13 @@ def render_args(p: argparse.ArgumentParser) -> None:
         help="where the rendered files go: job.sbatch, task.facts, claim.def (default: here)",
     )
     p.add_argument("--from-dockerfile", type=Path, help="convert a Dockerfile into a .def")
+    add_plain_http(p, "the Dockerfile's base images")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="with --from-dockerfile: do not read the base images' own settings (WORKDIR,"
+        " ENTRYPOINT, CMD, ENV, USER) from their registries; a warning names them",
+    )
     p.add_argument(
         "--target",
         metavar="STAGE",
@@ -201,7 +208,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     """The files rendered (a manifest's script, or a Dockerfile's .def), one a line."""
     if args.from_dockerfile is not None:
         path, conversion = api.convert_dockerfile(
-            args.from_dockerfile, args.output, target=args.target
+            args.from_dockerfile,
+            args.output,
+            target=args.target,
+            plain_http=args.plain_http,
+            offline=args.offline,
         )
         print_warnings(conversion.warnings)
         out.print_paths([path], args.json, conversion.warnings)

@@ -16,8 +16,10 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..fsio.write import atomic_write_all
@@ -25,8 +27,11 @@ from .deffile import has_full_digest, pinned_ref_problem
 from .dockerfile_copy import STAGING
 from .dockerfile_expand import Scope, expand, fixed, literal
 from .dockerfile_lex import Instruction, read_instructions
-from .dockerfile_stage import global_arg, global_scope, instruction
+from .dockerfile_stage import global_arg, global_scope, inherit, instruction
 from .spython_def import SCRATCH, Stage, spython_parse, spython_write
+
+if TYPE_CHECKING:
+    from .base_config import BaseConfig
 
 MAX_DOCKERFILE_BYTES = 1 << 20
 DEFAULT_DEF_NAME = "claim.def"
@@ -45,7 +50,9 @@ class DefConversion:
 
 
 # --------------------------------------------------------------------------- public
-def convert_dockerfile(path: Path, target: str | None = None) -> DefConversion:
+def convert_dockerfile(
+    path: Path, target: str | None = None, bases: Mapping[str, BaseConfig] | None = None
+) -> DefConversion:
     """Read a Dockerfile and convert it (see ``dockerfile_to_def``)."""
     path = Path(path)
     from ..fsio.read import FileRefused, read_regular
@@ -64,19 +71,24 @@ def convert_dockerfile(path: Path, target: str | None = None) -> DefConversion:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from e
-    return dockerfile_to_def(text, source=str(path), target=target)
+    return dockerfile_to_def(text, source=str(path), target=target, bases=bases)
 
 
 def dockerfile_to_def(
-    text: str, *, source: str = "Dockerfile", target: str | None = None
+    text: str,
+    *,
+    source: str = "Dockerfile",
+    target: str | None = None,
+    bases: Mapping[str, BaseConfig] | None = None,
 ) -> DefConversion:
     """Convert Dockerfile text into Apptainer .def text; every FROM must be pinned by digest.
 
     Only the stages the target (``target``, as ``docker build --target``; else the last stage)
     needs are converted, as BuildKit builds only those: one it does not need is left out with a
-    warning, whatever it holds."""
+    warning, whatever it holds. ``bases``: what each base image sets (``base_config``), by the
+    FROM's image: a stage from it starts from its WORKDIR, ENTRYPOINT, CMD, ENV and USER."""
     warnings: list[str] = []
-    stages = _stages(read_instructions(text, source), source, warnings, target)
+    stages = _stages(read_instructions(text, source), source, warnings, target, bases or {})
     recipes = spython_parse(stages, source)
     text_out = spython_write(recipes, stages, source)
     return DefConversion(
@@ -103,7 +115,11 @@ def write_def(conversion: DefConversion, out_dir: Path, name: str = DEFAULT_DEF_
 
 
 def _stages(
-    instructions: list[Instruction], source: str, warnings: list[str], target: str | None
+    instructions: list[Instruction],
+    source: str,
+    warnings: list[str],
+    target: str | None,
+    bases: Mapping[str, BaseConfig],
 ) -> list[Stage]:
     froms = [i for i in instructions if i.keyword == "FROM"]
     if not froms:
@@ -120,6 +136,8 @@ def _stages(
             if ins.keyword == "FROM":
                 said.append([])
                 stage, problem = _from(ins, stages, multi, glob, where, said[-1])
+                if stage.base is None and stage.image in bases:
+                    inherit(stage, bases[stage.image], where)
                 stages.append(stage)  # even when refused: a later FROM/COPY --from names it
                 at = len(stages) - 1
                 if stage.base is not None:  # repeats its base: its base's problems are its own

@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError, one_line
 from .deffile import TOOL_LABEL_PREFIX
@@ -39,6 +40,9 @@ from .dockerfile_lex import (
     raw_words,
 )
 from .spython_def import SCRATCH, Stage, checked_text
+
+if TYPE_CHECKING:
+    from .base_config import BaseConfig
 
 _BUILD_ARG_RE = re.compile(r"{{\s*\w+\s*}}")  # Apptainer's build-argument syntax
 _DROPPED = {
@@ -136,6 +140,27 @@ def _run_step(ins: Instruction, stages: list[Stage], where: str, warnings: list[
     stage.runs += 1
 
 
+def inherit(stage: Stage, base: BaseConfig, where: str) -> None:
+    """A stage from a base image starts from what that image sets, as in Docker: its ENV
+    (for ``$NAME`` and, exported in %post, for the RUN lines; Apptainer keeps it in the image
+    itself), its WORKDIR, its ENTRYPOINT and CMD, and its USER for the RUN lines."""
+    for name, value in base.env:
+        stage.scope.values[name] = (value,)
+        stage.scope.env.add(name)
+    if base.env:
+        pairs = [checked_text(f"{k}={shell((v,))}", where, "FROM") for k, v in base.env]
+        stage.spython_lines.append("RUN export " + " ".join(pairs))
+    if base.workdir:
+        path = "/" + posixpath.normpath(base.workdir).lstrip("/")
+        stage.workdir = path
+        q = checked_text(shlex.quote(path), where, "FROM")
+        stage.spython_lines += [f"RUN mkdir -p {q}", f"RUN cd {q}"]  # Docker makes it, too
+    stage.entrypoint = list(base.entrypoint) if base.entrypoint else None
+    stage.cmd = list(base.cmd) if base.cmd else None
+    if base.user and base.user.split(":", 1)[0] not in _ROOT:
+        stage.user = (0, one_line(base.user))  # line 0: the base image's
+
+
 def as_user(command: str, user: tuple[int, str], where: str) -> str:
     """``command`` run as the USER in force, as Docker runs a RUN after it: ``su`` to that
     user (its home in HOME, the rest of the environment kept, the working folder too); a
@@ -144,8 +169,9 @@ def as_user(command: str, user: tuple[int, str], where: str) -> str:
     line, spec = user
     name, _, group = spec.partition(":")
     if group:
+        given = f"line {line}" if line else "the base image's"
         raise UsageError(
-            f"{where}: RUN after USER {spec} (line {line}): a .def can run a step as a user"
+            f"{where}: RUN after USER {spec} ({given}): a .def can run a step as a user"
             f" (su), not with a group chosen apart from that user's own",
             hint=f"give the user alone, USER {name}, with {group} as its group in /etc/passwd",
         )
@@ -174,6 +200,7 @@ def _command(ins: Instruction, stage: Stage, where: str) -> None:
     """A CMD or ENTRYPOINT, as the argv it gives (an ENTRYPOINT resets CMD, as in Docker)."""
     argv = exec_or_shell(ins.joined)
     checked_text(shlex.join(argv), where, ins.keyword)
+    stage.command_set = True
     if ins.keyword == "CMD":
         stage.cmd = argv
     else:

@@ -190,23 +190,49 @@ def _token(challenge: dict[str, str], ref: ImageRef, opener: urllib.request.Open
 def fetch_manifest(ref: ImageRef, reference: str, plain_http: bool) -> Manifest:
     """GET /v2/REPO/manifests/REFERENCE (a tag or a digest), anonymously (Docker's token flow),
     bounded in time and size; OperatorError naming the registry when it cannot be read."""
+    body, headers = _get(
+        ref,
+        f"manifests/{reference}",
+        MANIFEST_ACCEPT,
+        MAX_MANIFEST_BYTES,
+        plain_http=plain_http,
+        what=f"manifest for {reference!r}",
+    )
+    media = headers.get("Content-Type", "").split(";")[0].strip()
+    return Manifest(body, media, sha256_hex(body), headers.get("Docker-Content-Digest"))
+
+
+def fetch_blob(ref: ImageRef, digest: str, plain_http: bool, limit: int) -> bytes:
+    """GET /v2/REPO/blobs/DIGEST, at most ``limit`` bytes, checked against its digest
+    (InputMismatch when the registry serves other bytes)."""
+    body, _ = _get(
+        ref, f"blobs/{digest}", "*/*", limit, plain_http=plain_http, what=f"blob {digest}"
+    )
+    if sha256_hex(body) != digest:
+        raise InputMismatch(
+            [f"{ref.text()}: the registry at {ref.host} serves other bytes for the blob {digest}"]
+        )
+    return body
+
+
+def _get(
+    ref: ImageRef, path: str, accept: str, limit: int, *, plain_http: bool, what: str
+) -> tuple[bytes, Any]:
+    """GET /v2/REPO/PATH, anonymously (Docker's token flow), bounded in time and size: the body
+    and the response's headers; OperatorError naming the registry when it cannot be read."""
     scheme = "http" if plain_http else "https"
-    url = f"{scheme}://{ref.api_host}/v2/{ref.repository}/manifests/{reference}"
+    url = f"{scheme}://{ref.api_host}/v2/{ref.repository}/{path}"
     handlers: list[urllib.request.BaseHandler] = []
     if ref.loopback:  # never through a proxy
         handlers.append(urllib.request.ProxyHandler({}))
     opener = urllib.request.build_opener(*handlers)
-    headers = {"Accept": MANIFEST_ACCEPT}
+    headers = {"Accept": accept}
     where = f"{ref.scheme}://{ref.host}/{ref.repository}"
     for attempt in (1, 2):
         request = urllib.request.Request(url, headers=headers)  # noqa: S310 - http(s) built here
         try:
             with opener.open(request, timeout=TIMEOUT_S) as r:
-                body = _read(r, MAX_MANIFEST_BYTES, url)
-                media = r.headers.get("Content-Type", "").split(";")[0].strip()
-                return Manifest(
-                    body, media, sha256_hex(body), r.headers.get("Docker-Content-Digest")
-                )
+                return _read(r, limit, url), r.headers
         except urllib.error.HTTPError as e:
             challenge = _bearer_challenge(e.headers.get("WWW-Authenticate", ""))
             if e.code == 401 and attempt == 1 and challenge is not None:
@@ -214,7 +240,7 @@ def fetch_manifest(ref: ImageRef, reference: str, plain_http: bool) -> Manifest:
                 continue
             if e.code == 404:
                 raise OperatorError(
-                    f"{where}: the registry has no manifest for {reference!r} (HTTP 404)",
+                    f"{where}: the registry has no {what} (HTTP 404)",
                     hint="check the name and the digest; `skopeo inspect` or `docker buildx"
                     " imagetools inspect` show what a registry holds",
                 ) from e

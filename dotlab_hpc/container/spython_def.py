@@ -35,6 +35,7 @@ class Stage:
     entrypoint: list[str] | None = None
     shell_entrypoint: bool = False  # Docker ignores CMD after a shell-form ENTRYPOINT
     cmd: list[str] | None = None
+    command_set: bool = False  # an ENTRYPOINT or CMD of the Dockerfile's own, even an empty one
     workdir: str | None = None  # the WORKDIR in force, absolute
     scope: Scope = field(default_factory=lambda: Scope({}, {}, set()))
     user: tuple[int, str] | None = None  # the line and name of a USER that is not root
@@ -104,12 +105,13 @@ def spython_parse(stages: list[Stage], source: str) -> dict[str, Any]:
 
 
 def runscript(stage: Stage, source: str) -> list[str]:
-    """The %runscript lines for the final stage's ENTRYPOINT and CMD (none: keep the base's)."""
+    """The %runscript lines for the final stage's ENTRYPOINT and CMD (none: keep the base's;
+    ``ENTRYPOINT []`` and no CMD: run the arguments, as Docker clears the base's command)."""
     entry, cmd = stage.entrypoint or [], stage.cmd or []
     if stage.shell_entrypoint:
         cmd = []  # sh -c 'text' would read CMD as $0..., which Docker documents as ignored
-    if not entry and not cmd:
-        return []
+    if not entry and not cmd and not stage.command_set:
+        return []  # Apptainer keeps the base image's own
     lines = [f"cd {shlex.quote(stage.workdir)}"] if stage.workdir else []
     if cmd:
         lines.append(f'if [ "$#" -eq 0 ]; then set -- {shlex.join(cmd)}; fi')

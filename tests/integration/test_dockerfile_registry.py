@@ -341,3 +341,37 @@ def test_add_of_a_url_pinned_by_checksum_downloads_it_and_refuses_another(tmp_pa
     wrong = build("0" * 64, "wrong")
     assert wrong.returncode != 0 and not (tmp_path / "wrong.sif").exists()
     assert "checksum did NOT match" in wrong.stderr  # sha256sum -c
+
+
+def test_a_dockerfile_builds_on_what_its_base_image_sets(tmp_path: Path) -> None:
+    """``render --from-dockerfile`` reads the base's image configuration from the registry
+    (issue 39, item 1): a relative COPY lands in its WORKDIR, a CMD alone runs under its
+    ENTRYPOINT, ``$GREETING`` is its ENV's value. Built and run with the real Apptainer."""
+    platform.require()
+    base = registry.pinned(registry.CONFIGURED)
+    (tmp_path / "hello.txt").write_text("copied\n")
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        f'FROM {base}\nCOPY hello.txt ./\nENV MSG=$GREETING-there\nCMD ["given"]\n'
+    )
+    from dotlab_hpc import api
+
+    path, conv = api.convert_dockerfile(dockerfile, tmp_path / "out", plain_http=True)
+    assert not [w for w in conv.warnings if "could not be read" in w], conv.warnings
+    offline = api.convert_dockerfile(dockerfile, tmp_path / "off", offline=True)[1]
+    assert any("left unread (--offline)" in w for w in offline.warnings)
+    done = apptainer(
+        "build",
+        "--fakeroot",
+        "--no-https",
+        str(tmp_path / "c.sif"),
+        str(path),
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert done.returncode == 0, (conv.text, done.stderr[-3000:])
+    sif = str(tmp_path / "c.sif")
+    assert apptainer("exec", sif, "cat", "/srv/app/hello.txt").stdout.strip() == "copied"
+    assert apptainer("run", sif).stdout.strip() == "from-base given"  # ENTRYPOINT + our CMD
+    env = apptainer("exec", sif, "sh", "-c", 'echo "$MSG"')
+    assert env.stdout.strip() == "hi-there"

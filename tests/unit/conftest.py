@@ -1,4 +1,5 @@
-"""Unit tests are pure: any attempt to start a real program fails the test."""
+"""Unit tests are pure: any attempt to start a real program fails the test, and none reaches
+the network."""
 
 from __future__ import annotations
 
@@ -31,6 +32,25 @@ def _no_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess, "Popen", _refuse)
     monkeypatch.setattr(subprocess, "check_output", _refuse)
     monkeypatch.setattr(subprocess, "call", _refuse)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nor beyond this machine: a registry a test reads is its own, on loopback
+    (test_registry's server)."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    real = urllib.request.OpenerDirector.open
+
+    def loopback_only(self: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
+        text = url if isinstance(url, str) else url.full_url
+        if urllib.parse.urlsplit(text).hostname not in ("127.0.0.1", "localhost", "::1"):
+            raise urllib.error.URLError(f"unit tests reach no network ({text})")
+        return real(self, url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib.request.OpenerDirector, "open", loopback_only)
 
 
 class Hung(BaseException):

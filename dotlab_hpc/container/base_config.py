@@ -1,0 +1,145 @@
+"""What a base image sets for the images built on it: its OCI image configuration's
+``Entrypoint``, ``Cmd``, ``WorkingDir``, ``Env`` and ``User``
+(https://github.com/opencontainers/image-spec/blob/main/config.md), read from its registry
+through the pinned, digest-checked manifest (an index: the entry for this machine's
+architecture), then the config blob, checked against its digest.
+
+A Dockerfile's instructions mean what they mean on top of these: a relative ``COPY`` lands in
+the inherited ``WORKDIR``, a ``CMD`` alone runs under the inherited ``ENTRYPOINT``, ``$PATH``
+in an ``ENV`` is the base's ``PATH``, a ``RUN`` runs as the inherited ``USER``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import DotlabError, OperatorError
+from .registry import (
+    DOCKER_LIST,
+    OCI_INDEX,
+    Fetch,
+    ImageRef,
+    check_pinned_manifest,
+    fetch_blob,
+    fetch_manifest,
+    parse_image_ref,
+)
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# Python's machine name -> the OCI architecture name
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "ppc64le": "ppc64le"}
+FetchBlob = Callable[[ImageRef, str, bool, int], bytes]
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    """The parts of a base image's configuration a Dockerfile builds on."""
+
+    entrypoint: tuple[str, ...] | None = None
+    cmd: tuple[str, ...] | None = None
+    workdir: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    user: str | None = None
+
+
+def parse_config(data: bytes, where: str) -> BaseConfig:
+    """The ``config`` of an OCI image configuration blob; OperatorError when it is malformed."""
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise OperatorError(f"{where}: its image configuration is not JSON ({e})") from e
+    conf = doc.get("config") if isinstance(doc, dict) else None
+    if conf is None:
+        return BaseConfig()
+    if not isinstance(conf, dict):
+        raise OperatorError(f"{where}: its image configuration's config is not an object")
+    env = []
+    for item in _strings(conf.get("Env"), "Env", where) or ():
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise OperatorError(f"{where}: its image configuration's Env holds {item!r}")
+        env.append((name, value))
+    workdir, user = conf.get("WorkingDir"), conf.get("User")
+    for key, given in (("WorkingDir", workdir), ("User", user)):
+        if given is not None and not isinstance(given, str):
+            raise OperatorError(f"{where}: its image configuration's {key} is not a string")
+    return BaseConfig(
+        entrypoint=_strings(conf.get("Entrypoint"), "Entrypoint", where),
+        cmd=_strings(conf.get("Cmd"), "Cmd", where),
+        workdir=workdir or None,
+        env=tuple(env),
+        user=user or None,
+    )
+
+
+def _strings(value: Any, key: str, where: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise OperatorError(f"{where}: its image configuration's {key} is not a list of strings")
+    return tuple(value)
+
+
+def read_base_config(
+    text: str,
+    *,
+    plain_http: bool = False,
+    fetch: Fetch = fetch_manifest,
+    blob: FetchBlob = fetch_blob,
+) -> BaseConfig:
+    """The configuration of the image ``text`` (``name@sha256:…``) pins, from its registry."""
+    try:
+        ref = parse_image_ref(text if "://" in text else f"docker://{text}", scheme="docker")
+    except ValueError as e:
+        raise OperatorError(f"{text}: {e}") from e
+    digest = check_pinned_manifest(ref, plain_http, fetch)
+    manifest = fetch(ref, digest, plain_http).json()
+    if manifest.get("mediaType") in (OCI_INDEX, DOCKER_LIST) or "manifests" in manifest:
+        digest = _platform_entry(manifest, ref.text())
+        got = fetch(ref, digest, plain_http)
+        if got.digest != digest:
+            raise OperatorError(f"{ref.text()}: the registry serves other bytes for {digest}")
+        manifest = got.json()
+    config = manifest.get("config")
+    named = config.get("digest") if isinstance(config, dict) else None
+    if not isinstance(named, str):
+        raise OperatorError(f"{ref.text()}: its manifest names no image configuration")
+    return parse_config(blob(ref, named, plain_http, MAX_CONFIG_BYTES), ref.text())
+
+
+def _platform_entry(index: dict[str, Any], where: str) -> str:
+    """The digest of an index's manifest for linux on this machine's architecture."""
+    arch = _ARCH.get(platform.machine(), platform.machine())
+    for entry in index.get("manifests") or ():
+        plat = entry.get("platform") if isinstance(entry, dict) else None
+        if (
+            isinstance(plat, dict)
+            and plat.get("os") == "linux"
+            and plat.get("architecture") == arch
+        ):
+            digest = entry.get("digest")
+            if isinstance(digest, str):
+                return digest
+    raise OperatorError(f"{where}: the image has no linux/{arch} variant")
+
+
+def read_base_configs(
+    images: tuple[str, ...], *, plain_http: bool = False
+) -> tuple[dict[str, BaseConfig], list[str]]:
+    """The configuration of each ``docker://`` image pinned by digest that can be read, and one
+    line for each that cannot (offline, a private registry): what the conversion then cannot
+    know of it."""
+    found: dict[str, BaseConfig] = {}
+    unread: list[str] = []
+    for image in dict.fromkeys(images):
+        if image == "scratch":
+            continue
+        try:
+            found[image] = read_base_config(image, plain_http=plain_http)
+        except DotlabError as e:
+            unread.append(f"{image} ({e.message})")
+    return found, unread

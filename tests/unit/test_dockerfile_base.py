@@ -1,0 +1,161 @@
+"""A Dockerfile on top of what its base image sets (issue 39, item 1): the base's OCI image
+configuration read through the pinned manifest, and the conversion that starts from it. The
+real registry and Apptainer: tests/integration/test_dockerfile_registry.py."""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+import pytest
+
+from dotlab_hpc.cli import main
+from dotlab_hpc.container.base_config import (
+    BaseConfig,
+    parse_config,
+    read_base_config,
+    read_base_configs,
+)
+from dotlab_hpc.container.dockerfile import DefConversion, dockerfile_to_def
+from dotlab_hpc.container.registry import ImageRef, Manifest, sha256_hex
+from dotlab_hpc.errors import OperatorError, UsageError
+
+from .test_dockerfile_rules import section
+
+PY = "python@sha256:" + "a" * 64
+BASE = BaseConfig(
+    entrypoint=("docker-entrypoint.sh",),
+    cmd=("python3",),
+    workdir="/srv/app",
+    env=(("PATH", "/usr/local/bin:/usr/bin"), ("LANG", "C.UTF-8")),
+    user="jovyan",
+)
+
+
+def convert(text: str, base: BaseConfig = BASE) -> DefConversion:
+    return dockerfile_to_def(text, bases={PY: base})
+
+
+# --------------------------------------------------------------------------- the conversion
+def test_a_relative_copy_lands_in_the_inherited_workdir_and_runs_start_there() -> None:
+    conv = convert(f"FROM {PY}\nCOPY req.txt ./\nRUN ls\n")
+    post = section(conv, "post")
+    assert post[:3] == [
+        "export PATH=/usr/local/bin:/usr/bin LANG=C.UTF-8",
+        "mkdir -p /srv/app",  # Docker makes the WORKDIR a RUN starts in, too
+        "cd /srv/app",
+    ]
+    assert "cp -a /.dotlab-files/0/0 /srv/app/req.txt" in post[3]
+    assert not [w for w in conv.warnings if "taken relative to /" in w]
+
+
+def test_a_cmd_alone_runs_under_the_inherited_entrypoint() -> None:
+    conv = convert(f'FROM {PY}\nCMD ["node"]\n')
+    assert section(conv, "runscript") == [
+        "cd /srv/app",
+        'if [ "$#" -eq 0 ]; then set -- node; fi',
+        'exec docker-entrypoint.sh "$@"',
+    ]
+
+
+def test_an_empty_entrypoint_clears_the_base_command_with_or_without_its_config() -> None:
+    for conv in (
+        convert(f"FROM {PY}\nENTRYPOINT []\n"),
+        dockerfile_to_def(f"FROM {PY}\nENTRYPOINT []\n"),
+    ):
+        assert section(conv, "runscript")[-1] == 'exec "$@"'  # not the base's runscript
+
+
+def test_an_env_expands_the_inherited_value_once() -> None:
+    conv = convert(f"FROM {PY}\nENV PATH=/opt/conda/bin:$PATH\n")
+    assert section(conv, "environment") == ["export PATH=/opt/conda/bin:/usr/local/bin:/usr/bin"]
+
+
+def test_a_run_runs_as_the_inherited_user_and_root_stays_root() -> None:
+    assert section(convert(f"FROM {PY}\nRUN id\n"), "post")[-1] == "su -s /bin/sh -c id jovyan"
+    root = BaseConfig(user="root")
+    assert section(convert(f"FROM {PY}\nRUN id\n", root), "post") == ["id"]
+    err_base = BaseConfig(user="app:staff")
+    with pytest.raises(UsageError, match=r"RUN after USER app:staff \(the base image's\)"):
+        convert(f"FROM {PY}\nRUN id\n", err_base)
+
+
+def test_a_base_that_sets_nothing_changes_nothing() -> None:
+    text = f"FROM {PY}\nCOPY a /a\nRUN true\n"
+    assert convert(text, BaseConfig()).text == dockerfile_to_def(text).text
+
+
+# --------------------------------------------------------------------------- reading it
+def test_the_config_is_parsed_and_a_malformed_one_is_refused() -> None:
+    doc = {
+        "config": {
+            "Env": ["PATH=/bin", "EMPTY="],
+            "Entrypoint": ["/e"],
+            "Cmd": None,
+            "WorkingDir": "",
+            "User": "1000",
+        }
+    }
+    got = parse_config(json.dumps(doc).encode(), "img")
+    assert got == BaseConfig(("/e",), None, None, (("PATH", "/bin"), ("EMPTY", "")), "1000")
+    assert parse_config(b"{}", "img") == BaseConfig()
+    for bad in ({"config": {"Env": ["NOEQUALS"]}}, {"config": {"Cmd": "sh"}}, {"config": 3}):
+        with pytest.raises(OperatorError, match="img: its image configuration"):
+            parse_config(json.dumps(bad).encode(), "img")
+    with pytest.raises(OperatorError, match="not JSON"):
+        parse_config(b"{", "img")
+
+
+def _registry(index: bool) -> tuple[str, dict[str, bytes], dict[str, bytes]]:
+    config = json.dumps({"config": {"WorkingDir": "/w", "Cmd": ["bash"]}}).encode()
+    image = json.dumps({"config": {"digest": sha256_hex(config)}, "layers": []}).encode()
+    manifests = {sha256_hex(image): image}
+    top = image
+    if index:
+        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+        entries = [
+            {"digest": "sha256:" + "9" * 64, "platform": {"os": "linux", "architecture": "s390x"}},
+            {"digest": sha256_hex(image), "platform": {"os": "linux", "architecture": arch}},
+        ]
+        top = json.dumps({"manifests": entries}).encode()
+        manifests[sha256_hex(top)] = top
+    return f"reg.example/team/img@{sha256_hex(top)}", manifests, {sha256_hex(config): config}
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_the_config_is_read_through_the_pinned_manifest_and_checked(index: bool) -> None:
+    text, manifests, blobs = _registry(index)
+
+    def fetch(ref: ImageRef, reference: str, plain_http: bool) -> Manifest:
+        body = manifests[reference]
+        return Manifest(body, "", sha256_hex(body), None)
+
+    def blob(ref: ImageRef, digest: str, plain_http: bool, limit: int) -> bytes:
+        return blobs[digest]
+
+    got = read_base_config(text, fetch=fetch, blob=blob)
+    assert got == BaseConfig(cmd=("bash",), workdir="/w")
+
+
+def test_what_cannot_be_read_is_named_not_guessed() -> None:
+    found, unread = read_base_configs((PY, "scratch", PY))  # unit tests reach no network
+    assert found == {}
+    assert len(unread) == 1 and unread[0].startswith(f"{PY} (") and "cannot read" in unread[0]
+
+
+def test_render_offline_says_which_bases_it_did_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(f"FROM {PY}\nCOPY a /a\n")
+    assert (
+        main(["render", "--from-dockerfile", str(dockerfile), "-o", str(tmp_path), "--offline"])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert (
+        "the base image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER left unread (--offline):"
+        in err
+    )
+    assert PY in err and "the .def assumes it sets none" in err
