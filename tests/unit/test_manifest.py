@@ -891,7 +891,7 @@ def test_an_unchanged_file_is_not_read_again_and_one_rewritten_in_place_is(
     and change times) reads nothing; a rewrite of the same size with its modification time put
     back still changes the change time, so it is read again."""
     read: list[str] = []
-    real = models_mod.read_raw
+    real = parse_mod.read_raw
 
     def counting(path: Any) -> Any:
         read.append(str(path))
