@@ -90,6 +90,10 @@ class ProcTimeout(OperatorError):
     retryable = True
 
 
+class ProcFailed(OperatorError):
+    """A program whose lines were read as it printed them (``proc.stream_lines``) failed."""
+
+
 class SlurmError(OperatorError):
     """Slurm refused or failed a request; ``retryable`` says whether trying again may help.
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from .errors import ProcTimeout, ToolMissing
+from .errors import ProcFailed, ProcTimeout, ToolMissing
 
 
 def find_program(name: str, path: str | None = None) -> str | None:
@@ -116,6 +116,36 @@ class BatchDone:
     timed_out: bool  # it ran into its time limit and was stopped
     started: float  # time.time() at its start and end
     ended: float
+
+
+def stream_lines(argv: Sequence[str], *, timeout: float) -> Iterator[str]:
+    """The lines a program prints, one at a time, as it prints them (a listing of millions of
+    lines never held whole); at the end, ProcFailed with the end of what it said on stderr
+    when it failed, ProcTimeout when it did not end within ``timeout`` of its last line."""
+    args = tuple(argv)
+    try:
+        proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+        )
+    except FileNotFoundError as e:
+        raise ToolMissing(f"{args[0]}: not found on PATH") from e
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        yield from proc.stdout
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()  # the caller stopped reading early
+    try:
+        err = proc.stderr.read()
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        proc.kill()
+        raise ProcTimeout(f"{args[0]}: no end within {timeout:g} s") from e
+    finally:
+        proc.stderr.close()
+    if code != 0:
+        raise ProcFailed(f"{args[0]} exited {code}: {err.strip()[-300:]}")
 
 
 def _spawn_session(

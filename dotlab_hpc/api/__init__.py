@@ -59,7 +59,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     ".reruns": ("rerun_lost",),
     ".shells": ("ShellPlan", "plan_shell", "shell"),
     ".defaults": ("default_out_dir", "default_run_dirs"),
-    ".bundles": ("Reproduction", "keygen", "pack", "reproduce", "verify_bundle"),
+    ".bundles": ("Reproduction", "keygen", "pack", "rebuild", "reproduce", "verify_bundle"),
     ".sites": ("doctor", "site"),
     ".registries": ("pull", "push"),
     ".where": ("SiteInputs",),

@@ -18,6 +18,7 @@ from ..submit.execute import SubmitResult as SubmitResult
 from .bundles import Reproduction as Reproduction
 from .bundles import keygen as keygen
 from .bundles import pack as pack
+from .bundles import rebuild as rebuild
 from .bundles import reproduce as reproduce
 from .bundles import verify_bundle as verify_bundle
 from .defaults import default_out_dir as default_out_dir

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from ..bundle.pack import PackResult
+    from ..bundle.rebuild import Rebuilt
     from ..bundle.report import BundleReport
     from ..bundle.reproduce import ReproducePlan
     from ..collect.collect import Collected
@@ -213,6 +214,50 @@ def reproduce(
         **site_inputs,
     )
     return Reproduction(plan.original, submitted, collected)
+
+
+@checked
+def rebuild(
+    bundle: PathLike,
+    *,
+    key: PathLike | None = None,
+    image: PathLike | None = None,
+    plain_http: bool = False,
+    apptainer: str | None = None,
+    bases: PathLike | None = None,
+    work: PathLike | None = None,
+    keep: PathLike | None = None,
+) -> Rebuilt:
+    """``dotlab-hpc rebuild``: check the bundle folder as ``reproduce`` does, build its image
+    again from the ``.def`` the image carries (``apptainer build --fakeroot``, run in ``bases``,
+    where a ``localimage`` base must be; default the bundle folder), and compare the two
+    images' file trees: ``identical`` but for what every build rewrites, or ``differs`` with
+    the paths. ``work``: where the image is built and unpacked
+    (default: a temporary folder); ``keep``: where to leave the image built again. The verdict
+    is the reviewer's and goes into no record.
+
+    >>> from dotlab_hpc import api
+    >>> api.rebuild("bundle.tar", keep="x.sif", work=3)
+    Traceback (most recent call last):
+    ...
+    dotlab_hpc.errors.UsageError: api.rebuild: work must be a path or None, not int 3
+    """
+    from ..bundle.rebuild import rebuild as rebuild_image
+    from ..proc import SubprocessRunner
+    from ..render.build import find_builder
+
+    plan = _checked_plan(bundle, key=key, image=image, on_checked=None)
+    original = _rerun_image(plan, Path("dotlab-runs"), plain_http=plain_http, apptainer=apptainer)
+    if keep is not None and Path(keep).exists():
+        raise UsageError(f"--keep {keep}: exists; give a new file name")
+    return rebuild_image(
+        Path(bundle if bases is None else bases).absolute(),
+        original,
+        runner=SubprocessRunner(),
+        program=find_builder(apptainer),
+        work=None if work is None else Path(work),
+        keep=None if keep is None else Path(keep),
+    )
 
 
 def pulled_image(

@@ -118,6 +118,57 @@ def cmd_verify_bundle(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+# --------------------------------------------------------------------------- rebuild
+def rebuild_args(p: argparse.ArgumentParser) -> None:
+    """``rebuild``: the bundle folder, where to build and keep, the key, --json."""
+    p.add_argument("bundle", type=Path, help="the bundle folder (extract a .tar first)")
+    p.add_argument(
+        "--key", type=Path, metavar="KEY.pub", help="require the bundle signed by this key"
+    )
+    p.add_argument("--image", type=Path, help="compare this image (the pinned one) instead")
+    p.add_argument(
+        "--bases",
+        type=Path,
+        metavar="DIR",
+        help="where a localimage base of the .def is (default: the bundle folder)",
+    )
+    p.add_argument("--work", type=Path, help="where to build and unpack (default: a temp dir)")
+    p.add_argument("--keep", type=Path, metavar="F.sif", help="keep the image built again there")
+    add_plain_http(p, "a bundle's oras:// image")
+    add_apptainer(p)
+    add_json(p)
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    """The verdict, and the first paths that differ; 1 when the trees differ."""
+    res = api.rebuild(
+        args.bundle,
+        key=args.key,
+        image=args.image,
+        plain_http=args.plain_http,
+        apptainer=args.apptainer,
+        bases=args.bases,
+        work=args.work,
+        keep=args.keep,
+    )
+    if args.json:
+        out.print_json(res.to_json())
+        return 0 if res.diff.identical else 1
+    d = res.diff
+    apart = f"; {len(d.rewritten)} rewritten by every build, not compared" if d.rewritten else ""
+    print(f"{res.image}: {res.verdict} to its .def's build ({d.compared} entries{apart})")
+    for label, paths in (
+        ("differs", d.differing),
+        ("only in the bundle's image", d.only_first),
+        ("only in the rebuilt image", d.only_second),
+    ):
+        if paths:
+            shown = ", ".join("/" + p for p in paths[:5])
+            more = f" (and {len(paths) - 5} more)" if len(paths) > 5 else ""
+            print(f"  {label}: {len(paths)}: {shown}{more}")
+    return 0 if d.identical else 1
+
+
 # --------------------------------------------------------------------------- keygen
 def keygen_args(p: argparse.ArgumentParser) -> None:
     """``keygen``: the private key to write."""

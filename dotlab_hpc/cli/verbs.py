@@ -219,6 +219,13 @@ VERBS: tuple[Verb, ...] = (
         finding=ANOTHER,
     ),
     Verb(
+        "rebuild",
+        "a reviewer's check that a bundle's image is what its .def builds",
+        bundles.rebuild_args,
+        bundles.cmd_rebuild,
+        finding="the rebuilt image's files differ",
+    ),
+    Verb(
         "keygen",
         "write an Ed25519 key pair for signing bundles",
         bundles.keygen_args,
