@@ -140,17 +140,19 @@ def rebuild_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    """The verdict, and the first paths that differ; 1 when the trees differ."""
-    res = api.rebuild(
-        args.bundle,
-        key=args.key,
-        image=args.image,
-        plain_http=args.plain_http,
-        apptainer=args.apptainer,
-        bases=args.bases,
-        work=args.work,
-        keep=args.keep,
-    )
+    """The verdict, and the first paths that differ; 1 when the trees differ (Apptainer's
+    output kept off a --json stdout)."""
+    with out.stdout_to_stderr() if args.json else contextlib.nullcontext():
+        res = api.rebuild(
+            args.bundle,
+            key=args.key,
+            image=args.image,
+            plain_http=args.plain_http,
+            apptainer=args.apptainer,
+            bases=args.bases,
+            work=args.work,
+            keep=args.keep,
+        )
     if args.json:
         out.print_json(res.to_json())
         return 0 if res.diff.identical else 1
