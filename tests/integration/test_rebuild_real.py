@@ -81,8 +81,10 @@ def test_an_image_that_is_not_what_its_def_builds_differs_naming_the_file(tmp_pa
     diff = compare_images(
         tmp_path / "one.sif", tmp_path / "two.sif", tmp_path / "work", SubprocessRunner()
     )
-    assert not diff.identical
-    assert diff.differing == ("opt/made/value",), diff
+    assert not diff.identical and diff.compared > 1000
+    # the changed %post line's file, and the .def itself (each image carries its own)
+    assert diff.differing == (".singularity.d/Singularity", "opt/made/value"), diff
+    assert diff.rewritten == (".singularity.d/labels.json",)
 
 
 def test_a_file_that_is_not_a_sif_is_one_line(kit: Kit) -> None:
