@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 from dotlab_hpc.proc import Completed
 
@@ -33,17 +33,13 @@ def _argv(call: Call) -> tuple[str, ...]:
 class CallAnswerer:
     """``proc.Runner``'s ``run``, written once: each call goes, whole, to ``answer_call``."""
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin: str | None = None,
-    ) -> Completed:
-        """Answer the call through ``answer_call``."""
-        return self.answer_call(Call(tuple(argv), timeout, env, cwd, stdin))
+    def run(self, argv: Sequence[str], **options: Any) -> Completed:
+        """Answer the call through ``answer_call`` (``options``: ``proc.Runner.run``'s own:
+        ``timeout``, and ``env``, ``cwd``, ``stdin`` where given)."""
+        get = options.get
+        return self.answer_call(
+            Call(tuple(argv), options["timeout"], get("env"), get("cwd"), get("stdin"))
+        )
 
     def answer_call(self, call: Call) -> Completed:
         """What ``run`` returns for ``call``: each fake says."""
