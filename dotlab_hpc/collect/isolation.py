@@ -30,4 +30,5 @@ def isolation_record(report: ProbeReport) -> IsolationRecord | None:
         },
         facts=facts,
         gpus=gpus,
+        exposed=dict(report.exposed),
     )

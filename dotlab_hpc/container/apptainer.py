@@ -67,15 +67,23 @@ def bind_arg(src: Path, dst: PurePosixPath, mode: str) -> str:
     return f"{s}:{dst}:{mode}"
 
 
+# The container's host name (--hostname): resolvable inside without a network (Apptainer's
+# /etc/hosts names localhost), and the same on every node and machine.
+CONTAINER_HOSTNAME = "localhost"
+
+
 def exec_argv(spec: ExecSpec) -> tuple[str, ...]:
     """The `apptainer exec` argv: contained, no network, read-only inputs, one writable output.
 
     --containall gives PID and IPC namespaces, a clean environment and tmpfs /tmp and $HOME;
     --no-eval stops Apptainer from shell-evaluating --env values inside the container;
-    --net --network none is the one network setting unprivileged users may use.
+    --net --network none is the one network setting unprivileged users may use;
+    --no-home makes no folder named after the host's login, and --hostname (its own UTS
+    namespace) hides the host's name (where a site's `allow uts ns = no` refuses it, Apptainer
+    warns and the probe names the host name as exposed).
     """
-    argv: list[str] = [spec.apptainer, "exec", "--containall", "--no-eval"]
-    argv += ["--net", "--network", "none"]
+    argv: list[str] = [spec.apptainer, "exec", "--containall", "--no-eval", "--no-home"]
+    argv += ["--hostname", CONTAINER_HOSTNAME, "--net", "--network", "none"]
     if spec.writable_tmpfs:
         argv.append("--writable-tmpfs")
     if spec.gpu:

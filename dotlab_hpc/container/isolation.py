@@ -25,6 +25,7 @@ ISOLATION_FAILED_RC = 4
 FATAL_PREFIX = "FATAL:"
 FACT_PREFIX = "@@iso fact "
 CHECK_PREFIX = "@@iso check "
+EXPOSED_PREFIX = "@@iso exposed "
 GPU_PREFIX = "@@gpu "
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
@@ -179,12 +180,15 @@ class Measured:
 
 @dataclass(frozen=True)
 class ProbeReport:
-    """The probe's output, parsed: facts, checks (in the probe's order) and nvidia-smi lines."""
+    """The probe's output, parsed: facts, checks (in the probe's order), nvidia-smi lines, and
+    what the analysis can read of the host that the flags do not hide (``exposed``: name, what;
+    recorded, never a reason to stop: docs/escapes.md)."""
 
     facts: tuple[tuple[str, str], ...]
     checks: tuple[tuple[str, Measured], ...]
     gpu_lines: tuple[str, ...]
     fatal_lines: tuple[str, ...]
+    exposed: tuple[tuple[str, str], ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -210,10 +214,15 @@ def parse_probe(text: str) -> ProbeReport:
     checks: dict[str, Measured] = {}
     gpus: list[str] = []
     fatal: list[str] = []
+    exposed: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if line.startswith(GPU_PREFIX):
             gpus.append(line.removeprefix(GPU_PREFIX))
+        elif line.startswith(EXPOSED_PREFIX):
+            name, _, what = line.removeprefix(EXPOSED_PREFIX).partition(" ")
+            if _NAME.fullmatch(name):
+                exposed[name] = what
         elif line.startswith(FACT_PREFIX):
             name, _, value = line.removeprefix(FACT_PREFIX).partition(" ")
             if _NAME.fullmatch(name):
@@ -225,7 +234,9 @@ def parse_probe(text: str) -> ProbeReport:
                 checks[name] = Measured(state=State(state), measured=measured)
         elif line.startswith(FATAL_PREFIX):
             fatal.append(" ".join(line.split()))
-    return ProbeReport(tuple(facts), tuple(checks.items()), tuple(gpus), tuple(fatal))
+    return ProbeReport(
+        tuple(facts), tuple(checks.items()), tuple(gpus), tuple(fatal), tuple(exposed.items())
+    )
 
 
 def failure_text(report: ProbeReport) -> tuple[str, str]:

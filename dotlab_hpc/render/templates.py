@@ -70,14 +70,18 @@ def _sh_template(name: str) -> str:
 @cache
 def wrapper_script() -> str:
     """The POSIX sh wrapper that runs inside the container (templates/wrapper.sh)."""
-    return _sh_template("wrapper.sh")
+    return _without_comments(_sh_template("wrapper.sh"))
 
 
 @cache
 def probe_script() -> str:
     """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
-    text = _sh_template("probe.sh")
-    # it travels in every task's facts and argv: its comment lines stay in the template
+    return _without_comments(_sh_template("probe.sh"))
+
+
+def _without_comments(text: str) -> str:
+    """A script's lines but its comments and blank ones: the wrapper travels in every task's
+    facts and argv, the probe in the job script; their comments stay in the templates."""
     kept = (ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
     return "\n".join(kept) + "\n"
 

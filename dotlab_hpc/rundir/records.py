@@ -160,6 +160,9 @@ class IsolationRecord(BaseModel):
     properties: dict[str, IsolationCheck]
     facts: dict[str, str]
     gpus: list[GpuRecord] = []
+    # what the analysis could read of the host that the flags do not hide (docs/escapes.md):
+    # name -> where; none of the host's values
+    exposed: dict[str, str] = {}
 
 
 class SiteSettingRecord(_Frozen):

@@ -303,6 +303,8 @@ def probe_rows(text: str, stderr: str, rc: int) -> list[Row]:
                 state = INFO
             fix = remedy(name) if state == NOT_HELD else ""
             rows.append(Row(sec, name, state, check.measured, fix))
+        # what an analysis can read of the host: said, for the site to close where it wants
+        rows += [Row(sec, f"exposed: {name}", INFO, what) for name, what in report.exposed]
         sandbox = report.fact("sandbox") or "?"
         rows.insert(0, Row(sec, "sandbox", INFO, f"{sandbox}: {report.fact('runtime') or '?'}"))
         return rows

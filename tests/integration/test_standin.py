@@ -67,6 +67,7 @@ class Box:
         writable_tmpfs: bool = False,
         nv: bool = False,
         apptainer: Path | str = STANDIN,
+        no_home: bool = True,
     ) -> list[str]:
         binds = [(self.code, "/work/code", "ro"), (self.data, "/work/data", "ro")]
         binds.append((self.out, "/work/out", "rw"))
@@ -78,6 +79,7 @@ class Box:
             writable_tmpfs=writable_tmpfs,
             nv=nv,
             apptainer=apptainer,
+            no_home=no_home,
         )
         return head + list(command)
 
@@ -271,8 +273,9 @@ def test_working_directory_is_pwd_or_home(box: Box) -> None:
     assert sh(box, "pwd").stdout == "/work/code\n"
     cp = run(box.argv("pwd", pwd="/work/code/analysis"))
     assert cp.stdout == "/work/code/analysis\n"
-    cp = run(box.argv("pwd", pwd=None))
+    cp = run(box.argv("pwd", pwd=None, no_home=False))
     assert cp.stdout == pwd.getpwuid(os.getuid()).pw_dir + "\n"  # --containall: the empty home
+    assert run(box.argv("pwd", pwd=None)).stdout == "/\n"  # --no-home: no home to start in
 
 
 def test_root_file_system_is_read_only_without_writable_tmpfs(box: Box) -> None:
@@ -315,9 +318,16 @@ def test_tmp_and_var_tmp_are_private(box: Box) -> None:
 def test_home_is_an_empty_private_tmpfs(box: Box) -> None:
     home = pwd.getpwuid(os.getuid()).pw_dir
     tag = uuid.uuid4().hex
-    cp = sh(box, f'echo "$HOME"; ls -A "$HOME" | wc -l; touch "$HOME/standin-{tag}" && echo ok')
+    script = f'echo "$HOME"; ls -A "$HOME" | wc -l; touch "$HOME/standin-{tag}" && echo ok'
+    cp = run(box.argv("/bin/sh", "-c", script, no_home=False))
     assert cp.stdout.split() == [home, "0", "ok"]
     assert not Path(home, f"standin-{tag}").exists()
+
+
+def test_no_home_names_the_home_but_makes_no_folder_and_hostname_is_its_own(box: Box) -> None:
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    cp = sh(box, 'echo "$HOME"; test -e "$HOME" || echo absent; hostname')
+    assert cp.stdout.split() == [home, "absent", "localhost"], cp.stderr
 
 
 def test_host_paths_are_not_visible(box: Box) -> None:
@@ -758,7 +768,8 @@ def test_isolation_holds_for_an_unprivileged_user(user_box: Box) -> None:
             " echo r > /work/out/results.json && echo out-ok;"
             ' touch "$HOME/h" /tmp/t && echo scratch-ok; exit 7'
         )
-        cp = run(b.argv("/bin/sh", "-c", script, apptainer=standin), as_uid=UID, cwd=b.image.parent)
+        argv = b.argv("/bin/sh", "-c", script, apptainer=standin, no_home=False)
+        cp = run(argv, as_uid=UID, cwd=b.image.parent)
     assert cp.returncode == 7, cp.stderr
     lines = cp.stdout.splitlines()
     assert lines[:3] == [str(UID), home, "/work/code"]

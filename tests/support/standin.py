@@ -45,12 +45,16 @@ def exec_argv(
     writable_tmpfs: bool = False,
     nv: bool = False,
     apptainer: Path | str = STANDIN,
+    no_home: bool = True,
 ) -> list[str]:
     """``apptainer exec`` with the flags dotlab-hpc emits, up to and including the image.
 
     ``binds`` holds (host path, container path, "ro" | "rw"); append the command to the result.
+    ``no_home=False`` leaves out ``--no-home``: Apptainer's own empty tmpfs home.
     """
-    argv = [str(apptainer), "exec", "--containall", "--no-eval", "--net", "--network", "none"]
+    argv = [str(apptainer), "exec", "--containall", "--no-eval"]
+    argv += ["--no-home"] if no_home else []
+    argv += ["--hostname", "localhost", "--net", "--network", "none"]
     if writable_tmpfs:
         argv.append("--writable-tmpfs")
     if nv:

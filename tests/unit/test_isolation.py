@@ -76,6 +76,33 @@ def test_the_default_configuration_holds_every_property() -> None:
     assert report.gpu_lines == () and report.fatal_lines == ()
 
 
+def test_what_the_flags_do_not_hide_is_named_and_stops_nothing() -> None:
+    # Apptainer 1.4.5 with dotlab-hpc's flags (--no-home --hostname): the host's /sys, the bind
+    # sources in mountinfo and user namespaces are readable; the host's name and login are not
+    text = probe_out("apptainer-1.4.5-exposed-default")
+    report = parse_probe(text)
+    assert exit_status(text) == 0 and report.not_held() == ()
+    assert [name for name, _ in report.exposed] == ["sysfs", "bind_sources", "user_namespaces"]
+    rec = isolation_record(report)
+    assert rec is not None and rec.held and set(rec.exposed) == {n for n, _ in report.exposed}
+    assert "mount sys = no" in rec.exposed["sysfs"]
+    assert (
+        "/work/code" in rec.exposed["bind_sources"] and "/tmp/" not in rec.exposed["bind_sources"]
+    )
+    assert rec.facts["uts_ns"] != "unknown"
+
+
+def test_a_site_without_uts_namespaces_exposes_the_host_name() -> None:
+    # `allow uts ns = no`: Apptainer warns and runs without --hostname's namespace
+    report = parse_probe(probe_out("apptainer-1.4.5-allow-uts-ns-no"))
+    assert report.not_held() == () and dict(report.exposed)["host_name"].startswith("the host's")
+
+
+def test_an_exposed_line_of_a_bad_name_is_ignored_and_the_last_of_a_name_kept() -> None:
+    text = "@@iso exposed Bad-Name x\n@@iso exposed sysfs one\n@@iso exposed sysfs two\n"
+    assert parse_probe(text).exposed == (("sysfs", "two"),)
+
+
 @pytest.mark.parametrize(
     ("capture", "dropped", "fragment"),
     [

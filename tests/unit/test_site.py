@@ -126,6 +126,19 @@ def test_probe_rows_of_the_default_configuration_all_hold() -> None:
     assert {r.state for r in rows[1:]} == {HELD} and exit_code(rows) == 0
 
 
+def test_probe_rows_say_what_an_analysis_can_read_of_the_host() -> None:
+    rows = probe_rows(probe("apptainer-1.4.5-allow-uts-ns-no"), "", 0)
+    exposed = {r.name: r for r in rows if r.name.startswith("exposed: ")}
+    assert list(exposed) == [
+        "exposed: host_name",
+        "exposed: sysfs",
+        "exposed: bind_sources",
+        "exposed: user_namespaces",
+    ]
+    assert {r.state for r in exposed.values()} == {INFO} and exit_code(rows) == 0
+    assert "allow uts ns = no" in exposed["exposed: host_name"].detail
+
+
 def test_probe_rows_name_the_property_and_its_remedy() -> None:
     rows = probe_rows(probe("apptainer-1.4.5-allow-pid-ns-no"), "", 2)
     bad = [r for r in rows if r.state == NOT_HELD]

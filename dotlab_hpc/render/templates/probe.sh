@@ -1,24 +1,26 @@
 # dotlab-hpc probe: runs INSIDE a container started with the analysis's own flags, before the
 # analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE MIN_TMP_MIB GPU_TYPE SCRATCH`,
-# followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE,
-# then the host's paths the container must not learn (the image, the run directory, the bind
+# followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE
+# UTS_NS LOGIN, then the host's paths the container must not learn (the image, the run directory, the bind
 # sources: code, data, output, scratch).
 # Nothing of the analysis runs yet, and this output is kept outside, in the run directory: the
 # analysis can neither see nor alter it. It measures each property of docs/contract.md §4 from inside
 # (the one measuring code: the record's `isolation` and `dotlab-hpc doctor` both read it) and
 # judges it; lines are `@@iso fact NAME VALUE`, `@@iso check PROPERTY held|not_held|unknown
-# WHAT-WAS-MEASURED` and `@@gpu LINE` (nvidia-smi -L). Exit 4: a property did not hold (the
+# WHAT-WAS-MEASURED`, `@@iso exposed NAME WHAT` (what the analysis can read of the host that the
+# flags do not hide: recorded, never a reason to stop) and `@@gpu LINE` (nvidia-smi -L). Exit 4: a property did not hold (the
 # analysis must not run); exit 3: a GPU claim found no usable GPU. Only sh builtins, /proc and
 # the most common tools (df, readlink, sed, sort); a tool missing from the image gives `unknown`.
 gpu=$1 writable=$2 min_tmp_mib=$3 gpu_type=$4 scratch=$5
 out_pid_ns=$6 out_ipc_ns=$7 out_uid=$8 out_gid=$9
 shift 9
-runtime=$1 out_cuda=${2-}
-shift $(($# < 2 ? $# : 2))
+runtime=$1 out_cuda=${2-} out_uts_ns=${3-} login=${4-}
+shift $(($# < 4 ? $# : 4))
 failed=0
 gpu_failed=0
 
 fact() { printf '@@iso fact %s %s\n' "$1" "$2"; }
+expose() { printf '@@iso exposed %s %s\n' "$1" "$2"; }
 check() {
   printf '@@iso check %s %s %s\n' "$1" "$2" "$3"
   if [ "$2" = not_held ]; then
@@ -214,6 +216,42 @@ elif [ -n "$unexpected" ]; then
 else
   check host_mounts held "only /work/code, /work/data and /work/out from the host"
 fi
+
+# exposures (docs/escapes.md): never a value of the host's, only where it can be read
+uts=$(readlink /proc/self/ns/uts 2>/dev/null)
+fact uts_ns "${uts:-unknown}"
+if [ -n "$uts" ] && [ "$uts" = "$out_uts_ns" ]; then
+  expose host_name "the host's name: no UTS namespace of its own (\`allow uts ns = no\` in apptainer.conf)"
+fi
+where=
+if [ -n "$login" ] && [ "$login" != user ]; then
+  for file in /etc/passwd /etc/group; do
+    while IFS=: read -r name _rest; do
+      [ "$name" = "$login" ] && where="$where${where:+, }$file"
+    done 2>/dev/null <"$file"
+  done
+  [ -e "/home/$login" ] && where="$where${where:+, }a folder /home/LOGIN"
+fi
+[ -n "$where" ] && expose login_name "the host's login name, in $where"
+unknown_ifaces=0
+for dev in /sys/class/net/*; do
+  [ -e "$dev" ] || continue
+  case ",$ifaces," in *",${dev##*/},"*) ;; *) unknown_ifaces=$((unknown_ifaces + 1)) ;; esac
+done
+[ "$unknown_ifaces" -gt 0 ] &&
+  expose sysfs "the host's /sys, read-only: its devices and $unknown_ifaces network interface(s) of the host (\`mount sys = no\` in apptainer.conf hides it)"
+shown=
+while read -r _id _parent _dev root mp _rest; do
+  case "$mp" in /work/code | /work/data | /work/out) [ "$root" != / ] && shown="$shown${shown:+, }$mp" ;; esac
+done </proc/self/mountinfo
+[ -n "$shown" ] &&
+  expose bind_sources "the host paths of $shown, in /proc/self/mountinfo (the kernel shows each bind's source)"
+max_userns=
+read -r max_userns 2>/dev/null </proc/sys/user/max_user_namespaces
+case "$max_userns" in '' | 0 | *[!0-9]*) ;; *)
+  expose user_namespaces "user namespaces of its own (user.max_user_namespaces $max_userns): no host access, more of the kernel to reach"
+  ;;
+esac
 
 # sizes: /tmp, and the writable overlay (Apptainer's session tmpfs, `sessiondir max size`)
 tmp_kib=$(size_kib /tmp)
