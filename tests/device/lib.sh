@@ -176,7 +176,7 @@ step_unpack() {
     WHY="git does not run: $(echo "$t" | one_line)"
     return 1
   }
-  DETAIL="$(find "$kit/debs" -name '*.deb' | wc -l) packages into $p; $t ($(command -v git))"
+  DETAIL="$(find "$kit/debs/" -name '*.deb' | wc -l) packages into $p; $t ($(command -v git))"
 }
 
 step_apptainer() {
@@ -219,8 +219,8 @@ py_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 # the machine's python3 >= 3.11: a venv, pip (from the kit's own wheel) installing the kit's wheels
 install_with_venv() {
   local sys_py=$1 names pip_whl err
-  pip_whl=$(find "$kit/wheels" -name 'pip-*.whl' | head -n 1)
-  names=$(find "$kit/wheels" -name '*.whl' ! -name 'pip-*' -printf '%f\n' | sed 's/-.*//' | sort -u | tr '\n' ' ')
+  pip_whl=$(find "$kit/wheels/" -name 'pip-*.whl' | head -n 1)
+  names=$(find "$kit/wheels/" -name '*.whl' ! -name 'pip-*' -printf '%f\n' | sed 's/-.*//' | sort -u | tr '\n' ' ')
   err=$(bounded 60 "$sys_py" -m venv --without-pip "$work/venv" 2>&1) || {
     WHY="$sys_py -m venv failed: $(echo "$err" | tail -n 1 | one_line)"
     return 1
