@@ -96,8 +96,7 @@ def read_base_config(
         ref = parse_image_ref(text if "://" in text else f"docker://{text}", scheme="docker")
     except ValueError as e:
         raise OperatorError(f"{text}: {e}") from e
-    digest = check_pinned_manifest(ref, plain_http, fetch)
-    manifest = fetch(ref, digest, plain_http).json()
+    manifest = check_pinned_manifest(ref, plain_http, fetch).json()  # read once, checked
     if manifest.get("mediaType") in (OCI_INDEX, DOCKER_LIST) or "manifests" in manifest:
         digest = _platform_entry(manifest, ref.text())
         got = fetch(ref, digest, plain_http)

@@ -127,7 +127,10 @@ def _registry(index: bool) -> tuple[str, dict[str, bytes], dict[str, bytes]]:
 def test_the_config_is_read_through_the_pinned_manifest_and_checked(index: bool) -> None:
     text, manifests, blobs = _registry(index)
 
+    asked: list[str] = []
+
     def fetch(ref: ImageRef, reference: str, plain_http: bool) -> Manifest:
+        asked.append(reference)
         body = manifests[reference]
         return Manifest(body, "", sha256_hex(body), None)
 
@@ -136,6 +139,8 @@ def test_the_config_is_read_through_the_pinned_manifest_and_checked(index: bool)
 
     got = read_base_config(text, fetch=fetch, blob=blob)
     assert got == BaseConfig(cmd=("bash",), workdir="/w")
+    # each manifest read once: the pinned one (checked), then the platform's from an index
+    assert len(asked) == len(set(asked)) == (2 if index else 1)
 
 
 def test_what_cannot_be_read_is_named_not_guessed() -> None:
