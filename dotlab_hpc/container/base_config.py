@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,19 +126,30 @@ def _platform_entry(index: dict[str, Any], where: str) -> str:
     raise OperatorError(f"{where}: the image has no linux/{arch} variant")
 
 
-def read_base_configs(
-    images: tuple[str, ...], *, plain_http: bool = False
-) -> tuple[dict[str, BaseConfig], list[str]]:
-    """The configuration of each ``docker://`` image pinned by digest that can be read, and one
-    line for each that cannot (offline, a private registry): what the conversion then cannot
-    know of it."""
-    found: dict[str, BaseConfig] = {}
-    unread: list[str] = []
-    for image in dict.fromkeys(images):
-        if image == "scratch":
-            continue
-        try:
-            found[image] = read_base_config(image, plain_http=plain_http)
-        except DotlabError as e:
-            unread.append(f"{image} ({e.message})")
-    return found, unread
+class BaseConfigReader(Mapping[str, BaseConfig]):
+    """The configurations of ``docker://`` images pinned by digest, each read from its
+    registry (``read_base_config``) the first time a conversion asks for it, and only then: a
+    conversion asks for the images its stages are built FROM, not those a ``COPY --from=``
+    copies files from. What could not be read is in ``unread`` (image: why), and is missing."""
+
+    def __init__(self, *, plain_http: bool = False) -> None:
+        self._plain_http = plain_http
+        self._found: dict[str, BaseConfig] = {}
+        self.unread: dict[str, str] = {}
+
+    def __getitem__(self, image: str) -> BaseConfig:
+        if image not in self._found:
+            if image in self.unread or image.lower() == "scratch":
+                raise KeyError(image)
+            try:
+                self._found[image] = read_base_config(image, plain_http=self._plain_http)
+            except DotlabError as e:
+                self.unread[image] = e.message
+                raise KeyError(image) from None
+        return self._found[image]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)

@@ -13,9 +13,9 @@ import pytest
 from dotlab_hpc.cli import main
 from dotlab_hpc.container.base_config import (
     BaseConfig,
+    BaseConfigReader,
     parse_config,
     read_base_config,
-    read_base_configs,
 )
 from dotlab_hpc.container.dockerfile import DefConversion, dockerfile_to_def
 from dotlab_hpc.container.registry import ImageRef, Manifest, sha256_hex
@@ -144,9 +144,48 @@ def test_the_config_is_read_through_the_pinned_manifest_and_checked(index: bool)
 
 
 def test_what_cannot_be_read_is_named_not_guessed() -> None:
-    found, unread = read_base_configs((PY, "scratch", PY))  # unit tests reach no network
-    assert found == {}
-    assert len(unread) == 1 and unread[0].startswith(f"{PY} (") and "cannot read" in unread[0]
+    reader = BaseConfigReader()
+    for image in (PY, "scratch", PY):  # unit tests reach no network
+        assert image not in reader
+    assert dict(reader) == {}
+    assert list(reader.unread) == [PY] and "cannot read" in reader.unread[PY]
+
+
+def test_converted_once_reading_only_the_from_images_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc import api
+    from dotlab_hpc.container import base_config, dockerfile
+
+    other, copied = "debian@sha256:" + "b" * 64, "uv@sha256:" + "c" * 64
+    read: list[str] = []
+
+    def fake_read(image: str, *, plain_http: bool = False) -> BaseConfig:
+        read.append(image)
+        if image == other:
+            raise OperatorError(f"{image}: cannot read its registry")
+        return BASE
+
+    converted: list[str] = []
+    real = dockerfile.dockerfile_to_def
+
+    def counted(text: str, **kw: object) -> DefConversion:
+        converted.append(text)
+        return real(text, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(base_config, "read_base_config", fake_read)
+    monkeypatch.setattr(dockerfile, "dockerfile_to_def", counted)
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {other} AS one\nRUN true\nFROM {PY} AS two\nCOPY --from={copied} /uv /uv\n"
+        f"COPY --from=one /etc/os-release /o\nFROM {PY}\nCOPY --from=two /uv /x\n"
+    )
+    _, conv = api.convert_dockerfile(tmp_path / "Dockerfile", tmp_path / "out")
+    assert len(converted) == 1
+    assert read == [other, PY]  # each FROM image once; never the image COPY --from= copies
+    assert conv.bases == (other, PY) and copied in conv.images
+    [line] = [w for w in conv.warnings if "could not be read" in w]
+    assert f"{other} ({other}: cannot read its registry)" in line and f"{PY} (" not in line
+    assert "cd /srv/app" in section(conv, "post")  # PY's config, read once, is used
 
 
 def test_render_offline_says_which_bases_it_did_not_read(
