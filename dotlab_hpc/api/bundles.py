@@ -227,14 +227,16 @@ def rebuild(
     bases: PathLike | None = None,
     work: PathLike | None = None,
     keep: PathLike | None = None,
+    runs_root: PathLike = "dotlab-runs",
 ) -> Rebuilt:
     """``dotlab-hpc rebuild``: check the bundle folder as ``reproduce`` does, build its image
     again from the ``.def`` the image carries (``apptainer build --fakeroot``, run in ``bases``,
     where a ``localimage`` base must be; default the bundle folder), and compare the two
     images' file trees: ``identical`` but for what every build rewrites, or ``differs`` with
     the paths. ``work``: where the image is built and unpacked
-    (default: a temporary folder); ``keep``: where to leave the image built again. The verdict
-    is the reviewer's and goes into no record.
+    (default: a temporary folder); ``keep``: where to leave the image built again. A bundle
+    that names its image by ``oras://``: it is pulled into ``RUNS_ROOT/images/`` (as
+    ``reproduce`` does) and checked. The verdict is the reviewer's and goes into no record.
 
     >>> from dotlab_hpc import api
     >>> api.rebuild("bundle.tar", keep="x.sif", work=3)
@@ -247,7 +249,7 @@ def rebuild(
     from ..render.build import find_builder
 
     plan = _checked_plan(bundle, key=key, image=image, on_checked=None)
-    original = _rerun_image(plan, Path("dotlab-runs"), plain_http=plain_http, apptainer=apptainer)
+    original = _rerun_image(plan, Path(runs_root), plain_http=plain_http, apptainer=apptainer)
     if keep is not None and Path(keep).exists():
         raise UsageError(f"--keep {keep}: exists; give a new file name")
     return rebuild_image(

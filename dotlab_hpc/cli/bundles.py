@@ -134,6 +134,13 @@ def rebuild_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--work", type=Path, help="where to build and unpack (default: a temp dir)")
     p.add_argument("--keep", type=Path, metavar="F.sif", help="keep the image built again there")
+    p.add_argument(
+        "--runs-root",
+        type=Path,
+        default=Path("dotlab-runs"),
+        help="where a bundle's oras:// image is pulled, in RUNS_ROOT/images/ (as `reproduce`"
+        " does; default: ./dotlab-runs)",
+    )
     add_plain_http(p, "a bundle's oras:// image")
     add_apptainer(p)
     add_json(p)
@@ -152,6 +159,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             bases=args.bases,
             work=args.work,
             keep=args.keep,
+            runs_root=args.runs_root,
         )
     if args.json:
         out.print_json(res.to_json())

@@ -111,3 +111,29 @@ def test_rebuild_refuses_a_tar_and_a_kept_file_that_exists(
     tar.write_bytes(b"")
     assert main(["rebuild", str(tar)]) == 2
     assert "not a bundle folder" in capsys.readouterr().err
+
+
+def test_rebuild_pulls_a_bundle_s_oras_image_under_its_runs_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc.api import bundles
+    from dotlab_hpc.bundle.reproduce import ReproducePlan
+    from tests.unit.test_reproduce import record
+
+    pulled: list[Path] = []
+
+    def plan(*args: object, **kw: object) -> ReproducePlan:
+        return ReproducePlan(
+            tmp_path / "claim.yaml", None, record("reproduced"), "sha256:" + "1" * 64, "oras://r/x"
+        )
+
+    def pull(uri: str, digest: str, runs_root: Path, **kw: object) -> Path:
+        pulled.append(runs_root)
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(bundles, "_checked_plan", plan)
+    monkeypatch.setattr(bundles, "pulled_image", pull)
+    (tmp_path / "b").mkdir()
+    assert main(["rebuild", str(tmp_path / "b"), "--runs-root", str(tmp_path / "runs")]) == 2
+    assert main(["rebuild", str(tmp_path / "b")]) == 2
+    assert pulled == [tmp_path / "runs", Path("dotlab-runs")]  # the default, as reproduce's
