@@ -306,7 +306,7 @@ def convert_dockerfile(
     """``render --from-dockerfile``: a pinned .def from a Dockerfile, written into ``output``;
     the path written and the conversion (its ``warnings`` say what was lost). ``target``: the
     stage to convert (default the last); only the stages it needs are converted. Each base
-    image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER are read from its registry first
+    image's own WORKDIR, ENTRYPOINT, CMD, ENV, USER and SHELL are read from its registry first
     (``plain_http``: a registry on loopback); one that cannot be read (or ``offline``: none) is
     named in a warning, and the conversion assumes it sets none.
 
@@ -334,7 +334,8 @@ def convert_dockerfile(
     if unread:
         said = "left unread (--offline)" if offline else "could not be read from its registry"
         line = (
-            f"{Path(dockerfile)}: the base image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER"
+            f"{Path(dockerfile)}: the base image's own WORKDIR, ENTRYPOINT, CMD, ENV, USER and"
+            " SHELL"
             f" {said}: {'; '.join(unread)}; the .def assumes it sets none"
         )
         conversion = replace(conversion, warnings=(*conversion.warnings, line))

@@ -1,12 +1,13 @@
 """What a base image sets for the images built on it: its OCI image configuration's
-``Entrypoint``, ``Cmd``, ``WorkingDir``, ``Env`` and ``User``
+``Entrypoint``, ``Cmd``, ``WorkingDir``, ``Env``, ``User`` and ``Shell``
 (https://github.com/opencontainers/image-spec/blob/main/config.md), read from its registry
 through the pinned, digest-checked manifest (an index: the entry for this machine's
 architecture), then the config blob, checked against its digest.
 
 A Dockerfile's instructions mean what they mean on top of these: a relative ``COPY`` lands in
 the inherited ``WORKDIR``, a ``CMD`` alone runs under the inherited ``ENTRYPOINT``, ``$PATH``
-in an ``ENV`` is the base's ``PATH``, a ``RUN`` runs as the inherited ``USER``.
+in an ``ENV`` is the base's ``PATH``, a ``RUN`` runs as the inherited ``USER``, a shell-form
+``RUN`` with the inherited ``SHELL`` (``["/bin/bash", "-o", "pipefail", "-c"]``, say).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class BaseConfig:
     workdir: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     user: str | None = None
+    shell: tuple[str, ...] | None = None  # a shell-form RUN, CMD, ENTRYPOINT runs with it
 
 
 def parse_config(data: bytes, where: str) -> BaseConfig:
@@ -73,6 +75,7 @@ def parse_config(data: bytes, where: str) -> BaseConfig:
         workdir=workdir or None,
         env=tuple(env),
         user=user or None,
+        shell=_strings(conf.get("Shell"), "Shell", where) or None,
     )
 
 

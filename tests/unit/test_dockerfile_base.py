@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shlex
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,60 @@ BASE = BaseConfig(
 
 def convert(text: str, base: BaseConfig = BASE) -> DefConversion:
     return dockerfile_to_def(text, bases={PY: base})
+
+
+# --------------------------------------------------------------------------- SHELL
+BASH = ("/bin/bash", "-o", "pipefail", "-c")
+
+
+def test_a_shell_form_run_runs_with_the_base_s_shell_as_docker_runs_it() -> None:
+    conv = convert(
+        f'FROM {PY}\nUSER root\nRUN false | true && echo "$0"\nRUN ["echo", "exec form"]\n',
+        BaseConfig(shell=BASH),
+    )
+    post = section(conv, "post")
+    # SHELL + [text]: no `|| exit $?` around it, bash's own status ends the step
+    assert post == [
+        "/bin/bash -o pipefail -c 'false | true && echo \"$0\"'",
+        "echo 'exec form'",  # the exec form runs no shell, as in Docker
+    ]
+
+
+def test_the_dockerfile_s_shell_overrides_the_base_s_and_sh_c_is_the_default() -> None:
+    conv = convert(
+        f'FROM {PY}\nUSER root\nSHELL ["/bin/dash", "-ec"]\nRUN a | b\n'
+        'SHELL ["/bin/sh", "-c"]\nRUN c && d\n',
+        BaseConfig(shell=BASH),
+    )
+    assert section(conv, "post") == ["/bin/dash -ec 'a | b'", "{ c && d", "} || exit $?"]
+    plain = convert(f'FROM {PY}\nSHELL ["/bin/bash", "-c"]\nRUN a | b\n', BaseConfig())
+    assert section(plain, "post") == ["/bin/bash -c 'a | b'"]
+
+
+def test_the_shell_carries_into_a_later_stage_a_user_s_run_and_shell_form_commands() -> None:
+    conv = convert(
+        f"FROM {PY} AS one\nFROM one AS two\nRUN a | b\nCMD node app.js\n",
+        BaseConfig(shell=BASH, user="jovyan"),
+    )
+    inner = shlex.join([*BASH, "a | b"])
+    assert section(conv, "post")[-1] == f"su -s /bin/sh -c {shlex.quote(inner)} jovyan"
+    assert section(conv, "runscript")[-2:] == [
+        "if [ \"$#\" -eq 0 ]; then set -- /bin/bash -o pipefail -c 'node app.js'; fi",
+        'exec "$@"',
+    ]
+
+
+def test_a_shell_that_is_not_a_json_list_is_refused_at_its_line() -> None:
+    with pytest.raises(UsageError, match=r"^Dockerfile:2: SHELL /bin/bash -c: Docker takes only"):
+        convert(f"FROM {PY}\nSHELL /bin/bash -c\nRUN x\n")
+
+
+def test_the_config_s_shell_is_read_and_checked() -> None:
+    doc = {"config": {"Shell": list(BASH)}}
+    assert parse_config(json.dumps(doc).encode(), "x").shell == BASH
+    assert parse_config(b'{"config": {"Shell": []}}', "x").shell is None
+    with pytest.raises(OperatorError, match="Shell is not a list of strings"):
+        parse_config(b'{"config": {"Shell": "/bin/bash -c"}}', "x")
 
 
 # --------------------------------------------------------------------------- the conversion
@@ -199,7 +254,7 @@ def test_render_offline_says_which_bases_it_did_not_read(
     )
     err = capsys.readouterr().err
     assert (
-        "the base image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER left unread (--offline):"
-        in err
+        "the base image's own WORKDIR, ENTRYPOINT, CMD, ENV, USER and SHELL left unread"
+        " (--offline):" in err
     )
     assert PY in err and "the .def assumes it sets none" in err
