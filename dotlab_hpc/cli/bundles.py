@@ -164,19 +164,10 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     if args.json:
         out.print_json(res.to_json())
         return 0 if res.diff.identical else 1
-    d = res.diff
-    apart = f"; {len(d.rewritten)} rewritten by every build, not compared" if d.rewritten else ""
-    print(f"{res.image}: {res.verdict} to its .def's build ({d.compared} entries{apart})")
-    for label, paths in (
-        ("differs", d.differing),
-        ("only in the bundle's image", d.only_first),
-        ("only in the rebuilt image", d.only_second),
-    ):
-        if paths:
-            shown = ", ".join("/" + p for p in paths[:5])
-            more = f" (and {len(paths) - 5} more)" if len(paths) > 5 else ""
-            print(f"  {label}: {len(paths)}: {shown}{more}")
-    return 0 if d.identical else 1
+    from ..printers.reports import rebuild_lines
+
+    print("\n".join(rebuild_lines(res)))
+    return 0 if res.diff.identical else 1
 
 
 # --------------------------------------------------------------------------- keygen
