@@ -121,31 +121,43 @@ class BatchDone:
 def stream_lines(argv: Sequence[str], *, timeout: float) -> Iterator[str]:
     """The lines a program prints, one at a time, as it prints them (a listing of millions of
     lines never held whole); at the end, ProcFailed with the end of what it said on stderr
-    when it failed, ProcTimeout when it did not end within ``timeout`` of its last line."""
+    when it failed, ProcTimeout when it ran past ``timeout`` (killed then, even in the middle
+    of a line). Its stderr goes to a file, never a pipe that could fill and stall it."""
+    import tempfile
+    import threading
+
     args = tuple(argv)
-    try:
-        proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
-        )
-    except FileNotFoundError as e:
-        raise ToolMissing(f"{args[0]}: not found on PATH") from e
-    assert proc.stdout is not None and proc.stderr is not None
-    try:
-        yield from proc.stdout
-    finally:
-        proc.stdout.close()
-        if proc.poll() is None:
-            proc.kill()  # the caller stopped reading early
-    try:
-        err = proc.stderr.read()
-        code = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        proc.kill()
-        raise ProcTimeout(f"{args[0]}: no end within {timeout:g} s") from e
-    finally:
-        proc.stderr.close()
-    if code != 0:
-        raise ProcFailed(f"{args[0]} exited {code}: {err.strip()[-300:]}")
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(
+                args, stdout=subprocess.PIPE, stderr=err, text=True, errors="replace"
+            )
+        except FileNotFoundError as e:
+            raise ToolMissing(f"{args[0]}: not found on PATH") from e
+        assert proc.stdout is not None
+        late = threading.Event()
+
+        def stop() -> None:
+            late.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, stop)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield from proc.stdout
+        finally:
+            timer.cancel()
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()  # the caller stopped reading early
+            code = proc.wait()  # killed, or its stdout ended: it ends now
+        if late.is_set():
+            raise ProcTimeout(f"{args[0]}: no end within {timeout:g} s")
+        if code != 0:
+            err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
+            said = err.read().decode("utf-8", "replace")
+            raise ProcFailed(f"{args[0]} exited {code}: {said.strip()[-300:]}")
 
 
 def _spawn_session(

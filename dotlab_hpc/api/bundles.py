@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from ..bundle.pack import PackResult
-    from ..bundle.rebuild import Rebuilt
+    from ..bundle.rebuild import RebuildVerdict, Rebuilt
     from ..bundle.report import BundleReport
     from ..bundle.reproduce import ReproducePlan
     from ..collect.collect import Collected
@@ -114,6 +114,7 @@ class Reproduction:
     original: ClaimRecord
     submitted: SubmitResult
     collected: list[Collected]
+    rebuild: RebuildVerdict | None = None  # with ``rebuild``: the reviewer's, not recorded
 
 
 def _checked_plan(
@@ -174,6 +175,8 @@ def reproduce(
     on_submitted: Callable[[SubmitResult], None] | None = None,
     on_cycle: Callable[[list[RunState]], None] | None = None,
     on_checked: Callable[[BundleReport], None] | None = None,
+    rebuild: bool = False,
+    bases: PathLike | None = None,
     **site_inputs: Unpack[SiteInputs],
 ) -> Reproduction:
     """``dotlab-hpc reproduce``: check the bundle folder as ``verify-bundle`` does (with ``key``
@@ -185,7 +188,8 @@ def reproduce(
     A bundle that names its image by an ``oras://`` reference instead of carrying it: the image
     is pulled into ``RUNS_ROOT/images/`` and checked (``plain_http`` for a registry on
     loopback). ``on_checked`` gets the bundle's report once it passed, before anything is pulled
-    or submitted (its ``signature`` says whether a signature was checked).
+    or submitted (its ``signature`` says whether a signature was checked). ``rebuild``: then
+    ``rebuild``'s check (``bases``: its ``--bases``), in ``Reproduction.rebuild``, unrecorded.
 
     >>> from dotlab_hpc import api
     >>> api.reproduce("bundle.tar.gz", image="claim.sif")
@@ -196,9 +200,8 @@ def reproduce(
     from .submitting import run_all
 
     plan = _checked_plan(bundle, key=key, image=image, on_checked=on_checked)
-    pulled = _rerun_image(
-        plan, Path(runs_root), plain_http=plain_http, apptainer=site_inputs.get("apptainer")
-    )
+    app = site_inputs.get("apptainer")
+    pulled = _rerun_image(plan, Path(runs_root), plain_http=plain_http, apptainer=app)
     submitted, collected = run_all(
         [plan.manifest],
         code_dir=code_dir,
@@ -213,7 +216,39 @@ def reproduce(
         on_cycle=on_cycle,
         **site_inputs,
     )
-    return Reproduction(plan.original, submitted, collected)
+    folder = Path(bundle if bases is None else bases)
+    verdict = _rebuild_verdict(folder, pulled, site_inputs) if rebuild else None  # unrecorded
+    return Reproduction(plan.original, submitted, collected, verdict)
+
+
+def _rebuild_verdict(bases: Path, image: Path, site_inputs: SiteInputs) -> RebuildVerdict:
+    """``reproduce --rebuild``'s comparison, as ``rebuild``'s; an error is its one line (the
+    runs are done and stand)."""
+    from ..bundle.rebuild import RebuildVerdict
+    from ..errors import DotlabError
+
+    try:
+        return RebuildVerdict(_rebuilt(bases, image, site_inputs.get("apptainer"), None, None))
+    except DotlabError as e:
+        return RebuildVerdict(None, e.message)
+
+
+def _rebuilt(
+    bases: Path, image: Path, apptainer: str | None, work: Path | None, keep: Path | None
+) -> Rebuilt:
+    """``image`` built again from its own ``.def`` in ``bases``, then compared."""
+    from ..bundle import rebuild as seam
+    from ..proc import SubprocessRunner
+    from ..render.build import find_builder
+
+    return seam.rebuild(
+        bases.absolute(),
+        image,
+        runner=SubprocessRunner(),
+        program=find_builder(apptainer),
+        work=work,
+        keep=keep,
+    )
 
 
 @checked
@@ -227,14 +262,16 @@ def rebuild(
     bases: PathLike | None = None,
     work: PathLike | None = None,
     keep: PathLike | None = None,
+    runs_root: PathLike = "dotlab-runs",
 ) -> Rebuilt:
     """``dotlab-hpc rebuild``: check the bundle folder as ``reproduce`` does, build its image
     again from the ``.def`` the image carries (``apptainer build --fakeroot``, run in ``bases``,
     where a ``localimage`` base must be; default the bundle folder), and compare the two
     images' file trees: ``identical`` but for what every build rewrites, or ``differs`` with
     the paths. ``work``: where the image is built and unpacked
-    (default: a temporary folder); ``keep``: where to leave the image built again. The verdict
-    is the reviewer's and goes into no record.
+    (default: a temporary folder); ``keep``: where to leave the image built again. A bundle
+    that names its image by ``oras://``: it is pulled into ``RUNS_ROOT/images/`` (as
+    ``reproduce`` does) and checked. The verdict is the reviewer's and goes into no record.
 
     >>> from dotlab_hpc import api
     >>> api.rebuild("bundle.tar", keep="x.sif", work=3)
@@ -242,21 +279,16 @@ def rebuild(
     ...
     dotlab_hpc.errors.UsageError: api.rebuild: work must be a path or None, not int 3
     """
-    from ..bundle.rebuild import rebuild as rebuild_image
-    from ..proc import SubprocessRunner
-    from ..render.build import find_builder
-
     plan = _checked_plan(bundle, key=key, image=image, on_checked=None)
-    original = _rerun_image(plan, Path("dotlab-runs"), plain_http=plain_http, apptainer=apptainer)
+    original = _rerun_image(plan, Path(runs_root), plain_http=plain_http, apptainer=apptainer)
     if keep is not None and Path(keep).exists():
         raise UsageError(f"--keep {keep}: exists; give a new file name")
-    return rebuild_image(
-        Path(bundle if bases is None else bases).absolute(),
+    return _rebuilt(
+        Path(bundle if bases is None else bases),
         original,
-        runner=SubprocessRunner(),
-        program=find_builder(apptainer),
-        work=None if work is None else Path(work),
-        keep=None if keep is None else Path(keep),
+        apptainer,
+        None if work is None else Path(work),
+        None if keep is None else Path(keep),
     )
 
 

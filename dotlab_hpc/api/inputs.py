@@ -306,7 +306,7 @@ def convert_dockerfile(
     """``render --from-dockerfile``: a pinned .def from a Dockerfile, written into ``output``;
     the path written and the conversion (its ``warnings`` say what was lost). ``target``: the
     stage to convert (default the last); only the stages it needs are converted. Each base
-    image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER are read from its registry first
+    image's own WORKDIR, ENTRYPOINT, CMD, ENV, USER and SHELL are read from its registry first
     (``plain_http``: a registry on loopback); one that cannot be read (or ``offline``: none) is
     named in a warning, and the conversion assumes it sets none.
 
@@ -318,21 +318,24 @@ def convert_dockerfile(
     """
     from dataclasses import replace
 
-    from ..container.base_config import read_base_configs
+    from ..container.base_config import BaseConfigReader
     from ..container.dockerfile import convert_dockerfile as convert
     from ..container.dockerfile import write_def
 
-    conversion = convert(Path(dockerfile), target)  # refused here, nothing is read
-    bases: dict[str, Any] = {}
-    unread = list(conversion.images) if offline else []
-    if not offline:
-        bases, unread = read_base_configs(conversion.images, plain_http=plain_http)
-    if bases:
-        conversion = convert(Path(dockerfile), target, bases)
+    # converted once: each stage's FROM image is read from its registry when the conversion
+    # reaches it (refused before: nothing is read); COPY --from= images are never read
+    reader = None if offline else BaseConfigReader(plain_http=plain_http)
+    conversion = convert(Path(dockerfile), target, reader)
+    images = [i for i in conversion.bases if i.lower() != "scratch"]
+    if reader is None:
+        unread = images
+    else:
+        unread = [f"{i} ({reader.unread[i]})" for i in images if i in reader.unread]
     if unread:
         said = "left unread (--offline)" if offline else "could not be read from its registry"
         line = (
-            f"{Path(dockerfile)}: the base image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER"
+            f"{Path(dockerfile)}: the base image's own WORKDIR, ENTRYPOINT, CMD, ENV, USER and"
+            " SHELL"
             f" {said}: {'; '.join(unread)}; the .def assumes it sets none"
         )
         conversion = replace(conversion, warnings=(*conversion.warnings, line))

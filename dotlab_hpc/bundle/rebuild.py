@@ -60,6 +60,26 @@ class Rebuilt:
         }
 
 
+@dataclass(frozen=True)
+class RebuildVerdict:
+    """``reproduce --rebuild``'s part: the rebuild's verdict, or the one line that stopped it
+    (the reproduction stands either way). The reviewer's: printed, never recorded."""
+
+    rebuilt: Rebuilt | None
+    error: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        """``identical``, ``differs`` or ``error``."""
+        return "error" if self.rebuilt is None else self.rebuilt.verdict
+
+    def to_json(self) -> dict[str, object]:
+        """As ``rebuild --json``; an error: ``{"verdict": "error", "error": LINE}``."""
+        if self.rebuilt is None:
+            return {"verdict": "error", "error": self.error}
+        return self.rebuilt.to_json()
+
+
 def embedded_def(image: Path) -> str:
     """The ``.def`` the image was built from (its SIF's Def.FILE object)."""
     deffile = read_sif(image, digest=False).deffile

@@ -134,6 +134,13 @@ def rebuild_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--work", type=Path, help="where to build and unpack (default: a temp dir)")
     p.add_argument("--keep", type=Path, metavar="F.sif", help="keep the image built again there")
+    p.add_argument(
+        "--runs-root",
+        type=Path,
+        default=Path("dotlab-runs"),
+        help="where a bundle's oras:// image is pulled, in RUNS_ROOT/images/ (as `reproduce`"
+        " does; default: ./dotlab-runs)",
+    )
     add_plain_http(p, "a bundle's oras:// image")
     add_apptainer(p)
     add_json(p)
@@ -152,23 +159,15 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             bases=args.bases,
             work=args.work,
             keep=args.keep,
+            runs_root=args.runs_root,
         )
     if args.json:
         out.print_json(res.to_json())
         return 0 if res.diff.identical else 1
-    d = res.diff
-    apart = f"; {len(d.rewritten)} rewritten by every build, not compared" if d.rewritten else ""
-    print(f"{res.image}: {res.verdict} to its .def's build ({d.compared} entries{apart})")
-    for label, paths in (
-        ("differs", d.differing),
-        ("only in the bundle's image", d.only_first),
-        ("only in the rebuilt image", d.only_second),
-    ):
-        if paths:
-            shown = ", ".join("/" + p for p in paths[:5])
-            more = f" (and {len(paths) - 5} more)" if len(paths) > 5 else ""
-            print(f"  {label}: {len(paths)}: {shown}{more}")
-    return 0 if d.identical else 1
+    from ..printers.reports import rebuild_lines
+
+    print("\n".join(rebuild_lines(res)))
+    return 0 if res.diff.identical else 1
 
 
 # --------------------------------------------------------------------------- keygen

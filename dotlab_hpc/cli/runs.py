@@ -18,7 +18,7 @@ from .parser import argument_error
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from typing import Any
 
     from ..api import Collected, SubmitResult
@@ -272,13 +272,26 @@ def _print_stderr_tail(run_dir: Path) -> None:
 
 # --------------------------------------------------------------------------- reproduce
 def reproduce_args(p: argparse.ArgumentParser) -> None:
-    """``reproduce``: the bundle and the run options."""
+    """``reproduce``: the bundle, the run options, the rebuild after the runs."""
     add_run_options(p, bundle=True)
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="after the runs, build the image again from its .def and compare the file trees,"
+        " as `rebuild` does: its verdict is printed (and in --json), never recorded",
+    )
+    p.add_argument(
+        "--bases",
+        type=Path,
+        metavar="DIR",
+        help="with --rebuild: where a localimage base of the .def is (default: the bundle folder)",
+    )
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    """Check the bundle, run it, collect; each record beside the bundle's original."""
-    from ..printers.reports import side_by_side, signature_note
+    """Check the bundle, run it, collect; each record beside the bundle's original; with
+    --rebuild, the rebuild's verdict after them."""
+    from ..printers.reports import side_by_side
 
     seen: list[SubmitResult] = []
 
@@ -287,7 +300,48 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if line is not None:
             print_error(line)
 
-    done = api.reproduce(
+    if args.bases is not None and not args.rebuild:
+        raise UsageError("--bases: only with --rebuild", hint="add --rebuild, or leave --bases out")
+    # --json --rebuild: Apptainer's build output goes to stderr, stdout stays the one document
+    quiet = out.stdout_to_stderr() if args.json and args.rebuild else contextlib.nullcontext()
+    with quiet:
+        done = _reproduce(args, note, seen)
+    if args.json:
+        from ..printers.documents import reproduction
+
+        verdict = None if done.rebuild is None else done.rebuild.to_json()
+        out.print_json(reproduction(done.original, done.collected, verdict))
+        out.print_fixes(seen, as_json=True)
+        return _rebuilt_code(_exit_code(done.collected), done)
+    code = _print_collected(done.collected)
+    out.print_fixes(seen, as_json=False)
+    for c in done.collected:
+        if c.record is not None:
+            print()
+            print("\n".join(side_by_side(done.original, c.record)))
+    if done.rebuild is not None:
+        from ..printers.reports import rebuild_verdict_lines
+
+        print()
+        print("\n".join(rebuild_verdict_lines(done.rebuild)))
+    return _rebuilt_code(code, done)
+
+
+def _rebuilt_code(code: int, done: api.Reproduction) -> int:
+    """``reproduce``'s exit code with ``--rebuild``: a rebuild that differs is another outcome
+    (1), one that could not be done an error (2), whatever the runs gave if worse."""
+    if done.rebuild is None or done.rebuild.verdict == "identical":
+        return code
+    return max(code, 1 if done.rebuild.verdict == "differs" else 2)
+
+
+def _reproduce(
+    args: argparse.Namespace, note: Callable[[str | None], None], seen: list[SubmitResult]
+) -> api.Reproduction:
+    """``api.reproduce`` with the command line's options and callbacks."""
+    from ..printers.reports import signature_note
+
+    return api.reproduce(
         args.bundle,
         code_dir=args.code_dir,
         data_dir=args.data_dir,
@@ -302,21 +356,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         on_submitted=out.submitted_to(args.json, seen),
         on_cycle=live_table(),
         on_checked=lambda report: note(signature_note(report)),
+        rebuild=args.rebuild,
+        bases=args.bases,
         **site_options(args),
     )
-    if args.json:
-        from ..printers.documents import reproduction
-
-        out.print_json(reproduction(done.original, done.collected))
-        out.print_fixes(seen, as_json=True)
-        return _exit_code(done.collected)
-    code = _print_collected(done.collected)
-    out.print_fixes(seen, as_json=False)
-    for c in done.collected:
-        if c.record is not None:
-            print()
-            print("\n".join(side_by_side(done.original, c.record)))
-    return code
 
 
 # --------------------------------------------------------------------------- status

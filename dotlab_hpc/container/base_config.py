@@ -1,19 +1,20 @@
 """What a base image sets for the images built on it: its OCI image configuration's
-``Entrypoint``, ``Cmd``, ``WorkingDir``, ``Env`` and ``User``
+``Entrypoint``, ``Cmd``, ``WorkingDir``, ``Env``, ``User`` and ``Shell``
 (https://github.com/opencontainers/image-spec/blob/main/config.md), read from its registry
 through the pinned, digest-checked manifest (an index: the entry for this machine's
 architecture), then the config blob, checked against its digest.
 
 A Dockerfile's instructions mean what they mean on top of these: a relative ``COPY`` lands in
 the inherited ``WORKDIR``, a ``CMD`` alone runs under the inherited ``ENTRYPOINT``, ``$PATH``
-in an ``ENV`` is the base's ``PATH``, a ``RUN`` runs as the inherited ``USER``.
+in an ``ENV`` is the base's ``PATH``, a ``RUN`` runs as the inherited ``USER``, a shell-form
+``RUN`` with the inherited ``SHELL`` (``["/bin/bash", "-o", "pipefail", "-c"]``, say).
 """
 
 from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ class BaseConfig:
     workdir: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     user: str | None = None
+    shell: tuple[str, ...] | None = None  # a shell-form RUN, CMD, ENTRYPOINT runs with it
 
 
 def parse_config(data: bytes, where: str) -> BaseConfig:
@@ -73,6 +75,7 @@ def parse_config(data: bytes, where: str) -> BaseConfig:
         workdir=workdir or None,
         env=tuple(env),
         user=user or None,
+        shell=_strings(conf.get("Shell"), "Shell", where) or None,
     )
 
 
@@ -96,8 +99,7 @@ def read_base_config(
         ref = parse_image_ref(text if "://" in text else f"docker://{text}", scheme="docker")
     except ValueError as e:
         raise OperatorError(f"{text}: {e}") from e
-    digest = check_pinned_manifest(ref, plain_http, fetch)
-    manifest = fetch(ref, digest, plain_http).json()
+    manifest = check_pinned_manifest(ref, plain_http, fetch).json()  # read once, checked
     if manifest.get("mediaType") in (OCI_INDEX, DOCKER_LIST) or "manifests" in manifest:
         digest = _platform_entry(manifest, ref.text())
         got = fetch(ref, digest, plain_http)
@@ -127,19 +129,30 @@ def _platform_entry(index: dict[str, Any], where: str) -> str:
     raise OperatorError(f"{where}: the image has no linux/{arch} variant")
 
 
-def read_base_configs(
-    images: tuple[str, ...], *, plain_http: bool = False
-) -> tuple[dict[str, BaseConfig], list[str]]:
-    """The configuration of each ``docker://`` image pinned by digest that can be read, and one
-    line for each that cannot (offline, a private registry): what the conversion then cannot
-    know of it."""
-    found: dict[str, BaseConfig] = {}
-    unread: list[str] = []
-    for image in dict.fromkeys(images):
-        if image == "scratch":
-            continue
-        try:
-            found[image] = read_base_config(image, plain_http=plain_http)
-        except DotlabError as e:
-            unread.append(f"{image} ({e.message})")
-    return found, unread
+class BaseConfigReader(Mapping[str, BaseConfig]):
+    """The configurations of ``docker://`` images pinned by digest, each read from its
+    registry (``read_base_config``) the first time a conversion asks for it, and only then: a
+    conversion asks for the images its stages are built FROM, not those a ``COPY --from=``
+    copies files from. What could not be read is in ``unread`` (image: why), and is missing."""
+
+    def __init__(self, *, plain_http: bool = False) -> None:
+        self._plain_http = plain_http
+        self._found: dict[str, BaseConfig] = {}
+        self.unread: dict[str, str] = {}
+
+    def __getitem__(self, image: str) -> BaseConfig:
+        if image not in self._found:
+            if image in self.unread or image.lower() == "scratch":
+                raise KeyError(image)
+            try:
+                self._found[image] = read_base_config(image, plain_http=self._plain_http)
+            except DotlabError as e:
+                self.unread[image] = e.message
+                raise KeyError(image) from None
+        return self._found[image]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)

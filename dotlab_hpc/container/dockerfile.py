@@ -47,6 +47,7 @@ class DefConversion:
     images: tuple[str, ...]
     stages: tuple[str, ...]
     warnings: tuple[str, ...]
+    bases: tuple[str, ...] = ()  # the images its stages are built FROM (their configs matter)
 
 
 # --------------------------------------------------------------------------- public
@@ -88,14 +89,18 @@ def dockerfile_to_def(
     warning, whatever it holds. ``bases``: what each base image sets (``base_config``), by the
     FROM's image: a stage from it starts from its WORKDIR, ENTRYPOINT, CMD, ENV and USER."""
     warnings: list[str] = []
-    stages = _stages(read_instructions(text, source), source, warnings, target, bases or {})
+    stages = _stages(
+        read_instructions(text, source), source, warnings, target, {} if bases is None else bases
+    )
     recipes = spython_parse(stages, source)
     text_out = spython_write(recipes, stages, source)
+    copied = {name for s in stages for name in s.images}  # COPY --from=IMAGE's stages
     return DefConversion(
         text=text_out,
         images=tuple(s.image for s in stages),
         stages=tuple(s.name for s in stages),
         warnings=tuple(warnings),
+        bases=tuple(dict.fromkeys(s.image for s in stages if s.name not in copied)),
     )
 
 

@@ -50,7 +50,6 @@ _DROPPED = {
     "VOLUME": "Apptainer binds folders at run time (--bind)",
     "STOPSIGNAL": "Apptainer has no stop signal setting",
     "HEALTHCHECK": "Apptainer has no health checks",
-    "SHELL": "%post runs under /bin/sh; bash-only syntax in RUN will fail there",
     "ONBUILD": "Apptainer has no ONBUILD triggers",
 }
 # `uname -m` in %post → Docker's architecture and variant (containerd's platforms.Normalize).
@@ -112,6 +111,8 @@ def instruction(
         stage.labels.append(_label("maintainer", ins.joined, where))
     elif kw in ("CMD", "ENTRYPOINT"):
         _command(ins, stage, where)
+    elif kw == "SHELL":
+        _shell(ins, stage, where)
     elif kw == "USER":
         _user(ins, stage, where, warnings)
     elif kw in _DROPPED:
@@ -129,10 +130,13 @@ def _run_step(ins: Instruction, stages: list[Stage], where: str, warnings: list[
             f"{where}: RUN in a FROM scratch stage: the image has no shell to run it",
             hint="run it in a stage built FROM a pinned base image, then COPY --from= its result",
         )
-    command, mounts = _run(ins, where, warnings)
+    command, mounts, shell_form = _run(ins, where, warnings)
+    wrapped = shell_form and stage.shell is not None
+    if wrapped:  # Docker runs a shell-form RUN as SHELL + [its text]
+        command = shlex.join([*(stage.shell or ()), command])
     if stage.user is not None:  # su's shell ends with the command: its status is su's
         command = as_user(command, stage.user, where)
-    elif not mounts:  # (bind_mounts runs it in a subshell, and ends in '|| exit 1')
+    elif not mounts and not wrapped:  # (bind_mounts: a subshell, ending in '|| exit 1')
         command = failing(command)
     if mounts:
         command = bind_mounts(stages, command, mounts, where, warnings)
@@ -157,6 +161,7 @@ def inherit(stage: Stage, base: BaseConfig, where: str) -> None:
         stage.spython_lines += [f"RUN mkdir -p {q}", f"RUN cd {q}"]  # Docker makes it, too
     stage.entrypoint = list(base.entrypoint) if base.entrypoint else None
     stage.cmd = list(base.cmd) if base.cmd else None
+    stage.shell = _shell_in_force(list(base.shell or ()))
     if base.user and base.user.split(":", 1)[0] not in _ROOT:
         stage.user = (0, one_line(base.user))  # line 0: the base image's
 
@@ -196,9 +201,30 @@ def _env(ins: Instruction, stage: Stage, where: str, warnings: list[str]) -> Non
     stage.spython_lines.append("RUN export " + " ".join(pairs))
 
 
+def _shell_in_force(argv: list[str]) -> list[str] | None:
+    """The SHELL a stage keeps: None for Docker's default, ``/bin/sh -c`` (what %post runs)."""
+    return None if argv in ([], ["/bin/sh", "-c"]) else argv
+
+
+def _shell(ins: Instruction, stage: Stage, where: str) -> None:
+    """``SHELL ["executable", "parameters"]``: the shell the shell-form RUN, CMD and ENTRYPOINT
+    after it run with (JSON form only, and not expanded, as in Docker)."""
+    argv = json_list(ins.joined)
+    if not argv:
+        raise UsageError(
+            f"{where}: SHELL {ins.joined.strip()}: Docker takes only a JSON list of strings here",
+            hint='write it as SHELL ["/bin/bash", "-c"]',
+        )
+    checked_text(shlex.join(argv), where, ins.keyword)
+    stage.shell = _shell_in_force(argv)
+
+
 def _command(ins: Instruction, stage: Stage, where: str) -> None:
-    """A CMD or ENTRYPOINT, as the argv it gives (an ENTRYPOINT resets CMD, as in Docker)."""
+    """A CMD or ENTRYPOINT, as the argv it gives (an ENTRYPOINT resets CMD, as in Docker); a
+    shell form runs with the SHELL in force."""
     argv = exec_or_shell(ins.joined)
+    if json_list(ins.joined) is None and stage.shell is not None:
+        argv = [*stage.shell, ins.joined]
     checked_text(shlex.join(argv), where, ins.keyword)
     stage.command_set = True
     if ins.keyword == "CMD":
@@ -324,8 +350,10 @@ def _mount(flag: str, where: str) -> dict[str, str] | None:
     )
 
 
-def _run(ins: Instruction, where: str, warnings: list[str]) -> tuple[str, list[dict[str, str]]]:
-    """The RUN's command, and the mounts that give it files."""
+def _run(
+    ins: Instruction, where: str, warnings: list[str]
+) -> tuple[str, list[dict[str, str]], bool]:
+    """The RUN's command, the mounts that give it files, and whether it is shell text."""
     body = "\n".join(ins.lines)
     mounts = []
     while m := re.match(r"\s*(--[^\s\\]+)(?:\s|\\[ \t]*\n)*", body):
@@ -338,13 +366,13 @@ def _run(ins: Instruction, where: str, warnings: list[str]) -> tuple[str, list[d
         body = body[m.end() :]
     body = _CONTINUED_RE.sub("", body.rstrip()).rstrip()
     if ins.heredoc:
-        return _heredoc(ins, body, where), mounts
+        return _heredoc(ins, body, where), mounts, True
     argv = json_list(body)
     if argv is not None:
-        return shlex.join(argv), mounts
+        return shlex.join(argv), mounts, False
     if not body:
         raise UsageError(f"{where}: RUN without a command")
-    return body, mounts
+    return body, mounts, True
 
 
 def _heredoc(ins: Instruction, body: str, where: str) -> str:

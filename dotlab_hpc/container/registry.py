@@ -262,9 +262,12 @@ def _get(
     raise OperatorError(f"{where}: the registry asked for credentials twice")  # pragma: no cover
 
 
-def check_pinned_manifest(ref: ImageRef, plain_http: bool, fetch: Fetch = fetch_manifest) -> str:
-    """Read the manifest ``ref`` pins and check its bytes hash to the pin; the digest, or
-    InputMismatch naming both digests when the registry serves something else."""
+def check_pinned_manifest(
+    ref: ImageRef, plain_http: bool, fetch: Fetch = fetch_manifest
+) -> Manifest:
+    """Read the manifest ``ref`` pins and check its bytes hash to the pin; the manifest read
+    (its ``digest`` the pin), or InputMismatch naming both digests when the registry serves
+    something else."""
     if ref.digest is None:
         raise UsageError(f"{ref.text()}: not pinned by digest (@sha256:<64 hex digits>)")
     got = fetch(ref, ref.digest, plain_http)
@@ -277,7 +280,7 @@ def check_pinned_manifest(ref: ImageRef, plain_http: bool, fetch: Fetch = fetch_
                 " it is not the pinned image, refused before anything is pulled or built",
             ]
         )
-    return got.digest
+    return got
 
 
 @dataclass(frozen=True)

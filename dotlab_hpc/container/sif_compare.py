@@ -6,9 +6,13 @@ entry (type, mode, numeric owner, size, a link's target), streamed line by line,
 regular files are unpacked into a folder of the caller's and hashed there one at a time
 (``fsio.sha256``), so memory stays bounded whatever the image holds. Timestamps are not
 compared (every build has its own). A few files every build writes anew (``REWRITTEN``) are
-reported apart, never as a difference. A hostile image ends with one ``ImageCompareError``:
-more entries than ``MAX_ENTRIES``, more bytes than the folder's free space, a file that could
-not be unpacked; links are compared by their target and never followed.
+reported apart, never as a difference. A hostile image ends with one ``ImageCompareError``,
+found while its listing streams in, before anything is unpacked: more entries than
+``MAX_ENTRIES``; a path more than ``MAX_DEPTH`` folders deep or longer than
+``MAX_PATH_BYTES``; an entry under something that is not a folder of the image, or with ``..``
+in its path; regular files adding up to more than ``MAX_FILE_BYTES`` (a sparse file counts
+whole: its holes would be hashed) or to more than the folder's free space; then a file that
+could not be unpacked. Links are compared by their target and never followed.
 """
 
 from __future__ import annotations
@@ -17,16 +21,22 @@ import fnmatch
 import os
 import shutil
 import stat
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import ProcFailed, ProcTimeout, SifError, ToolMissing, UsageError
-from ..fsio.sha256 import sha256_file
+from ..fsio.sha256 import sha256_files
 from ..proc import Runner, stream_lines
 from .sif import read_sif
 
-MAX_ENTRIES = 2_000_000
+MAX_ENTRIES = 2_000_000  # two images' listings held: ~300 bytes an entry, ~1.2 GB at most
+MAX_DEPTH = 256  # folders in folders; a real image's deepest is a few dozen
+MAX_PATH_BYTES = 3072  # unpacked under the work folder, within Linux's PATH_MAX (4096)
+# The regular files' sizes added up: each is hashed, its bytes read (a 1 TiB sparse file's
+# zeros would take a quarter of an hour); 64 GiB is several times the largest images in use.
+MAX_FILE_BYTES = 64 * 1024**3
 LIST_TIMEOUT_S = 600.0
 # What every build writes anew, whatever its .def: Apptainer's build-date label, the dynamic
 # linker's cache, logs and caches of package managers, Python's compiled files (they record
@@ -111,10 +121,32 @@ def listing(lines: Iterator[str], sif: Path) -> dict[str, Entry]:
         path = rest.removeprefix("squashfs-root").lstrip("/")
         if not path:
             continue
-        out[path] = Entry(mode, owner, size, target)
+        _check_path(path, out, sif)
+        out[path] = Entry(sys.intern(mode), sys.intern(owner), size, target)
         if len(out) > MAX_ENTRIES:
             raise ImageCompareError(f"{sif}: more than {MAX_ENTRIES} entries; not compared")
     return out
+
+
+def _check_path(path: str, seen: dict[str, Entry], sif: Path) -> None:
+    """A path unpacked and hashed under the work folder: not too deep nor too long, no ``..``,
+    and under a folder the listing gave before it (``unsquashfs`` lists a folder, then what it
+    holds), never under a link."""
+    shown = path if len(path) <= 120 else path[:60] + "…" + path[-40:]
+    depth = path.count("/") + 1
+    if depth > MAX_DEPTH or len(path.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        raise ImageCompareError(
+            f"{sif}: /{shown} lies {depth} folders deep ({len(path)} characters), more than"
+            f" the {MAX_DEPTH} folders or {MAX_PATH_BYTES} bytes compared; not compared"
+        )
+    parent = path.rpartition("/")[0]
+    if {"", ".", ".."} & set(path.split("/")) or (
+        parent and (parent not in seen or seen[parent].mode[0] != "d")
+    ):
+        raise ImageCompareError(
+            f"{sif}: its listing names /{shown}, which is not under a folder of the image;"
+            " not compared"
+        )
 
 
 def read_tree(sif: Path, work: Path, runner: Runner) -> dict[str, Entry]:
@@ -136,6 +168,11 @@ def read_tree(sif: Path, work: Path, runner: Runner) -> dict[str, Entry]:
         raise ImageCompareError(f"{sif}: its file system could not be listed ({e.message})") from e
     files = [p for p, e in entries.items() if e.mode[0] == "-"]
     need = sum(int(entries[p].size) for p in files if entries[p].size.isdigit())
+    if need > MAX_FILE_BYTES:
+        raise ImageCompareError(
+            f"{sif}: its files hold {need} bytes (a sparse file counted whole), more than the"
+            f" {MAX_FILE_BYTES} compared; not compared"
+        )
     free = shutil.disk_usage(work).free
     if need > free:
         raise ImageCompareError(
@@ -157,7 +194,8 @@ def read_tree(sif: Path, work: Path, runner: Runner) -> dict[str, Entry]:
             ) from e
         if not stat.S_ISREG(st.st_mode):
             raise ImageCompareError(f"{sif}: /{p} did not unpack as a regular file")
-        hashed[p] = replace(entries[p], sha256=sha256_file(target))
+        [digest] = sha256_files([target], follow_symlinks=False, workers=1)
+        hashed[p] = replace(entries[p], sha256=digest)
     shutil.rmtree(root, ignore_errors=True)
     return hashed
 

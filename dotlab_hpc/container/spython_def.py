@@ -45,6 +45,9 @@ class Stage:
     needs: set[str] = field(default_factory=set)  # the stages it copies from (COPY --from)
     base: str | None = None  # the earlier stage it is built on (FROM base), repeated in it
     images: dict[str, str] = field(default_factory=dict)  # COPY --from=IMAGE@sha256: name → ref
+    # the SHELL in force (the base image's, then the Dockerfile's): a shell-form RUN, CMD or
+    # ENTRYPOINT runs as SHELL + [text], as in Docker; None: /bin/sh -c, %post's own
+    shell: list[str] | None = None
 
 
 def checked_text(text: str, where: str, keyword: str) -> str:

@@ -177,8 +177,16 @@ def dry_run(
     }
 
 
-def reproduction(original: ClaimRecord, results: Sequence[Collected]) -> dict[str, Any]:
-    """``reproduce --json``: the authors' record beside each new run (as ``collected``)."""
+def reproduction(
+    original: ClaimRecord,
+    results: Sequence[Collected],
+    rebuild: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``reproduce --json``: the authors' record beside each new run (as ``collected``), and
+    with ``--rebuild`` the rebuild's verdict (as ``rebuild --json``)."""
     from ..rundir.records import record_json
 
-    return {"original": record_json(original), "runs": collected(results)}
+    doc = {"original": record_json(original), "runs": collected(results)}
+    if rebuild is not None:
+        doc["rebuild"] = rebuild
+    return doc

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..bundle.rebuild import RebuildVerdict, Rebuilt
 from ..bundle.report import BundleReport
 from ..errors import one_line
 from ..render.build import BuildResult
@@ -218,3 +219,30 @@ def site_table(report: SiteReport) -> str:
         if report.fix:
             lines.append(f"hint: {one_line(report.fix)}")
     return "\n".join(lines) + "\n"
+
+
+def rebuild_lines(res: Rebuilt) -> list[str]:
+    """``rebuild``'s verdict: one line, then each kind of difference with its first paths."""
+    d = res.diff
+    apart = f"; {len(d.rewritten)} rewritten by every build, not compared" if d.rewritten else ""
+    lines = [f"{res.image}: {res.verdict} to its .def's build ({d.compared} entries{apart})"]
+    for label, paths in (
+        ("differs", d.differing),
+        ("only in the bundle's image", d.only_first),
+        ("only in the rebuilt image", d.only_second),
+    ):
+        if paths:
+            shown = ", ".join("/" + p for p in paths[:5])
+            more = f" (and {len(paths) - 5} more)" if len(paths) > 5 else ""
+            lines.append(f"  {label}: {len(paths)}: {shown}{more}")
+    return lines
+
+
+def rebuild_verdict_lines(verdict: RebuildVerdict) -> list[str]:
+    """``reproduce --rebuild``'s part, after the results side by side."""
+    if verdict.rebuilt is None:
+        return [f"rebuild: not done: {one_line(verdict.error or '')}"]
+    return [
+        "rebuild: " + line if i == 0 else line
+        for i, line in enumerate(rebuild_lines(verdict.rebuilt))
+    ]

@@ -196,7 +196,7 @@ def check_registry_base(m: Manifest, *, plain_http: bool, fetch: Fetch) -> str |
         raise UsageError(f"image.build.from: {build.from_} {e}") from e
     if plain_http and (why := plain_http_problem(ref)) is not None:
         raise UsageError(f"image.build.from: {why}", hint="leave --plain-http out; HTTPS is used")
-    return check_pinned_manifest(ref, plain_http, fetch)
+    return check_pinned_manifest(ref, plain_http, fetch).digest
 
 
 def _check_output(output: Path, deffile: Path, rendered: str, *, force: bool) -> None:

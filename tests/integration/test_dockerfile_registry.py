@@ -351,8 +351,11 @@ def test_a_dockerfile_builds_on_what_its_base_image_sets(tmp_path: Path) -> None
     base = registry.pinned(registry.CONFIGURED)
     (tmp_path / "hello.txt").write_text("copied\n")
     dockerfile = tmp_path / "Dockerfile"
+    # the base's SHELL is bash -o pipefail: shopt fails under any other shell, and so the build
     dockerfile.write_text(
-        f'FROM {base}\nCOPY hello.txt ./\nENV MSG=$GREETING-there\nCMD ["given"]\n'
+        f"FROM {base}\nCOPY hello.txt ./\nENV MSG=$GREETING-there\n"
+        "RUN shopt -qo pipefail && echo bash-pipefail > shell.txt\n"
+        'CMD ["given"]\n'
     )
     from dotlab_hpc import api
 
@@ -375,3 +378,20 @@ def test_a_dockerfile_builds_on_what_its_base_image_sets(tmp_path: Path) -> None
     assert apptainer("run", sif).stdout.strip() == "from-base given"  # ENTRYPOINT + our CMD
     env = apptainer("exec", sif, "sh", "-c", 'echo "$MSG"')
     assert env.stdout.strip() == "hi-there"
+    shell = apptainer("exec", sif, "cat", "/srv/app/shell.txt")  # the RUN ran in its SHELL
+    assert shell.stdout.strip() == "bash-pipefail", (conv.text, shell.stderr)
+
+
+def test_the_seeded_base_s_configuration_is_read_from_the_registry_with_its_shell() -> None:
+    """The configuration ``slurm/local-registry seed`` gives dotlab/configured:13, read through
+    its pinned manifest (no Apptainer: this runs wherever the registry answers)."""
+    from dotlab_hpc.container.base_config import BaseConfig, read_base_config
+
+    got = read_base_config(registry.pinned(registry.CONFIGURED), plain_http=True)
+    assert got == BaseConfig(
+        entrypoint=("/bin/echo", "from-base"),
+        cmd=("default-cmd",),
+        workdir="/srv/app",
+        env=(("PATH", got.env[0][1]), ("GREETING", "hi")),
+        shell=("/bin/bash", "-o", "pipefail", "-c"),
+    )

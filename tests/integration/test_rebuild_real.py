@@ -1,6 +1,7 @@
 """`dotlab-hpc rebuild` for real (issue 39, item 4): a claim's image built here from a local
 base, packed into a bundle, built again from the .def it carries with Apptainer 1.4.5 as the
-cluster user, and its file tree found identical; an image whose .def says something else than
+cluster user, and its file tree found identical (by `rebuild`, and by `reproduce --rebuild`
+after the reviewer's run, into no record); an image whose .def says something else than
 what it holds is found to differ, naming the file; a hostile .sif is one line, exit 2."""
 
 from __future__ import annotations
@@ -67,6 +68,35 @@ def test_a_bundle_s_image_rebuilds_identical_from_its_own_def(kit: Kit) -> None:
     assert ".singularity.d/labels.json" in doc["rewritten_by_every_build"]  # its build date
     said = kit.cli("rebuild", str(bundle), "--bases", str(kit.root), *app, timeout=900)
     assert said.rc == 0 and "identical to its .def's build" in said.stdout, said.stdout
+
+    # reproduce --rebuild: the reviewer's run, then the same verdict, in --json, in no record
+    held = {p: p.read_bytes() for p in sorted(bundle.rglob("*")) if p.is_file()}
+    rerun = kit.root / "rerun"
+    again = kit.cli(
+        "reproduce",
+        str(bundle),
+        "--code-dir",
+        str(kit.code),
+        "--data-dir",
+        str(kit.data),
+        "--out-dir",
+        str(kit.root / "out-again"),
+        "--run-dir",
+        str(rerun),
+        "--rebuild",
+        "--bases",
+        str(kit.root),
+        "--json",
+        *app,
+        timeout=900,
+    )
+    assert again.rc == 0, (again.stdout[-2000:], again.stderr[-3000:])
+    doc = json.loads(again.stdout)  # Apptainer's build output went to stderr
+    assert [r["outcome"] for r in doc["runs"]] == ["reproduced"], doc["runs"]
+    assert doc["rebuild"]["verdict"] == "identical" and doc["rebuild"]["compared"] > 1000
+    assert {p: p.read_bytes() for p in sorted(bundle.rglob("*")) if p.is_file()} == held
+    written = [p for p in rerun.rglob("*") if p.is_file() and b"identical" in p.read_bytes()]
+    assert (rerun / "record.json").is_file() and written == [], written
 
 
 def test_an_image_that_is_not_what_its_def_builds_differs_naming_the_file(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from .missing import unavailable
 
 DEBIAN = "dotlab/debian:13"
 PYTHON = "dotlab/python:3-slim"
-CONFIGURED = "dotlab/configured:13"  # WorkingDir, Entrypoint, Cmd and Env of its own
+CONFIGURED = "dotlab/configured:13"  # WorkingDir, Entrypoint, Cmd, Env and Shell of its own
 SEEDED = (DEBIAN, PYTHON)
 
 DEFAULT_DIR = Path("/tmp/dotlab-registry")

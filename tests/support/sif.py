@@ -42,6 +42,14 @@ def make_sif(
         f = root / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(text)
+    return sif_of_root(path, root, deffile=deffile)
+
+
+def sif_of_root(path: Path, root: Path, *, deffile: str = MINIMAL_DEF) -> Path:
+    """Write a SIF at ``path`` whose squashfs system partition holds the folder ``root`` as it
+    is (mksquashfs: links kept as links, sparse files sparse), with a Def.FILE object."""
+    work = path.parent / (path.name + ".parts")
+    work.mkdir(parents=True, exist_ok=True)
     squash = work / "rootfs.squashfs"
     subprocess.run(
         ["mksquashfs", str(root), str(squash), "-noappend", "-comp", "gzip", "-quiet"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shlex
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,9 @@ import pytest
 from dotlab_hpc.cli import main
 from dotlab_hpc.container.base_config import (
     BaseConfig,
+    BaseConfigReader,
     parse_config,
     read_base_config,
-    read_base_configs,
 )
 from dotlab_hpc.container.dockerfile import DefConversion, dockerfile_to_def
 from dotlab_hpc.container.registry import ImageRef, Manifest, sha256_hex
@@ -35,6 +36,60 @@ BASE = BaseConfig(
 
 def convert(text: str, base: BaseConfig = BASE) -> DefConversion:
     return dockerfile_to_def(text, bases={PY: base})
+
+
+# --------------------------------------------------------------------------- SHELL
+BASH = ("/bin/bash", "-o", "pipefail", "-c")
+
+
+def test_a_shell_form_run_runs_with_the_base_s_shell_as_docker_runs_it() -> None:
+    conv = convert(
+        f'FROM {PY}\nUSER root\nRUN false | true && echo "$0"\nRUN ["echo", "exec form"]\n',
+        BaseConfig(shell=BASH),
+    )
+    post = section(conv, "post")
+    # SHELL + [text]: no `|| exit $?` around it, bash's own status ends the step
+    assert post == [
+        "/bin/bash -o pipefail -c 'false | true && echo \"$0\"'",
+        "echo 'exec form'",  # the exec form runs no shell, as in Docker
+    ]
+
+
+def test_the_dockerfile_s_shell_overrides_the_base_s_and_sh_c_is_the_default() -> None:
+    conv = convert(
+        f'FROM {PY}\nUSER root\nSHELL ["/bin/dash", "-ec"]\nRUN a | b\n'
+        'SHELL ["/bin/sh", "-c"]\nRUN c && d\n',
+        BaseConfig(shell=BASH),
+    )
+    assert section(conv, "post") == ["/bin/dash -ec 'a | b'", "{ c && d", "} || exit $?"]
+    plain = convert(f'FROM {PY}\nSHELL ["/bin/bash", "-c"]\nRUN a | b\n', BaseConfig())
+    assert section(plain, "post") == ["/bin/bash -c 'a | b'"]
+
+
+def test_the_shell_carries_into_a_later_stage_a_user_s_run_and_shell_form_commands() -> None:
+    conv = convert(
+        f"FROM {PY} AS one\nFROM one AS two\nRUN a | b\nCMD node app.js\n",
+        BaseConfig(shell=BASH, user="jovyan"),
+    )
+    inner = shlex.join([*BASH, "a | b"])
+    assert section(conv, "post")[-1] == f"su -s /bin/sh -c {shlex.quote(inner)} jovyan"
+    assert section(conv, "runscript")[-2:] == [
+        "if [ \"$#\" -eq 0 ]; then set -- /bin/bash -o pipefail -c 'node app.js'; fi",
+        'exec "$@"',
+    ]
+
+
+def test_a_shell_that_is_not_a_json_list_is_refused_at_its_line() -> None:
+    with pytest.raises(UsageError, match=r"^Dockerfile:2: SHELL /bin/bash -c: Docker takes only"):
+        convert(f"FROM {PY}\nSHELL /bin/bash -c\nRUN x\n")
+
+
+def test_the_config_s_shell_is_read_and_checked() -> None:
+    doc = {"config": {"Shell": list(BASH)}}
+    assert parse_config(json.dumps(doc).encode(), "x").shell == BASH
+    assert parse_config(b'{"config": {"Shell": []}}', "x").shell is None
+    with pytest.raises(OperatorError, match="Shell is not a list of strings"):
+        parse_config(b'{"config": {"Shell": "/bin/bash -c"}}', "x")
 
 
 # --------------------------------------------------------------------------- the conversion
@@ -127,7 +182,10 @@ def _registry(index: bool) -> tuple[str, dict[str, bytes], dict[str, bytes]]:
 def test_the_config_is_read_through_the_pinned_manifest_and_checked(index: bool) -> None:
     text, manifests, blobs = _registry(index)
 
+    asked: list[str] = []
+
     def fetch(ref: ImageRef, reference: str, plain_http: bool) -> Manifest:
+        asked.append(reference)
         body = manifests[reference]
         return Manifest(body, "", sha256_hex(body), None)
 
@@ -136,12 +194,53 @@ def test_the_config_is_read_through_the_pinned_manifest_and_checked(index: bool)
 
     got = read_base_config(text, fetch=fetch, blob=blob)
     assert got == BaseConfig(cmd=("bash",), workdir="/w")
+    # each manifest read once: the pinned one (checked), then the platform's from an index
+    assert len(asked) == len(set(asked)) == (2 if index else 1)
 
 
 def test_what_cannot_be_read_is_named_not_guessed() -> None:
-    found, unread = read_base_configs((PY, "scratch", PY))  # unit tests reach no network
-    assert found == {}
-    assert len(unread) == 1 and unread[0].startswith(f"{PY} (") and "cannot read" in unread[0]
+    reader = BaseConfigReader()
+    for image in (PY, "scratch", PY):  # unit tests reach no network
+        assert image not in reader
+    assert dict(reader) == {}
+    assert list(reader.unread) == [PY] and "cannot read" in reader.unread[PY]
+
+
+def test_converted_once_reading_only_the_from_images_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc import api
+    from dotlab_hpc.container import base_config, dockerfile
+
+    other, copied = "debian@sha256:" + "b" * 64, "uv@sha256:" + "c" * 64
+    read: list[str] = []
+
+    def fake_read(image: str, *, plain_http: bool = False) -> BaseConfig:
+        read.append(image)
+        if image == other:
+            raise OperatorError(f"{image}: cannot read its registry")
+        return BASE
+
+    converted: list[str] = []
+    real = dockerfile.dockerfile_to_def
+
+    def counted(text: str, **kw: object) -> DefConversion:
+        converted.append(text)
+        return real(text, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(base_config, "read_base_config", fake_read)
+    monkeypatch.setattr(dockerfile, "dockerfile_to_def", counted)
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {other} AS one\nRUN true\nFROM {PY} AS two\nCOPY --from={copied} /uv /uv\n"
+        f"COPY --from=one /etc/os-release /o\nFROM {PY}\nCOPY --from=two /uv /x\n"
+    )
+    _, conv = api.convert_dockerfile(tmp_path / "Dockerfile", tmp_path / "out")
+    assert len(converted) == 1
+    assert read == [other, PY]  # each FROM image once; never the image COPY --from= copies
+    assert conv.bases == (other, PY) and copied in conv.images
+    [line] = [w for w in conv.warnings if "could not be read" in w]
+    assert f"{other} ({other}: cannot read its registry)" in line and f"{PY} (" not in line
+    assert "cd /srv/app" in section(conv, "post")  # PY's config, read once, is used
 
 
 def test_render_offline_says_which_bases_it_did_not_read(
@@ -155,7 +254,7 @@ def test_render_offline_says_which_bases_it_did_not_read(
     )
     err = capsys.readouterr().err
     assert (
-        "the base image's own WORKDIR, ENTRYPOINT, CMD, ENV and USER left unread (--offline):"
-        in err
+        "the base image's own WORKDIR, ENTRYPOINT, CMD, ENV, USER and SHELL left unread"
+        " (--offline):" in err
     )
     assert PY in err and "the .def assumes it sets none" in err

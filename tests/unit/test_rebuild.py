@@ -5,6 +5,7 @@ refusals. The real builds and images: tests/integration/test_rebuild_real.py."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,10 @@ drwxr-xr-x 0/0                      37 2026-11-29 07:53 squashfs-root
 drwxr-xr-x 0/0                      34 2026-11-29 07:53 squashfs-root/.singularity.d
 -rw-r--r-- 0/0                     502 2026-11-29 07:53 squashfs-root/.singularity.d/Singularity
 lrwxrwxrwx 0/0                       7 2026-11-29 07:53 squashfs-root/bin -> usr/bin
+drwxr-xr-x 0/0                       3 2026-11-29 07:53 squashfs-root/dev
 crw-rw-rw- 0/0                  1,   3 2026-11-29 07:53 squashfs-root/dev/null
+drwxr-xr-x 0/0                       3 2026-11-29 07:53 squashfs-root/usr
+drwxr-xr-x 0/0                       3 2026-11-29 07:53 squashfs-root/usr/bin
 -rwsr-xr-x 0/0                   68248 2026-11-29 07:53 squashfs-root/usr/bin/a file
 """
 
@@ -36,7 +40,10 @@ def test_the_listing_is_read_entry_by_entry_without_the_root() -> None:
         ".singularity.d": Entry("drwxr-xr-x", "0/0", "34"),
         ".singularity.d/Singularity": Entry("-rw-r--r--", "0/0", "502"),
         "bin": Entry("lrwxrwxrwx", "0/0", "7", target="usr/bin"),
+        "dev": Entry("drwxr-xr-x", "0/0", "3"),
         "dev/null": Entry("crw-rw-rw-", "0/0", "1,3"),
+        "usr": Entry("drwxr-xr-x", "0/0", "3"),
+        "usr/bin": Entry("drwxr-xr-x", "0/0", "3"),
         "usr/bin/a file": Entry("-rwsr-xr-x", "0/0", "68248"),
     }
 
@@ -111,3 +118,82 @@ def test_rebuild_refuses_a_tar_and_a_kept_file_that_exists(
     tar.write_bytes(b"")
     assert main(["rebuild", str(tar)]) == 2
     assert "not a bundle folder" in capsys.readouterr().err
+
+
+def test_rebuild_pulls_a_bundle_s_oras_image_under_its_runs_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc.api import bundles
+    from dotlab_hpc.bundle.reproduce import ReproducePlan
+    from tests.unit.test_reproduce import record
+
+    pulled: list[Path] = []
+
+    def plan(*args: object, **kw: object) -> ReproducePlan:
+        return ReproducePlan(
+            tmp_path / "claim.yaml", None, record("reproduced"), "sha256:" + "1" * 64, "oras://r/x"
+        )
+
+    def pull(uri: str, digest: str, runs_root: Path, **kw: object) -> Path:
+        pulled.append(runs_root)
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(bundles, "_checked_plan", plan)
+    monkeypatch.setattr(bundles, "pulled_image", pull)
+    (tmp_path / "b").mkdir()
+    assert main(["rebuild", str(tmp_path / "b"), "--runs-root", str(tmp_path / "runs")]) == 2
+    assert main(["rebuild", str(tmp_path / "b")]) == 2
+    assert pulled == [tmp_path / "runs", Path("dotlab-runs")]  # the default, as reproduce's
+
+
+def test_a_listing_entry_under_a_link_or_with_dotdot_is_refused() -> None:
+    under_link = LISTED + "-rw-r--r-- 0/0 9 2026-11-29 07:53 squashfs-root/bin/sh\n"
+    with pytest.raises(ImageCompareError, match=r"names /bin/sh, which is not under a folder"):
+        listing(iter(under_link.splitlines(keepends=True)), Path("x.sif"))
+    out = "-rw-r--r-- 0/0 9 2026-11-29 07:53 squashfs-root/../../etc/passwd\n"
+    with pytest.raises(ImageCompareError, match=r"names /\.\./\.\./etc/passwd"):
+        listing(iter(out.splitlines(keepends=True)), Path("x.sif"))
+    orphan = "-rw-r--r-- 0/0 9 2026-11-29 07:53 squashfs-root/never/listed\n"
+    with pytest.raises(ImageCompareError, match=r"/never/listed"):
+        listing(iter([orphan]), Path("x.sif"))
+
+
+def test_a_listing_past_the_bound_stops_as_it_streams_in_bounded_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tracemalloc
+
+    from dotlab_hpc.container import sif_compare
+
+    monkeypatch.setattr(sif_compare, "MAX_ENTRIES", 1000)
+    read = 0
+
+    def endless() -> Iterator[str]:
+        nonlocal read
+        yield "drwxr-xr-x 0/0 3 2026-11-29 07:53 squashfs-root/f\n"
+        while True:
+            read += 1
+            yield f"-rw-r--r-- 0/0 1 2026-11-29 07:53 squashfs-root/f/{read:09}\n"
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ImageCompareError, match=r"x\.sif: more than 1000 entries"):
+            listing(endless(), Path("x.sif"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read == 1000 and peak < 2 * 1024 * 1024  # never read on, never held more
+
+
+def test_a_listing_too_deep_stops_at_the_first_path_past_the_bound() -> None:
+    made = 0
+
+    def deeper() -> Iterator[str]:
+        nonlocal made
+        for n in range(1, 100_000):
+            made = n
+            yield f"drwxr-xr-x 0/0 3 2026-11-29 07:53 squashfs-root/{'/'.join(['d'] * n)}\n"
+
+    with pytest.raises(ImageCompareError, match=r"lies 257 folders deep"):
+        listing(deeper(), Path("x.sif"))
+    assert made == 257
