@@ -104,6 +104,40 @@ def _killer(seed: int, until: float, log: list[str], stop: threading.Event) -> N
         log.append(f"{t} {target} down {down:.1f} s{'' if ok else ' (start: ' + said[-200:] + ')'}")
 
 
+def _health_check(log: list[str], stop: threading.Event, env: dict[str, str]) -> None:
+    """Every 5 s, until ``stop``: resume a node that Slurm drained because of the kills."""
+    while not stop.wait(5.0):
+        log += _resumed(env)
+
+
+# What Slurm drains a node for when its own daemons were killed, not the claims: a controller
+# that lost its unsaved state hands out a job id the node still runs ("Duplicate jobid"), or
+# finds the node silent. A site's health check resumes such a node; so does the killer.
+DRAINED_BY_THE_KILL = re.compile(r"Duplicate jobid|Not responding|Node unexpectedly rebooted")
+
+
+def _resumed(env: dict[str, str]) -> list[str]:
+    done = subprocess.run(
+        ["sinfo", "-h", "-N", "-t", "drain,down", "-o", "%N|%E"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    said = []
+    for line in done.stdout.splitlines():
+        node, _, reason = line.partition("|")
+        if DRAINED_BY_THE_KILL.search(reason):
+            subprocess.run(
+                ["scontrol", "update", f"nodename={node}", "state=resume"],
+                env=env,
+                capture_output=True,
+                timeout=60,
+            )
+            said.append(f"{time.strftime('%H:%M:%S')} node {node} resumed ({reason})")
+    return said
+
+
 def _manifests(kit: Kit, rng: random.Random, n: int, name: str, *, runs: int = 0) -> list[Path]:
     """``n`` claims whose analysis sleeps 1-12 s; ``runs``: one claim over that many runs."""
     out = []
@@ -308,6 +342,9 @@ def _soak(args: argparse.Namespace, env: dict[str, str], work: Path, since: str)
     stop = threading.Event()
     killer = threading.Thread(target=_killer, args=(args.seed, t0 + span, kills, stop), daemon=True)
     killer.start()
+    done = threading.Event()
+    health = threading.Thread(target=_health_check, args=(kills, done, env), daemon=True)
+    health.start()
     print(f"bench/chaos: {args.claims} claims in {len(units)} groups, {args.minutes:g} min, {work}")
     gap = span * 0.9 / max(1, len(units))  # claims in flight for the whole span
 
@@ -320,6 +357,8 @@ def _soak(args: argparse.Namespace, env: dict[str, str], work: Path, since: str)
         list(pool.map(one, enumerate(units)))
     stop.set()
     killer.join()
+    done.set()
+    health.join()
     for target in TARGETS:  # every daemon up again for accounting's answer
         _cluster("start", target, check=False)
     time.sleep(5)
@@ -340,8 +379,9 @@ def _soak(args: argparse.Namespace, env: dict[str, str], work: Path, since: str)
             print(f"  operator error ({unit.kind} {unit.runs_root.name}): {first[:300]}")
     for what in (*c.neither, *c.twice, *c.lost, *c.hung):
         print(f"  MISSED: {what}")
-    missed = bool(c.neither or c.twice or c.lost or c.hung or not kills)
-    if not kills:
+    killed = any(" down " in line for line in kills)
+    missed = bool(c.neither or c.twice or c.lost or c.hung or not killed)
+    if not killed:
         print("  MISSED: no daemon was killed (too short a run)")
     print("all counts met" if not missed else "missed")
     return 1 if missed else 0
