@@ -1,7 +1,7 @@
 """`bench/chaos`: claims on a real local Slurm cluster whose daemons die at random moments
 (issue 40, item 2).
 
-A cluster of its own (``/tmp/dotlab-slurm-chaos``, node ``chaos``, ports from 17217: it never
+A cluster of its own (``/tmp/dotlab-slurm-chaos``, node ``chaos``, ports from 17417: it never
 touches another cluster's daemons; ``--name`` gives another, to run two at once) takes N
 claims, submitted by concurrent ``dotlab-hpc`` processes over 90 % of the run: job arrays of
 plain claims (``run``), plain claims one by one (``run``), claims over runs (``run``,
@@ -49,7 +49,7 @@ from tests.support.claims import Kit  # noqa: E402  (the same claim kit as the t
 CLUSTER = {
     "DOTLAB_SLURM_DIR": "/tmp/dotlab-slurm-chaos",
     "DOTLAB_SLURM_NODE": "chaos",
-    "DOTLAB_SLURM_PORT_BASE": "17217",
+    "DOTLAB_SLURM_PORT_BASE": "17417",
 }
 TARGETS = ["slurmctld", "slurmd:chaos", "slurmdbd"]
 OVER_RUNS = 5  # runs of each claim over runs
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--keep", action="store_true", help="leave the cluster up at the end")
     ap.add_argument("--name", default="chaos", help="the cluster's name: its folder and node")
-    ap.add_argument("--port-base", type=int, default=17217, help="its four TCP ports' first")
+    ap.add_argument("--port-base", type=int, default=17417, help="its four TCP ports' first")
     args = ap.parse_args(argv)
     CLUSTER.update(
         DOTLAB_SLURM_DIR=f"/tmp/dotlab-slurm-{args.name}",

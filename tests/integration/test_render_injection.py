@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -246,8 +247,9 @@ def test_hostile_values_never_run(
     assert probe[n].startswith("pid:[") and probe[n + 1].startswith("ipc:[")
     assert probe[n + 2 : n + 4] == [str(os.getuid()), str(os.getgid())]
     assert probe[n + 4 : n + 6] == ["apptainer version 0.0-fake", ""]
+    assert probe[n + 6].startswith("uts:[") and probe[n + 7] == pwd.getpwuid(os.getuid()).pw_name
     binds = [want_argv[i + 1].split(":")[0] for i in range(k) if want_argv[i] == "--bind"]
-    host_paths = probe[n + 6 :]
+    host_paths = probe[n + 8 :]
     assert host_paths[0] == str(job.tasks[0].image) and set(binds) <= set(host_paths)
     status = json.loads((run / "status.json").read_text())
     assert status["phase"] == "finished" and status["exit_code"] == 0
