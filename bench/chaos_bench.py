@@ -180,42 +180,26 @@ def _plan(kit: Kit, claims: int, seed: int) -> list[Unit]:
     return units
 
 
-def _dotlab(kit: Kit, unit: Unit, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dotlab_hpc", *args],
-        env=kit.env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=kit.root,
-    )
-
-
 def _drive(kit: Kit, unit: Unit, deadline: float) -> None:
     """The unit's processes, one after the other; each must end by itself before the deadline."""
-    io = [*kit.batch_args(kit.root / f"out-{unit.runs_root.name}", unit.runs_root)]
-    steps: list[list[str]]
-    if unit.kind == "watched":
-        steps = [["submit", *map(str, unit.manifests), *io]]
-    else:
-        steps = [["run", *map(str, unit.manifests), *io]]
-    for args in steps:
-        if not _step(kit, unit, args, deadline):
-            return
+    io = kit.batch_args(kit.root / f"out-{unit.runs_root.name}", unit.runs_root)
+    verb = "submit" if unit.kind == "watched" else "run"
+    if not _step(kit, unit, [verb, *map(str, unit.manifests), *io], deadline):
+        return
     if unit.kind == "watched" and unit.rc == [0]:
         dirs = [str(d) for d in sorted(unit.runs_root.glob("*")) if not d.name.startswith(".")]
-        for verb in (["status", "--watch"], ["collect"]):
-            if not _step(kit, unit, [*verb, *dirs], deadline):
+        for then in (["status", "--watch"], ["collect"]):
+            if not _step(kit, unit, [*then, *dirs], deadline):
                 return
 
 
 def _step(kit: Kit, unit: Unit, args: list[str], deadline: float) -> bool:
     try:
-        done = _dotlab(kit, unit, *args, timeout=max(1.0, deadline - time.monotonic()))
+        done = kit.cli(*args, timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         unit.timed_out = True
         return False
-    unit.rc.append(done.returncode)
+    unit.rc.append(done.rc)
     unit.stderr.append(done.stderr)
     return True
 

@@ -340,7 +340,6 @@ check(G, "memory", bool(limits) and min(limits) <= ctx["memory_bound"],
 
 # --------------------------------------------------------------------------- what reveals the host
 G = "identity"
-values = [v for v in os.environ.values()]
 leaks = sorted(n for n, v in os.environ.items()
                if any(p in v for p in ctx["host_paths"] if p not in ("", "/")))
 check(G, "environment_host_paths", not leaks, f"variables naming a host path: {leaks}")
