@@ -301,6 +301,12 @@ def _never_started(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult, 
             f"the analysis could not be started inside the container: {fatal}",
             none,
         )
+    if job.phase == "terminated" and job.local:  # cancel, or a TERM to its process group
+        raise _operator(
+            "the local job was terminated before the container started (cancelled, or its"
+            " process group was sent TERM)",
+            "run the claim again: dotlab-hpc run --local",
+        )
     if job.phase in ("terminated", "slurm_time_limit"):
         raise _operator(
             "the job was stopped before the container started"

@@ -191,14 +191,25 @@ def test_operator_problems_give_no_record(job: JobFacts, fragment: str) -> None:
     assert e.value.exit_code == 2
 
 
-def test_a_terminated_local_job_names_no_slurm_command() -> None:
-    """A ``run --local`` job cancelled: no ``sacct`` to check, nothing Slurm could say."""
-    job = replace(OK_JOB, phase="terminated", exit_code=None, slurm_state=None, local=True)
+@pytest.mark.parametrize(
+    ("started", "when"),
+    [(True, "while the analysis ran"), (False, "before the container started")],
+)
+def test_a_terminated_local_job_names_no_slurm_command(started: bool, when: str) -> None:
+    """A ``run --local`` job cancelled, before or after its container started: no ``sacct`` to
+    check, no Slurm state (the local runner's FAILED is its own word), nothing Slurm could say."""
+    job = replace(
+        OK_JOB,
+        phase="terminated",
+        exit_code=None,
+        slurm_state=None if started else JobState.FAILED,
+        container_started=started,
+        local=True,
+    )
     with pytest.raises(OperatorError) as e:
         classify(spec(), job, GOOD)
     assert e.value.lines() == [
-        "the local job was terminated while the analysis ran (cancelled, or its process group"
-        " was sent TERM)",
+        f"the local job was terminated {when} (cancelled, or its process group was sent TERM)",
         "hint: run the claim again: dotlab-hpc run --local",
     ]
 
