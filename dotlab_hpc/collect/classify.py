@@ -231,7 +231,8 @@ def _phase_error(job: JobFacts) -> OperatorError | None:
 
 
 def _probe_failure(spec: ManifestSpec, job: JobFacts) -> OperatorError:
-    """Why the probe container failed: a site setting Apptainer named, no GPU, or Apptainer."""
+    """Why the container failed before the analysis: a site setting Apptainer named, no GPU, or
+    Apptainer."""
     node = job.node or "?"
     cause = job.probe_cause
     if cause is not None:
@@ -250,10 +251,10 @@ def _probe_failure(spec: ManifestSpec, job: JobFacts) -> OperatorError:
         )
     detail = "; ".join(job.fatal_lines[-2:]) or "no FATAL line"
     return _operator(
-        f"apptainer failed to start the container on node {node} (the probe's, before the"
-        f" analysis's; exit {job.exit_code}): {detail}; the entrypoint was not run",
-        "read probe.out in the run directory, and run `dotlab-hpc doctor --image IMAGE` to see"
-        " what this site's Apptainer gives; not a finding about the claim",
+        f"apptainer failed to start the container on node {node} (exit {job.exit_code}):"
+        f" {detail}; the entrypoint was not run",
+        "read container.err and probe.out in the run directory, and run `dotlab-hpc doctor"
+        " --image IMAGE` to see what this site's Apptainer gives; not a finding about the claim",
     )
 
 

@@ -45,7 +45,8 @@ class ContainerFacts:
     ``started_at`` is the wrapper's first line on stdout, written before the analysis runs and
     read by the job script through a pipe (nothing inside can rewind or truncate it); the exit
     status and ``ended_at`` are the job script's, outside the container; the GPU lines come
-    from the probe container, which ran before the analysis's. Markers the analysis prints
+    from the probe, which ran in the same container before the analysis (the container's stdout
+    up to that marker). Markers the analysis prints
     anywhere are its own output and mean nothing here.
     """
 

@@ -76,13 +76,17 @@ def exec_argv(spec: ExecSpec) -> tuple[str, ...]:
     """The `apptainer exec` argv: contained, no network, read-only inputs, one writable output.
 
     --containall gives PID and IPC namespaces, a clean environment and tmpfs /tmp and $HOME;
+    --no-init starts no shim process as the container's PID 1: Apptainer's (appinit) keeps the
+    engine's whole configuration in its environment, readable inside (/proc/1/environ: the
+    image's host path, the job's working folder, the home folder); the wrapper is PID 1 instead;
     --no-eval stops Apptainer from shell-evaluating --env values inside the container;
     --net --network none is the one network setting unprivileged users may use;
     --no-home makes no folder named after the host's login, and --hostname (its own UTS
     namespace) hides the host's name (where a site's `allow uts ns = no` refuses it, Apptainer
     warns and the probe names the host name as exposed).
     """
-    argv: list[str] = [spec.apptainer, "exec", "--containall", "--no-eval", "--no-home"]
+    argv: list[str] = [spec.apptainer, "exec", "--containall", "--no-init", "--no-eval"]
+    argv.append("--no-home")
     argv += ["--hostname", CONTAINER_HOSTNAME, "--net", "--network", "none"]
     if spec.writable_tmpfs:
         argv.append("--writable-tmpfs")
@@ -175,16 +179,15 @@ def buildcfg_argv(apptainer: str) -> tuple[str, ...]:
 
 
 def shared_prefix(argv: Sequence[str], wrapper_args: int) -> int:
-    """How many leading words of the analysis's argv the probe's shares (up to the image)."""
+    """How many leading words of the analysis's argv are apptainer's own: the program, its flags
+    and the image (the job script takes the bind sources from them)."""
     k = len(argv) - 4 - wrapper_args
     if k < 1 or tuple(argv[k : k + 2]) != ("/bin/sh", "-c"):
         raise ValueError("not an apptainer argv of exec_argv's shape")
     return k
 
 
-def probe_argv(
-    argv: Sequence[str], k: int, script: str, name: str, args: Sequence[str]
-) -> tuple[str, ...]:
-    """The probe's argv as the job script builds it from the analysis's first ``k`` words:
-    ``script`` run by ``/bin/sh -c`` as ``name`` with ``args``."""
-    return (*argv[:k], "/bin/sh", "-c", script, name, *args)
+def probed_argv(argv: Sequence[str], script: str, args: Sequence[str]) -> tuple[str, ...]:
+    """The container's argv as the job script runs it: the analysis's, then the probe ``script``
+    and its ``args``, which the wrapper runs in the same container before the analysis."""
+    return (*argv, script, *args)

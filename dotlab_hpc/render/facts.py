@@ -15,7 +15,7 @@ from ..container.apptainer import (
     ExecSpec,
     check_argv_fits,
     exec_argv,
-    probe_argv,
+    probed_argv,
     shared_prefix,
 )
 from ..container.isolation import MIN_TMPFS_MIB
@@ -107,9 +107,6 @@ def task_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpe
 WRAPPER_ARGS = 3  # how many arguments task_exec_spec gives the wrapper (after its $0)
 
 
-PROBE_NAME = "dotlab-probe"  # the probe's $0 inside the container
-
-
 def probe_args(spec: ManifestSpec) -> tuple[str, ...]:
     """The probe's arguments from the manifest: GPU, WRITABLE, MIN_TMP_MIB, GPU_TYPE, SCRATCH."""
     return (
@@ -148,16 +145,16 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
 
     NUL-separated fields, read by the script with ``mapfile -d ''`` and never run or expanded:
     the magic, image, its digest, the output folder, the scratch folder ('' for none) and its
-    MiB, then the apptainer argv after its length, how many of its first words the probe's argv
-    shares (``k``) and the probe's arguments after their count, and ``end`` (a cut-off file is
-    refused). ``argv``: the task's apptainer argv, when it was built already
-    (``apptainer_argvs``).
+    MiB, then the apptainer argv after its length, how many of its first words are apptainer's
+    own (``k``: the program, its flags, the image) and the probe's arguments after their count,
+    and ``end`` (a cut-off file is refused). ``argv``: the task's apptainer argv, when it was
+    built already (``apptainer_argvs``).
     """
     if argv is None:
         argv = exec_argv(task_exec_spec(task, job.apptainer, job.scratch_root))
     k = shared_prefix(argv, WRAPPER_ARGS)
     probe = probe_args(task.manifest.spec)
-    check_argv_fits(probe_argv(argv, k, probe_script(), PROBE_NAME, probe))
+    check_argv_fits(probed_argv(argv, probe_script(), probe))
     scratch = scratch_dir(task, job.scratch_root)
     fields = (
         FACTS_MAGIC,

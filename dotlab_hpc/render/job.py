@@ -25,7 +25,6 @@ from ..rundir.names import (
 )
 from ..site.settings import JOB_PATH, NO_SITE, Site
 from ..slurm.directives import JobRequest, directive_lines, gres_gpus
-from .facts import PROBE_NAME
 from .spec import JobSpec
 from .templates import environment, probe_script, sh_quote, view_fields
 
@@ -62,7 +61,6 @@ class ScriptView:
     probe_out: str
     # the probe script (quoted) and the name it runs as ($0): the same for every task
     probe_script: str
-    probe_name: str
     # what the probe exits with when a property did not hold (container.isolation)
     isolation_failed_rc: str
     # the PATH the job starts with (quoted), and the site's preparation lines (quoted words)
@@ -161,7 +159,6 @@ def script_view(job: JobSpec) -> ScriptView:
         container_err=sh_quote(CONTAINER_ERR),
         probe_out=sh_quote(PROBE_OUT),
         probe_script=sh_quote(probe_script()),
-        probe_name=sh_quote(PROBE_NAME),
         isolation_failed_rc=str(ISOLATION_FAILED_RC),
         job_path=sh_quote(JOB_PATH),
         prepare=" ".join(sh_quote(line) for line in job.site.prepare),

@@ -75,7 +75,7 @@ def wrapper_script() -> str:
 
 @cache
 def probe_script() -> str:
-    """The POSIX sh probe run in a container of its own before the analysis (templates/probe.sh)."""
+    """The POSIX sh probe the wrapper runs first in the analysis's container (probe.sh)."""
     return _without_comments(_sh_template("probe.sh"))
 
 

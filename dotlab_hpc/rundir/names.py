@@ -15,7 +15,7 @@ Layout (all JSON written atomically; the status file is written by the job itsel
     not_submitted.json      NotSubmittedRecord: sbatch failed and the folder could not go
     status.json             JobStatus: the job's own account (phase, exit code, node, times)
     container.out/err       the container's stdout/stderr
-    probe.out               the probe container's measurement of the sandbox
+    probe.out               the probe's measurement of the sandbox (stdout up to the start)
     slurm.out               Slurm's log of the batch job
     record.json             the record (docs/contract.md, "Record"), written by collect
     events.jsonl            one JSON object per step
@@ -89,7 +89,7 @@ CONTAINER_OUT = "container.out"
 CONTAINER_ERR = "container.err"
 
 
-PROBE_OUT = "probe.out"  # the probe container's output (every claim), before the analysis ran
+PROBE_OUT = "probe.out"  # the probe's output (every claim), before the analysis ran
 
 
 # The task's own facts (image, output folder, apptainer argv…), NUL-separated: the job script,

@@ -2,8 +2,8 @@
 
 On the login node it reads what the site says (site.py's parsers over the real tools' answers);
 then it runs one short probe claim through the same verify, render, submit and collect path as
-any claim (``dotlab-hpc run`` in a child process), whose probe container measures the sandbox on
-a compute node (templates/probe.sh, read back by isolation.py). Every row is held, not held,
+any claim (``dotlab-hpc run`` in a child process), whose probe measures the sandbox on a compute
+node (templates/probe.sh, read back by isolation.py). Every row is held, not held,
 could not check, or info; exit 0 when all hold, 1 when one does not, 2 when one could not be
 checked. When the probe job cannot be submitted (Slurm does not answer, sbatch refuses it), the
 properties it would have measured are one line, which says what to fix first. It measures what

@@ -1,6 +1,6 @@
 """Isolation measured inside every job, on the REAL local Slurm cluster (docs/contract.md §4).
 
-Before the entrypoint, the job's probe container (the analysis's own flags) measures each
+Before the entrypoint, the job's probe (inside the analysis's own container) measures each
 property; the record's ``isolation`` section carries the facts, and a property that does not
 hold stops the run before the entrypoint: exit 2, no record, the property and the setting named.
 The real Apptainer's weakened configurations run under a copy of its apptainer.conf
@@ -53,7 +53,8 @@ def test_a_record_carries_the_isolation_measured_inside(kit: Kit) -> None:
     assert not any(n.startswith("SLURM_") for n in facts["env_names"].split(","))
     if platform.real_apptainer():
         assert iso["sandbox"] == "apptainer" and iso["runtime"].startswith("apptainer version 1.4")
-        assert facts["pid1"] == "appinit" and facts["uid"] == "10001"
+        # --no-init: the wrapper is PID 1 (Apptainer's appinit would hold the host's paths)
+        assert facts["pid1"] == "sh" and facts["uid"] == "10001"
     else:  # the stand-in says what it is: bubblewrap, not Apptainer
         assert iso["sandbox"] == "stand-in" and "dotlab-standin" in iso["runtime"]
     # collecting again gives the same record, isolation included

@@ -87,8 +87,26 @@ def test_reproduced(kit: Kit) -> None:
     assert events[:3] == ["verified", "rendered", "submitted"]
     assert "state" in events and events[-1] == "collected"
     logged = [json.loads(ln) for ln in log.read_text().splitlines()]
-    assert [e["event"] for e in logged] == events
+    # the log has one more line, the follower's: how it waits for the end (issue 41, item 2);
+    # the run directories are on this machine's own disk, so on the kernel's notices
+    (follow,) = [e for e in logged if e["event"] == "follow"]
+    assert follow["notice"] == "inotify" and "folder(s) on" in follow["why"], follow
+    assert [e["event"] for e in logged if e is not follow] == events
     assert all(e["ts"].endswith("Z") for e in logged)
+
+
+def test_told_to_poll_the_follower_says_so_and_still_sees_the_end(kit: Kit) -> None:
+    log = kit.root / "steps.jsonl"
+    res = kit.run(
+        kit.manifest("polled"), "--log-file", str(log), env={"DOTLAB_FOLLOW_NOTICE": "poll"}
+    )
+    assert res.rc == 0 and res.outcome == "reproduced", res.stdout + res.stderr
+    (follow,) = [e for e in map(json.loads, log.read_text().splitlines()) if e["event"] == "follow"]
+    assert follow["notice"] == "polling" and follow["why"] == "DOTLAB_FOLLOW_NOTICE=poll"
+    bad = kit.run(kit.manifest("badnotice"), env={"DOTLAB_FOLLOW_NOTICE": "always"})
+    assert bad.rc == 2 and bad.run_dir is not None, bad.stdout + bad.stderr
+    assert not bad.run_dir.exists()  # refused before anything was written or submitted
+    assert "DOTLAB_FOLLOW_NOTICE='always': must be auto or poll" in bad.stderr
 
 
 def test_dry_run_prints_everything_and_submits_nothing(kit: Kit, slurm_env: dict[str, str]) -> None:
@@ -299,11 +317,11 @@ def test_real_apptainer_failing_on_a_vanished_bind_source_gives_exit_2(
     shutil.rmtree(kit.data)
     subprocess.run(["scontrol", "release", job], check=True, env=slurm_env)
     wait_for(lambda: (run_dir / "status.json").exists(), timeout=120)
-    # the probe's container is the first to start: Apptainer's FATAL is in its output, and the
-    # analysis's container never started
-    err = (run_dir / "probe.out").read_text()
-    assert "FATAL" in err and "@@iso" not in err, err
-    assert not (run_dir / "container.err").exists()
+    # Apptainer's FATAL is in the container's stderr; neither the probe nor the analysis ran
+    err = (run_dir / "container.err").read_text()
+    assert "FATAL" in err, err
+    assert (run_dir / "probe.out").read_text() == ""
+    assert (run_dir / "container.out").read_text() == ""
     res = kit.cli("collect", str(run_dir))
     assert res.rc == 2, (res.stdout, res.stderr)
     assert "apptainer failed to start the container" in res.stderr

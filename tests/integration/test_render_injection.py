@@ -99,13 +99,10 @@ import json, os, sys
 if sys.argv[1:] == ["--version"]:
     print("apptainer version 0.0-fake")
     sys.exit(0)
-if "dotlab-probe" in sys.argv:  # the probe's container, before the analysis's: kept apart
-    with open(os.environ["DOTLAB_ARGV_DUMP"] + ".probe", "w") as f:
-        json.dump(sys.argv, f)
-    sys.exit(0)
 with open(os.environ["DOTLAB_ARGV_DUMP"], "w") as f:
     json.dump(sys.argv, f)
-print("@@dotlab start 2026-01-01T00:00:00Z")  # the wrapper's first line on stdout
+print("@@iso fact sandbox fake")  # the probe's lines, then the wrapper's start marker
+print("@@dotlab start 2026-01-01T00:00:00Z")
 """
 
 
@@ -232,18 +229,16 @@ def test_hostile_values_never_run(
     assert not CANARY.exists(), "an injected command ran"
     assert list(work.iterdir()) == [], "an injected command ran in the working directory"
     (expected,) = apptainer_argvs(job)
-    assert json.loads(dump.read_text()) == list(expected)
-    # the probe's argv, built by the script from the facts: the analysis's sandbox up to the
-    # image, the probe script, its arguments, then what the script measured outside (6 words),
-    # then the host's paths no variable inside may hold (the image, the run directory, each
-    # --bind's source)
-    probe = json.loads(Path(f"{dump}.probe").read_text())
-    want = probe_exec_spec(job.tasks[0], job.apptainer, job.scratch_root)
-    want_argv = exec_argv(want)
+    # the one container's argv, built by the script from the facts: the analysis's exactly, then
+    # the probe script and its arguments (the wrapper runs them first), then what the script
+    # measured outside (8 words), then the host's paths no variable inside may hold (the image,
+    # the run directory, each --bind's source)
+    probe = json.loads(dump.read_text())
+    assert probe[: len(expected)] == list(expected)
+    want_argv = exec_argv(probe_exec_spec(job.tasks[0], job.apptainer, job.scratch_root))
     k = want_argv.index("/bin/sh")
-    assert probe[: k + 3] == list(want_argv[: k + 3]) and probe[k + 3] == "dotlab-probe"
-    n = k + 4 + len(want.wrapper_args)  # where the measured words start
-    assert probe[k + 4 : n] == list(want.wrapper_args) and len(probe) > len(want_argv) + 6
+    n = len(want_argv)  # where the measured words start
+    assert probe[:n] == list(want_argv) and len(probe) > n + 8
     assert probe[n].startswith("pid:[") and probe[n + 1].startswith("ipc:[")
     assert probe[n + 2 : n + 4] == [str(os.getuid()), str(os.getgid())]
     assert probe[n + 4 : n + 6] == ["apptainer version 0.0-fake", ""]
@@ -254,6 +249,8 @@ def test_hostile_values_never_run(
     status = json.loads((run / "status.json").read_text())
     assert status["phase"] == "finished" and status["exit_code"] == 0
     assert status["container_started"] is True
+    assert (run / "probe.out").read_text() == "@@iso fact sandbox fake\n"
+    assert (run / "container.out").read_text() == "@@dotlab start 2026-01-01T00:00:00Z\n"
     # the end marker: an empty file named after the run id, in the submission's folder
     assert [p.name for p in ends.iterdir()] == [run.name if array else "x"]
     assert (ends / (run.name if array else "x")).stat().st_size == 0
@@ -270,7 +267,7 @@ def test_hostile_values_never_run(
         lambda fields: [*fields[:6], f"a[$(touch {CANARY})]", *fields[7:]],
         lambda fields: [*fields[:5], f"x[$(touch {CANARY})]", *fields[6:]],
         lambda fields: [*fields[:6], "99", *fields[7:]],  # more than there are
-        # the probe's share of the analysis's argv: none, or more words than it has
+        # apptainer's own first words (k): none, or more words than the argv has
         lambda fields: [*fields[: 7 + int(fields[6])], "0", *fields[8 + int(fields[6]) :]],
         lambda fields: [*fields[: 7 + int(fields[6])], "999", *fields[8 + int(fields[6]) :]],
         lambda fields: [

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,9 @@ def _tools() -> None:
     require_standin()
 
 
+OUT = "/work/out"
+
+
 @dataclass(frozen=True)
 class Box:
     """Host side of one sandbox: the image and the three bound directories."""
@@ -56,32 +60,18 @@ class Box:
     data: Path
     out: Path
 
-    def argv(
-        self,
-        *command: str,
-        pwd: str | None = "/work/code",
-        env: Sequence[tuple[str, str]] = (
-            ("DOTLAB_DATA_DIR", "/work/data"),
-            ("DOTLAB_OUT_DIR", "/work/out"),
-        ),
-        writable_tmpfs: bool = False,
-        nv: bool = False,
-        apptainer: Path | str = STANDIN,
-        no_home: bool = True,
-    ) -> list[str]:
+    def argv(self, *command: str, **flags: Any) -> list[str]:
+        """``apptainer exec`` with dotlab-hpc's flags (``tests.support.standin.exec_argv``'s, and
+        its options: ``writable_tmpfs``, ``nv``, ``apptainer``, ``no_home``, ``no_init``), the
+        box's binds, the working folder /work/code and DOTLAB_*_DIR unless given, then
+        ``command``."""
+        flags.setdefault("pwd", "/work/code")
+        flags.setdefault(
+            "env", (("DOTLAB_DATA_DIR", "/work/data"), ("DOTLAB_OUT_DIR", "/work/out"))
+        )
         binds = [(self.code, "/work/code", "ro"), (self.data, "/work/data", "ro")]
         binds.append((self.out, "/work/out", "rw"))
-        head = exec_argv(
-            self.image,
-            binds=binds,
-            pwd=pwd,
-            env=env,
-            writable_tmpfs=writable_tmpfs,
-            nv=nv,
-            apptainer=apptainer,
-            no_home=no_home,
-        )
-        return head + list(command)
+        return exec_argv(self.image, binds=binds, **flags) + list(command)
 
 
 def make_box(root: Path, image: Path) -> Box:
@@ -245,8 +235,10 @@ def test_own_pid_ipc_net_and_mount_namespaces(box: Box) -> None:
     cp = sh(box, script)
     assert cp.returncode == 0, cp.stderr
     lines = cp.stdout.split()
-    assert lines[0] == "2"  # PID 1 is the namespace's init, the payload comes next
-    assert int(lines[1]) < 6  # init, the shell, ls (and little else): not the host's processes
+    assert lines[0] == "1"  # --no-init: the payload is PID 1, as under Apptainer's --no-init
+    assert int(lines[1]) < 5  # the shell, ls (and little else): not the host's processes
+    with_init = run(box.argv("/bin/sh", "-c", "echo $$", no_init=False))
+    assert with_init.stdout == "2\n", with_init.stderr  # bwrap's reaper first, as appinit
     for kind, inside in zip(kinds, lines[2:], strict=True):
         assert inside != os.readlink(f"/proc/self/ns/{kind}"), kind
     cp = sh(box, "tr '\\0' ' ' < /proc/1/cmdline")
@@ -437,7 +429,9 @@ def test_env_path_replaces_and_append_path_extends(box: Box) -> None:
     [("exit 0", 0), ("exit 7", 7), ("exit 255", 255), ("kill -9 $$", 137), ("kill -TERM $$", 143)],
 )
 def test_payload_status_is_propagated(box: Box, script: str, status: int) -> None:
-    cp = sh(box, script)
+    # a reaper first: PID 1 of a namespace takes no signal from inside it, SIGKILL included
+    # (pid_namespaces(7)), so `kill $$` needs the payload not to be PID 1
+    cp = run(box.argv("/bin/sh", "-c", script, no_init=False))
     assert cp.returncode == status
     assert not fatal_lines(cp.stderr)
 
@@ -516,7 +510,8 @@ def test_unknown_subcommand_and_global_flags_are_fatal() -> None:
 def test_timeout_stops_the_payload_promptly(box: Box) -> None:
     marker = f"{time.monotonic_ns() % 100000}.25"
     t0 = time.monotonic()
-    cp = run(["timeout", "2", *box.argv("sleep", marker)])
+    # an untrapped payload as PID 1 would take no TERM (pid_namespaces(7)): a reaper first
+    cp = run(["timeout", "2", *box.argv("sleep", marker, no_init=False)])
     elapsed = time.monotonic() - t0
     assert cp.returncode == 124
     assert elapsed < 6, elapsed
@@ -549,11 +544,22 @@ def test_sigterm_is_forwarded_to_the_payload(box: Box) -> None:
 def test_sigterm_to_an_untrapped_payload_gives_143(box: Box) -> None:
     marker = f"{time.monotonic_ns() % 100000}.75"
     script = f"touch /work/out/started; exec sleep {marker}"
-    with started(box.argv("/bin/sh", "-c", script), box.out / "started") as proc:
+    with started(box.argv("/bin/sh", "-c", script, no_init=False), box.out / "started") as proc:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 143
     time.sleep(0.2)
     assert processes_with(f"sleep\0{marker}") == []
+
+
+def test_with_no_init_an_untrapped_payload_as_pid_1_takes_no_term(box: Box) -> None:
+    """As under Apptainer's --no-init: the payload is PID 1, which the kernel spares every signal
+    it does not handle (pid_namespaces(7)); the wrapper's supervisor traps TERM for that reason.
+    The stand-in's SIGKILL of the sandbox after the test still ends it."""
+    script = "touch /work/out/started; exec sleep 4747.25"
+    with started(box.argv("/bin/sh", "-c", script), box.out / "started") as proc:
+        proc.send_signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)
 
 
 def test_sigkill_of_the_stand_in_takes_the_sandbox_down(box: Box) -> None:
@@ -787,7 +793,7 @@ def test_isolation_holds_for_an_unprivileged_user(user_box: Box) -> None:
     # Signals reach the payload through the user namespace too.
     t0 = time.monotonic()
     cp = run(
-        ["timeout", "2", *b.argv("sleep", "4747.5", apptainer=standin)],
+        ["timeout", "2", *b.argv("sleep", "4747.5", apptainer=standin, no_init=False)],
         as_uid=UID,
         cwd=b.image.parent,
     )

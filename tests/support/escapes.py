@@ -343,6 +343,18 @@ G = "identity"
 leaks = sorted(n for n, v in os.environ.items()
                if any(p in v for p in ctx["host_paths"] if p not in ("", "/")))
 check(G, "environment_host_paths", not leaks, f"variables naming a host path: {leaks}")
+# every process it can read: what each was started with (its first environment, its arguments)
+found = []
+for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
+    for part in ("environ", "cmdline"):
+        try:
+            text = read(f"/proc/{pid}/{part}", 1 << 20).decode(errors="replace")
+        except OSError:
+            continue
+        hits = [p for p in ctx["host_paths"] if p not in ("", "/") and p in text]
+        if hits or "ENGINE_CONFIG" in text:
+            found.append(f"/proc/{pid}/{part}: {hits or 'ENGINE_CONFIG'}")
+check(G, "process_host_paths", not found, f"host paths in: {found or 'no process'}")
 host = socket.gethostname()
 check(G, "host_name", host != ctx["host_name"], f"gethostname() is {host!r}")
 login = ctx["login"]

@@ -25,13 +25,12 @@ def parse_task_facts(data: bytes) -> tuple[str, ...]:
 
 
 def probe_exec_spec(task: TaskSpec, apptainer: str, scratch_root: str) -> ExecSpec:
-    """The probe's apptainer exec: the task's own sandbox, the probe script instead of the
-    wrapper (what the job script builds from the task's facts)."""
-    return replace(
-        task_exec_spec(task, apptainer, scratch_root),
-        wrapper=probe_script(),
-        wrapper_args=probe_args(task.manifest.spec),
-    )
+    """The container's apptainer exec as the job script runs it from the task's facts: the
+    task's own, the probe script and its arguments after the wrapper's (the wrapper runs the
+    probe first, in the same container), before what the script measures outside."""
+    spec = task_exec_spec(task, apptainer, scratch_root)
+    args = (*spec.wrapper_args, probe_script(), *probe_args(task.manifest.spec))
+    return replace(spec, wrapper_args=args)
 
 
 def poll_once(run_dirs: Sequence[RunDir], client: SlurmClient, *, now: datetime) -> list[RunState]:

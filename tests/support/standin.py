@@ -46,13 +46,16 @@ def exec_argv(
     nv: bool = False,
     apptainer: Path | str = STANDIN,
     no_home: bool = True,
+    no_init: bool = True,
 ) -> list[str]:
     """``apptainer exec`` with the flags dotlab-hpc emits, up to and including the image.
 
     ``binds`` holds (host path, container path, "ro" | "rw"); append the command to the result.
-    ``no_home=False`` leaves out ``--no-home``: Apptainer's own empty tmpfs home.
+    ``no_home=False`` leaves out ``--no-home``: Apptainer's own empty tmpfs home;
+    ``no_init=False`` leaves out ``--no-init``: a reaper before the command, as PID 1.
     """
-    argv = [str(apptainer), "exec", "--containall", "--no-eval"]
+    argv = [str(apptainer), "exec", "--containall", *(["--no-init"] if no_init else [])]
+    argv.append("--no-eval")
     argv += ["--no-home"] if no_home else []
     argv += ["--hostname", "localhost", "--net", "--network", "none"]
     if writable_tmpfs:

@@ -8,12 +8,11 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from dotlab_hpc.container.apptainer import ExecSpec, bind_arg, exec_argv, probe_argv
+from dotlab_hpc.container.apptainer import ExecSpec, bind_arg, exec_argv, probed_argv
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.render.deffile import render_def
 from dotlab_hpc.render.facts import (
-    PROBE_NAME,
     WRAPPER_ARGS,
     apptainer_argvs,
     task_exec_spec,
@@ -172,6 +171,7 @@ def test_exec_argv_exact() -> None:
         "/usr/bin/apptainer",
         "exec",
         "--containall",
+        "--no-init",
         "--no-eval",
         "--no-home",
         "--hostname",
@@ -296,13 +296,13 @@ def test_facts_hold_the_task_s_own_values_and_its_exact_argv() -> None:
         assert m == len(args) and fields[-1] == "end"
         # a CPU claim, writable tmpfs, 64 MiB at least, no GPU type, no scratch
         assert args == ("0", "1", "64", "", "0")
-        # every claim has its probe: the analysis's sandbox up to the image, then the probe;
-        # what the job script builds from the facts is exactly that container's argv
-        assert argv[k - 1] == str(t.image)
-        built = probe_argv(argv, k, probe_script(), PROBE_NAME, args)
-        expected = exec_argv(probe_exec_spec(t, j.apptainer, j.scratch_root))
-        assert built == (*expected[: k + 3], "dotlab-probe", *expected[k + 4 :])  # its own $0
-        assert built[k + 2] == probe_script() and built[k + 3] == "dotlab-probe"
+        # every claim has its probe: the first k words are apptainer's own, up to the image;
+        # the job script runs the analysis's container with the probe and its arguments added,
+        # which the wrapper runs first (one container)
+        assert argv[k - 1] == str(t.image) and argv[k : k + 2] == ("/bin/sh", "-c")
+        built = probed_argv(argv, probe_script(), args)
+        assert built == exec_argv(probe_exec_spec(t, j.apptainer, j.scratch_root))
+        assert built[len(argv)] == probe_script() and built[len(argv) + 1 :] == args
         assert f"DOTLAB_CLAIM={t.manifest.spec.claim}" in argv
 
 
@@ -317,7 +317,8 @@ def test_facts_of_a_gpu_claim_carry_the_probe_and_the_scratch() -> None:
     n = int(fields[6])
     argv, k, args = fields[7 : 7 + n], int(fields[7 + n]), fields[9 + n : -1]
     assert fields[4].startswith("/tmp/dotlab-scratch-") and fields[5] == "2048"
-    probe = probe_argv(argv, k, probe_script(), PROBE_NAME, args)
+    assert argv[k - 1] == str(j.tasks[0].image)
+    probe = probed_argv(argv, probe_script(), args)
     assert "--nv" in probe and "--workdir" in probe  # the analysis's own sandbox
     assert args == ("1", "1", "64", "", "1")
 

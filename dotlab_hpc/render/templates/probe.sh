@@ -1,16 +1,18 @@
-# dotlab-hpc probe: runs INSIDE a container started with the analysis's own flags, before the
-# analysis's container, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE MIN_TMP_MIB GPU_TYPE SCRATCH`,
-# followed by what the job script measured outside it: PID_NS IPC_NS UID GID RUNTIME CUDA_VISIBLE
-# UTS_NS LOGIN, then the host's paths the container must not learn (the image, the run directory, the bind
-# sources: code, data, output, scratch).
-# Nothing of the analysis runs yet, and this output is kept outside, in the run directory: the
-# analysis can neither see nor alter it. It measures each property of docs/contract.md §4 from inside
-# (the one measuring code: the record's `isolation` and `dotlab-hpc doctor` both read it) and
+# dotlab-hpc probe: runs INSIDE the analysis's own container, started by the wrapper
+# (templates/wrapper.sh) before the analysis, as `/bin/sh -c PROBE dotlab-probe GPU WRITABLE
+# MIN_TMP_MIB GPU_TYPE SCRATCH`, followed by what the job script measured outside it: PID_NS IPC_NS
+# UID GID RUNTIME CUDA_VISIBLE UTS_NS LOGIN, then the host's paths the container must not learn
+# (the image, the run directory, the bind sources: code, data, output, scratch).
+# Nothing of the analysis runs yet, and this output goes to the container's stdout, which the job
+# script keeps outside, in the run directory, up to the wrapper's start marker: the analysis can
+# neither see nor alter it. It measures each property of docs/contract.md §4 from inside (the one
+# measuring code: the record's `isolation` and `dotlab-hpc doctor` both read it) and
 # judges it; lines are `@@iso fact NAME VALUE`, `@@iso check PROPERTY held|not_held|unknown
 # WHAT-WAS-MEASURED`, `@@iso exposed NAME WHAT` (what the analysis can read of the host that the
-# flags do not hide: recorded, never a reason to stop) and `@@gpu LINE` (nvidia-smi -L). Exit 4: a property did not hold (the
-# analysis must not run); exit 3: a GPU claim found no usable GPU. Only sh builtins, /proc and
-# the most common tools (df, readlink, sed, sort); a tool missing from the image gives `unknown`.
+# flags do not hide: recorded, never a reason to stop) and `@@gpu LINE` (nvidia-smi -L). Exit 4: a
+# property did not hold (the analysis must not run); exit 3: a GPU claim found no usable GPU. Only
+# sh builtins, /proc and the most common tools (df, readlink, sed, sort); a tool missing from the
+# image gives `unknown`.
 gpu=$1 writable=$2 min_tmp_mib=$3 gpu_type=$4 scratch=$5
 out_pid_ns=$6 out_ipc_ns=$7 out_uid=$8 out_gid=$9
 shift 9
