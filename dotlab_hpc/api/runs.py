@@ -124,8 +124,9 @@ class Run:
         return status([self])[0]
 
     def wait(self) -> RunState:
-        """Follow the run until it is final (``status --watch``): files every 2 s, Slurm at
-        most once every ``DOTLAB_FOLLOW_SLURM_S`` (60 s). ``OperatorError`` when it is lost."""
+        """Follow the run until it is final (``status --watch``): files every 2 s and at an end
+        marker's notice, Slurm at most once every ``DOTLAB_FOLLOW_SLURM_S`` (60 s).
+        ``OperatorError`` when it is lost."""
         return wait([self])[0]
 
     def collect(self) -> ClaimRecord:
@@ -192,8 +193,9 @@ def follow(
     log_file: PathLike | None = None,
 ) -> list[RunState]:
     """Follow runs (run directories, or rows ``status`` read) until every one is final: files
-    every 2 s, Slurm at most once every ``DOTLAB_FOLLOW_SLURM_S`` (60 s). A lost job is final
-    too (state ``LOST``): ``lost_error`` says which.
+    every 2 s and as soon as an end marker appears on a local file system, Slurm at most once
+    every ``DOTLAB_FOLLOW_SLURM_S`` (60 s). A lost job is final too (state ``LOST``):
+    ``lost_error`` says which.
 
     >>> from dotlab_hpc import api
     >>> api.follow("dotlab-runs/demo")
@@ -216,6 +218,7 @@ def follow_calling(
     from ..clock import SystemClock
     from ..follow.follower import follow as follow_runs
     from ..follow.knobs import TRACE_ENV, Knobs
+    from ..fsio.notice import folder_waiter
     from ..rundir.directory import RunDir
     from ..rundir.events import step_logger
 
@@ -230,6 +233,7 @@ def follow_calling(
         log=step_logger(None if log_file is None else Path(log_file)),
         trace=_trace_to(trace_path) if trace_path else None,
         on_final=on_final,
+        waiter_for=folder_waiter,
     )
 
 

@@ -1,8 +1,10 @@
 """Follow runs until every one is final, gently on slurmctld, slurmdbd and the shared disk.
 
-Each cycle (every ``file_check_s``, 2 s) looks at the file system only: one listing per end-marker
-folder (``RunRecord.ends_dir``, shared by the runs of one submission: the job drops an empty file
-named after its run id there once ``status.json`` is complete), and one stat per run whose
+Each cycle (every ``file_check_s``, 2 s, and at once when an end marker appears, where the
+markers' file system is local and the kernel's notices reach the follower: fsio/notice.py) looks
+at the file system only: one listing per end-marker folder (``RunRecord.ends_dir``, shared by
+the runs of one submission: the job drops an empty file named after its run id there once
+``status.json`` is complete), and one stat per run whose
 run directory predates those folders. A run's files are read again only when its marker (or its
 status file) appeared. So a finished run is noticed within seconds and costs no Slurm call; and
 it is concluded then, whatever Slurm lists (a controller restarted from older saved state may
@@ -45,6 +47,7 @@ from pathlib import Path
 
 from ..clock import Clock
 from ..errors import DotlabError, OperatorError, ProcTimeout, SlurmError
+from ..fsio.notice import Waiter
 from ..rundir.directory import RunDir
 from ..rundir.events import Logger, event
 from ..rundir.names import SLURM_LOG, ended_in
@@ -399,16 +402,48 @@ def follow(
     trace: Callable[[datetime, FollowStats, int], None] | None = None,
     rng: random.Random | None = None,
     on_final: Callable[[list[RunState]], None] | None = None,
+    waiter_for: Callable[[Sequence[Path]], Waiter] | None = None,
 ) -> list[RunState]:
     """Wait until every run is final (finished, ended in Slurm, LOST or unreadable).
 
     ``log`` gets a ``state`` event for each run whose state changed; ``on_cycle`` the states
     whenever one changed; ``trace`` each cycle's time, the running stats and the runs left;
     ``on_final``, in the cycle a run became final, the runs that did (each once), so that the
-    caller can collect them while the others still run.
+    caller can collect them while the others still run. ``waiter_for``: what waits between
+    cycles on the folders of the unfinished runs' end markers (``fsio.notice.folder_waiter``),
+    said once in the log; without it, the clock sleeps.
     """
     k = knobs or Knobs()
     runs = [x if isinstance(x, Local) else read_local(x) for x in run_dirs]
+    waiter = waiter_for(_watched(runs)) if waiter_for is not None else None
+    if waiter is not None and log is not None:
+        log(None, event("follow", clock.now(), notice=waiter.kind, why=waiter.why))
+    try:
+        return _follow(runs, client, clock, k, on_cycle, log, trace, rng, on_final, waiter)
+    finally:
+        if waiter is not None:
+            waiter.close()
+
+
+def _watched(runs: Sequence[Local]) -> list[Path]:
+    """The folders where the unfinished runs' ends will show: each submission's folder of end
+    markers, or the run directory of a run from before those folders."""
+    folders = {Path(r.ends_dir) if r.ends_dir else r.rd.path for r in runs if r.done is None}
+    return sorted(f for f in folders if f.is_dir())
+
+
+def _follow(
+    runs: list[Local],
+    client: SlurmClient,
+    clock: Clock,
+    k: Knobs,
+    on_cycle: Callable[[list[RunState]], None] | None,
+    log: Logger | None,
+    trace: Callable[[datetime, FollowStats, int], None] | None,
+    rng: random.Random | None,
+    on_final: Callable[[list[RunState]], None] | None,
+    waiter: Waiter | None,
+) -> list[RunState]:
     f = Follower(runs, client, k, rng or random.Random(), clock.now())
     by_path = {lo.rd.path: lo.rd for lo in runs}
     seen: dict[Path, str] = {}
@@ -443,4 +478,8 @@ def follow(
         if left == 0:
             return states
         until_slurm = (f.next_slurm - clock.now()).total_seconds()
-        clock.sleep(max(0.05, min(k.file_check_s, until_slurm)))
+        pause = max(0.05, min(k.file_check_s, until_slurm))
+        if waiter is not None:
+            waiter.wait(pause)
+        else:
+            clock.sleep(pause)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
+from ..fsio.notice import notice_choice
 
 SLURM_S_ENV = "DOTLAB_FOLLOW_SLURM_S"
 LOST_S_ENV = "DOTLAB_FOLLOW_LOST_S"
@@ -34,6 +35,7 @@ class Knobs:
     def from_env(cls, env: dict[str, str] | None = None) -> Knobs:
         """Defaults, with ``DOTLAB_FOLLOW_SLURM_S``, ``_LOST_S`` and ``_GRACE_S`` applied."""
         e = os.environ if env is None else env
+        notice_choice(e)  # refused here, before anything is submitted, as the others are
         slurm_s = _seconds(e, SLURM_S_ENV, DEFAULT_SLURM_S)
         lost_s = _seconds(e, LOST_S_ENV, DEFAULT_LOST_S)
         grace_s = _seconds(e, GRACE_S_ENV, DEFAULT_GRACE_S)
