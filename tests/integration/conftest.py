@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,6 +32,7 @@ from dotlab_hpc.proc import SubprocessRunner
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.slurm.states import JobInfo
 from tests.support import platform
+from tests.support.claims import Kit
 from tests.support.missing import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -258,3 +261,32 @@ def cluster_env(request: pytest.FixtureRequest) -> dict[str, str]:
     if request.param == "one node":
         return dict(request.getfixturevalue("slurm_env"))
     return dict(request.getfixturevalue("nodes").env)
+
+
+Background = Callable[..., "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def background(kit: Kit) -> Iterator[Background]:
+    """``background(ARGS)``: ``python -m dotlab_hpc ARGS`` started in the background; what a
+    failed test leaves running is killed and its pipes closed when the test ends (not left to a
+    later test's garbage collection). ``kit``: the requesting module's own fixture."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dotlab_hpc", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=kit.env,
+            cwd=kit.root,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)

@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import Background
 from tests.support import platform
 from tests.support.claims import Kit
 
@@ -51,35 +49,6 @@ def no_slurm_called(kit: Kit) -> None:
     assert not marker.exists(), marker.read_text()
 
 
-Background = Callable[..., "subprocess.Popen[str]"]
-
-
-@pytest.fixture
-def cli(kit: Kit) -> Iterator[Background]:
-    """``cli(ARGS)``: ``python -m dotlab_hpc ARGS`` started in the background; what a failed test
-    leaves running is killed and its pipes closed when the test ends (not left to a later test's
-    garbage collection)."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(*args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dotlab_hpc", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=kit.env,
-            cwd=kit.root,
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=30)
-
-
 def started(run_dir: Path, timeout_s: float = 120.0) -> dict[str, object]:
     """``local.json`` once the local job's process runs."""
     deadline = time.monotonic() + timeout_s
@@ -95,11 +64,11 @@ def started(run_dir: Path, timeout_s: float = 120.0) -> dict[str, object]:
 
 
 def test_a_local_run_in_progress_is_followed_and_cancelled_without_slurm(
-    kit: Kit, cli: Background
+    kit: Kit, background: Background
 ) -> None:
     args = kit.inputs(kit.manifest("locbusy", mode="sleep 120"))
     run_dir = Path(args[args.index("--run-dir") + 1])
-    run = cli("run", *args, "--local")
+    run = background("run", *args, "--local")
     rec = started(run_dir)
     assert str(rec["job_id"]).startswith("0")
     status = kit.cli("status", str(run_dir))
@@ -108,7 +77,7 @@ def test_a_local_run_in_progress_is_followed_and_cancelled_without_slurm(
     not_yet = kit.cli("collect", str(run_dir))
     assert not_yet.rc != 0 and not (run_dir / "record.json").exists(), not_yet.stderr
     assert "squeue" not in not_yet.stderr and "sacct" not in not_yet.stderr
-    watch = cli("status", "--watch", str(run_dir))
+    watch = background("status", "--watch", str(run_dir))
     cancel = kit.cli("cancel", str(run_dir))
     assert cancel.rc == 0, cancel.stderr
     # local where a job id would stand: the id is invented, no job Slurm knows (issue 38, item 1)
@@ -185,14 +154,14 @@ def paired_local(kit: Kit, name: str, mode: str) -> Path:
 
 
 def test_a_paired_local_claim_in_progress_is_followed_and_cancelled_without_slurm(
-    kit: Kit, cli: Background
+    kit: Kit, background: Background
 ) -> None:
     """Issue 38, item 1: a paired claim's samples share one local job; status, collect and
     cancel of the claim's folder and of a sample's run directory never ask Slurm (by id or by
     name), and cancel says local where a job id would stand."""
     args = kit.inputs(paired_local(kit, "locpair", "sleep 120"))
     claim_dir = Path(args[args.index("--run-dir") + 1])
-    run = cli("run", *args, "--local")
+    run = background("run", *args, "--local")
     rec = started(claim_dir)  # the one job of its samples runs from the claim's folder
     for target in (claim_dir, claim_dir / "run-0", claim_dir / "run-3"):  # run-3: not started
         status = kit.cli("status", str(target))

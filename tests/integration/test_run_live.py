@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_local_is_local import cli, started
+from tests.integration.conftest import Background
+from tests.integration.test_local_is_local import started
 from tests.integration.test_shell import shell
 from tests.support import platform
 from tests.support.claims import GIT_ENV, Kit
@@ -84,10 +85,10 @@ def test_live_without_local_is_refused_before_anything(kit: Kit) -> None:
     assert res.run_dir is not None and not res.run_dir.exists()
 
 
-def test_status_says_live_while_a_live_run_runs(kit: Kit) -> None:
+def test_status_says_live_while_a_live_run_runs(kit: Kit, background: Background) -> None:
     args = kit.inputs(kit.manifest("livebusy", mode="sleep 120"))
     run_dir = Path(args[args.index("--run-dir") + 1])
-    run = cli(kit, "run", *args, "--local", "--live")
+    run = background("run", *args, "--local", "--live")
     started(run_dir)
     try:
         status = kit.cli("status", str(run_dir), "--json")
