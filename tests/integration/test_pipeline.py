@@ -118,8 +118,9 @@ def test_dry_run_prints_everything_and_submits_nothing(kit: Kit, slurm_env: dict
     assert "# sbatch command:\nsbatch --parsable --job-name=dotlab-dry-" in res.stdout
     assert "#!/bin/bash\n#SBATCH --time=00:07:00\n" in res.stdout
     assert "# apptainer command of task 0:\n" in res.stdout
-    assert "exec --containall --no-eval --no-home --hostname localhost --net --network none" in (
-        res.stdout
+    assert (
+        "exec --containall --no-init --no-eval --no-home --hostname localhost --net --network none"
+        in (res.stdout)
     )
     run_dir = Path(args[args.index("--run-dir") + 1])
     out_dir = Path(args[args.index("--out-dir") + 1])
