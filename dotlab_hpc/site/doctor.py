@@ -34,7 +34,7 @@ from ..errors import DotlabError, UsageError
 from ..fsio.read import read_window
 from ..fsio.sha256 import sha256_file
 from ..proc import Runner, find_program
-from ..rundir.names import PROBE_OUT, SUBMISSION_FILE
+from ..rundir.names import CONTAINER_ERR, PROBE_OUT, SUBMISSION_FILE
 from ..slurm.argv import (
     sacct_answers_argv,
     sbatch_version_argv,
@@ -291,8 +291,9 @@ def _git_checkout(runner: Runner, code: Path) -> str:
     return out.strip()
 
 
-def probe_rows(text: str, stderr: str, rc: int) -> list[Row]:
-    """The probe job's measurement as rows; what it could not measure, and why."""
+def probe_rows(text: str, stderr: str, rc: int, container_err: str = "") -> list[Row]:
+    """The probe job's measurement as rows (``text``: its probe.out); what it could not measure,
+    and why (Apptainer's FATAL, in its container.err, or ``stderr``: what ``run`` said)."""
     report = parse_probe(text)
     sec = "sandbox"
     if report.measured:
@@ -308,9 +309,12 @@ def probe_rows(text: str, stderr: str, rc: int) -> list[Row]:
         sandbox = report.fact("sandbox") or "?"
         rows.insert(0, Row(sec, "sandbox", INFO, f"{sandbox}: {report.fact('runtime') or '?'}"))
         return rows
-    cause = fatal_cause(report.fatal_lines)
+    # nothing measured: the container never got to the probe, and Apptainer's words are on its
+    # stderr (a probe.out of before issue 41, the probe's own container, held them)
+    fatal = report.fatal_lines or parse_probe(container_err).fatal_lines
+    cause = fatal_cause(fatal)
     why = (
-        (report.fatal_lines[-1] if report.fatal_lines else "")
+        (fatal[-1] if fatal else "")
         or _first_line(stderr.replace("dotlab-hpc: ", ""))
         or f"the probe job exited {rc}"
     )
@@ -380,7 +384,8 @@ def run_probe(runner: Runner, opts: DoctorOptions, apptainer: str | None, work: 
     if not (run_dir / SUBMISSION_FILE).is_file():  # `run` removes a run dir it did not submit
         said = f"the probe job was not submitted: {run_error(err, rc)}"
         return [*pre, not_measured(said, FIX_SUBMIT, opts.gpus)]
-    rows = pre + probe_rows(read_window(run_dir / PROBE_OUT), err, rc)
+    probe, container_err = read_window(run_dir / PROBE_OUT), read_window(run_dir / CONTAINER_ERR)
+    rows = pre + probe_rows(probe, err, rc, container_err)
     state = HELD if rc == 0 else INFO if rc in (1, 2) else UNKNOWN
     said = f"`dotlab-hpc run` exited {rc}" + (f": {_first_line(err)[:160]}" if rc else "")
     rows.append(Row("sandbox", "probe job", state, said))

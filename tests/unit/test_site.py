@@ -146,8 +146,13 @@ def test_probe_rows_name_the_property_and_its_remedy() -> None:
     assert "allow pid ns = yes" in bad[0].remedy and exit_code(rows) == 1
 
 
-def test_apptainers_refusal_names_the_setting_and_leaves_the_rest_unchecked() -> None:
-    rows = probe_rows(probe("apptainer-1.4.5-enable-overlay-no"), "", 2)
+@pytest.mark.parametrize("where", ["probe.out", "container.err"])
+def test_apptainers_refusal_names_the_setting_and_leaves_the_rest_unchecked(where: str) -> None:
+    said = probe("apptainer-1.4.5-enable-overlay-no")  # Apptainer's FATAL, before any probe
+    if where == "probe.out":  # the probe's own container, before issue 41
+        rows = probe_rows(said, "", 2)
+    else:  # one container: its stderr, and an empty probe.out
+        rows = probe_rows("", "", 2, container_err=said)
     bad = [r for r in rows if r.state == NOT_HELD]
     assert [r.name for r in bad] == ["writable_tmpfs"]
     assert "`enable overlay = no`" in bad[0].detail and "enable overlay = yes" in bad[0].remedy
