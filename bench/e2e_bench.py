@@ -35,10 +35,15 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from dotlab_hpc.container.apptainer import ExecSpec, exec_argv  # noqa: E402
+from tests.support import platform  # noqa: E402
+from tests.support.claims import Kit  # noqa: E402  (the same claim kit as the tests)
 
 WORK = Path("/tmp/dotlab-e2e")
 ROOTED = {"DOTLAB_SLURM_ROOT": "debian13", "DOTLAB_SLURM_DIR": "/tmp/dotlab-slurm-debian13"}
@@ -154,10 +159,7 @@ def _btime(path: Path) -> float:
     return float(done.stdout.strip() or "nan")
 
 
-def _tool(kit: object, name: str, claims: int) -> Round:
-    from tests.support.claims import Kit
-
-    assert isinstance(kit, Kit)
+def _tool(kit: Kit, name: str, claims: int) -> Round:
     manifests = [str(kit.manifest(f"{name}-{i}")) for i in range(claims)]
     runs_root, trace, log = (
         kit.root / f"runs-{name}",
@@ -193,8 +195,6 @@ def _phases(t0: float, t1: float, dirs: list[Path], trace: Path) -> dict[str, fl
     ends = {d: Path(json.loads((d / "run.json").read_text())["ends_dir"]) / d.name for d in dirs}
     last = max(dirs, key=lambda d: ends[d].stat().st_mtime)
     cycles = [json.loads(ln) for ln in trace.read_text().splitlines()]
-    from datetime import datetime
-
     noticed = min(datetime.fromisoformat(c["t"]).timestamp() for c in cycles if c["left"] == 0)
     marks = [
         t0,
@@ -210,12 +210,7 @@ def _phases(t0: float, t1: float, dirs: list[Path], trace: Path) -> dict[str, fl
     return {name: marks[i + 1] - marks[i] for i, name in enumerate(PHASES)}
 
 
-def _bare(kit: object, name: str, claims: int) -> Round:
-    from dotlab_hpc.container.apptainer import ExecSpec, exec_argv
-    from tests.support import platform
-    from tests.support.claims import Kit
-
-    assert isinstance(kit, Kit)
+def _bare(kit: Kit, name: str, claims: int) -> Round:
     folder = kit.root / name
     folder.mkdir()
     for i in range(claims):
@@ -270,8 +265,6 @@ def _bare(kit: object, name: str, claims: int) -> Round:
 
 
 def inside(claims: int, pairs: int) -> int:
-    from tests.support.claims import Kit
-
     root = Path(os.environ.get("TMPDIR", "/tmp")) / f"dotlab-e2e-{os.getpid()}"
     root.mkdir()
     kit = Kit(root, dict(os.environ))

@@ -302,12 +302,8 @@ def _never_started(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult, 
             f"the analysis could not be started inside the container: {fatal}",
             none,
         )
-    if job.phase == "terminated" and job.local:  # cancel, or a TERM to its process group
-        raise _operator(
-            "the local job was terminated before the container started (cancelled, or its"
-            " process group was sent TERM)",
-            "run the claim again: dotlab-hpc run --local",
-        )
+    if job.phase == "terminated" and job.local:
+        raise _local_terminated("before the container started")
     if job.phase in ("terminated", "slurm_time_limit"):
         raise _operator(
             "the job was stopped before the container started"
@@ -319,6 +315,15 @@ def _never_started(spec: ManifestSpec, job: JobFacts, none: tuple[TargetResult, 
         f" (exit {job.exit_code}){': ' + fatal if fatal else ''}",
         "read container.err in the run directory; this is a problem of the node or of"
         " Apptainer's setup, not a finding about the claim",
+    )
+
+
+def _local_terminated(when: str) -> OperatorError:
+    """A ``run --local`` job that ``cancel`` (or a TERM to its process group) ended ``when``: no
+    Slurm state or command to name."""
+    return _operator(
+        f"the local job was terminated {when} (cancelled, or its process group was sent TERM)",
+        "run the claim again: dotlab-hpc run --local",
     )
 
 
@@ -350,12 +355,8 @@ def _started(
     slurm_timeout = job.slurm_state is JobState.TIMEOUT and state_after_end(job) is None
     if job.timed_out or job.phase == "slurm_time_limit" or slurm_timeout:
         return Verdict(Outcome.SPEC_ISSUE, _time_reason(spec), none)
-    if job.phase == "terminated" and job.local:  # cancel, or a TERM to its process group
-        raise _operator(
-            "the local job was terminated while the analysis ran (cancelled, or its process"
-            " group was sent TERM)",
-            "run the claim again: dotlab-hpc run --local",
-        )
+    if job.phase == "terminated" and job.local:
+        raise _local_terminated("while the analysis ran")
     if job.phase == "terminated":
         raise _operator(
             "the job was terminated while the analysis ran, and Slurm does not say why",

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from ..clock import Clock
 from ..errors import DotlabError, OperatorError, ProcTimeout, SlurmError
-from ..fsio.notice import Waiter
+from ..fsio.notice import Sleeping, Waiter
 from ..rundir.directory import RunDir
 from ..rundir.events import Logger, event
 from ..rundir.names import SLURM_LOG, ended_in
@@ -415,14 +415,14 @@ def follow(
     """
     k = knobs or Knobs()
     runs = [x if isinstance(x, Local) else read_local(x) for x in run_dirs]
-    waiter = waiter_for(_watched(runs)) if waiter_for is not None else None
-    if waiter is not None and log is not None:
-        log(None, event("follow", clock.now(), notice=waiter.kind, why=waiter.why))
-    try:
-        return _follow(runs, client, clock, k, on_cycle, log, trace, rng, on_final, waiter)
-    finally:
-        if waiter is not None:
-            waiter.close()
+    if waiter_for is None:
+        waiter: Waiter = Sleeping("", clock.sleep)
+    else:
+        waiter = waiter_for(_watched(runs))
+        if log is not None:
+            log(None, event("follow", clock.now(), notice=waiter.kind, why=waiter.why))
+    with contextlib.closing(waiter):
+        return _follow(runs, client, clock, k, on_cycle, log, trace, rng, on_final, waiter.wait)
 
 
 def _watched(runs: Sequence[Local]) -> list[Path]:
@@ -442,7 +442,7 @@ def _follow(
     trace: Callable[[datetime, FollowStats, int], None] | None,
     rng: random.Random | None,
     on_final: Callable[[list[RunState]], None] | None,
-    waiter: Waiter | None,
+    pause: Callable[[float], None],
 ) -> list[RunState]:
     f = Follower(runs, client, k, rng or random.Random(), clock.now())
     by_path = {lo.rd.path: lo.rd for lo in runs}
@@ -478,8 +478,4 @@ def _follow(
         if left == 0:
             return states
         until_slurm = (f.next_slurm - clock.now()).total_seconds()
-        pause = max(0.05, min(k.file_check_s, until_slurm))
-        if waiter is not None:
-            waiter.wait(pause)
-        else:
-            clock.sleep(pause)
+        pause(max(0.05, min(k.file_check_s, until_slurm)))

@@ -143,7 +143,7 @@ def folder_waiter(
         text = mountinfo if mountinfo is not None else Path("/proc/self/mountinfo").read_text()
     except OSError as err:
         return Sleeping(f"cannot read /proc/self/mountinfo ({err.strerror})")
-    kinds: dict[str, str] = {}
+    kinds: set[str] = set()
     for folder in folders:
         fstype = parse_mount_fstype(text, os.path.realpath(folder))
         if fstype not in LOCAL_FILE_SYSTEMS:
@@ -151,7 +151,7 @@ def folder_waiter(
                 f"{folder} is on {fstype or 'an unknown file system'}, which may be written from"
                 " other machines: the kernel's notices would miss their files"
             )
-        kinds[fstype] = folder.as_posix()
+        kinds.add(fstype)
     try:
         return Notified(folders, f"{len(folders)} folder(s) on {', '.join(sorted(kinds))}")
     except OSError as err:  # no inotify here, or its limits reached (max_user_instances, watches)
