@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
@@ -138,7 +139,6 @@ def submission(
     ``DOTLAB_FOLLOW_*`` is refused here, before anything is submitted.
     """
     from ..follow.knobs import Knobs
-    from ..manifest.models import forget_loaded
     from .inputs import as_path_list
 
     if follows:
@@ -146,28 +146,67 @@ def submission(
 
     manifests = as_path_list(manifests)  # one path is one manifest, never its characters
     _refuse_early(manifests, where)
-    forget_loaded()  # each manifest read anew, then once for this submission
-    where = with_defaults(manifests, where, preview=dry_run)
-    data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
-    if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both in
-        raise RuntimeError("with_defaults left data_dir or out_dir unset")
-    if len(manifests) > 1:
-        from .groups import by_job, submit_groups
+    with _asking_early(manifests, where) as early:  # started before the models are imported
+        from ..manifest.models import forget_loaded
 
-        groups = by_job(manifests, preview=dry_run)
-        if len(groups) > 1:  # claims over many runs: each is a job (array) of its own
-            return submit_groups(
-                groups,
-                submission,
-                Path(out_dir),
-                hold=hold,
-                dry_run=dry_run,
-                log_file=log_file,
-                on_retry=on_retry,
-                **where,
-            )
-    asked = _Asked(hold, rerun, rerun_of, attempt, Path(data_dir), Path(out_dir))
-    return _one_job(manifests, where, asked, dry_run=dry_run, log_file=log_file, on_retry=on_retry)
+        forget_loaded()  # each manifest read anew, then once for this submission
+        where = with_defaults(manifests, where, preview=dry_run)
+        data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
+        if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both
+            raise RuntimeError("with_defaults left data_dir or out_dir unset")
+        if len(manifests) > 1:
+            from .groups import by_job, submit_groups
+
+            groups = by_job(manifests, preview=dry_run)
+            if len(groups) > 1:  # claims over many runs: each is a job (array) of its own
+                return submit_groups(
+                    groups,
+                    submission,
+                    Path(out_dir),
+                    hold=hold,
+                    dry_run=dry_run,
+                    log_file=log_file,
+                    on_retry=on_retry,
+                    **where,
+                )
+        asked = _Asked(hold, rerun, rerun_of, attempt, Path(data_dir), Path(out_dir))
+        return _one_job(
+            manifests, where, asked, early, dry_run=dry_run, log_file=log_file, on_retry=on_retry
+        )
+
+
+@dataclass(frozen=True)
+class _Early:
+    """What the outermost submission asks at its start (``ask_early``) and the client that
+    asked it: every job of that submission (a claim over many runs is one of its own, submitted
+    by ``submission`` again) takes these, so Slurm is asked and the checkout inspected once."""
+
+    client: SlurmClient
+    answers: Callable[[], dict[str, Any]]
+
+
+_EARLY: ContextVar[_Early | None] = ContextVar("dotlab_submit_early", default=None)
+
+
+@contextlib.contextmanager
+def _asking_early(manifests: Sequence[PathLike], where: RunInputs) -> Iterator[_Early]:
+    """``ask_early`` started for the submission within, unless an outer one did (then its
+    answers): its programs (scontrol, sbatch --version, git) run while this process imports the
+    models and reads the manifests."""
+    outer = _EARLY.get()
+    if outer is not None:
+        yield outer
+        return
+    from .runs import slurm_client
+
+    client = slurm_client()
+    code_dir = None if where.get("live") else Path(where["code_dir"])  # live: not inspected
+    early = _Early(client, ask_early(code_dir, many=len(manifests) > 1, client=client))
+    token = _EARLY.set(early)
+    try:
+        yield early
+    finally:
+        _EARLY.reset(token)
 
 
 def _refuse_early(manifests: Sequence[PathLike], where: RunInputs) -> None:
@@ -209,19 +248,15 @@ def _one_job(
     manifests: Sequence[PathLike],
     where: RunInputs,
     asked: _Asked,
+    early: _Early,
     *,
     dry_run: bool,
     log_file: PathLike | None,
     on_retry: OnRetry | None,
 ) -> SubmitResult:
     """One job (or one array, several beyond MaxArraySize): ``submit.execute``'s chain, with
-    what the submission needs whatever its claims asked early, in a thread."""
-    from .runs import slurm_client
-
+    what the submission needs whatever its claims, asked early in a thread (``early``)."""
     site = site_settings(where)
-    client = slurm_client()
-    code_dir = None if where.get("live") else Path(where["code_dir"])  # live: not inspected
-    answers = ask_early(code_dir, many=len(manifests) > 1, client=client)
     from ..clock import SystemClock
     from ..proc import SubprocessRunner
     from ..rundir.events import step_logger
@@ -232,14 +267,14 @@ def _one_job(
     def resolve(s: Site) -> Site:
         return locate_apptainer(s, SubprocessRunner())
 
-    inspected = answers()  # the thread is done: the cluster's name is asked at most once
+    inspected = early.answers()  # the thread is done: the cluster's name is asked once
     opts = _options(manifests, where, asked, site)
     verify_run = submission_verifier(
         opts.code_dir, opts.data_dir, opts.image, inspected=inspected, live=opts.code is not None
     )
     return execute(
         opts,
-        client=client,
+        client=early.client,
         clock=SystemClock(),
         verify_run=verify_run,
         dry_run=dry_run,

@@ -14,15 +14,19 @@ import signal
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import RunDirError
 from ..proc import Runner
 from ..rundir.directory import RunDir
-from ..rundir.models import LocalProcessRecord
 from ..slurm.client import SlurmClient
 from ..slurm.jobids import is_local_job_id
 from ..slurm.local import process_started
 from ..slurm.states import JobInfo, JobState
+
+if TYPE_CHECKING:  # the models (pydantic) only once a local.json is read: a submission makes
+    # its client before importing them, so that what it asks Slurm overlaps those imports
+    from ..rundir.models import LocalProcessRecord
 
 
 def local_process(rd: RunDir) -> LocalProcessRecord | None:
