@@ -67,7 +67,8 @@ def _main(argv: Sequence[str] | None) -> int:
     from .parser import parse
     from .verbs import build_parser
 
-    args = parse(build_parser(), joined_sbatch_args(sys.argv[1:] if argv is None else argv))
+    words = joined_sbatch_args(sys.argv[1:] if argv is None else argv)
+    args = parse(build_parser(frozenset(words)), words)
     try:
         code: int = args.handler(args)  # the verb's handler, from the table (``verbs.VERBS``)
     except DotlabError as e:

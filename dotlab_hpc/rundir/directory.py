@@ -13,7 +13,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DotlabError, RunDirError, UsageError, one_line
 from ..fsio.jsontext import json_line
@@ -36,6 +36,8 @@ from .names import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..manifest.models import Manifest
     from .models import (
         ClaimRuns,
@@ -278,8 +280,13 @@ class RunDir:
 
     def log_event(self, event: dict[str, object]) -> None:
         """Append one event line to the run's events.jsonl."""
+        self.log_events((event,))
+
+    def log_events(self, events: Sequence[dict[str, Any]]) -> None:
+        """Append event lines to the run's events.jsonl, in one write (whole lines whatever
+        else appends)."""
         try:
-            append_line(self.file(EVENTS), json_line(event), regular_only=True)
+            append_line(self.file(EVENTS), "\n".join(map(json_line, events)), regular_only=True)
         except FileRefused as e:
             raise RunDirError(f"{one_line(e.path)}: {e.reason}") from e
 

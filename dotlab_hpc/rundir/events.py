@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..clock import utc_text
 from ..errors import UsageError
@@ -21,15 +21,24 @@ def event(kind: str, now: datetime, **fields: Any) -> dict[str, Any]:
     return {"event": kind, "ts": utc_text(now), **fields}
 
 
-Logger = Callable[["RunDir | None", dict[str, Any]], None]
+class Logger(Protocol):
+    """The step log: ``ev`` to the run directory's events.jsonl (when ``rd`` is given) and to
+    ``--log-file``; ``earlier``, lines that go before it into the run directory only (already
+    logged to the file), in the same single write."""
+
+    def __call__(
+        self, rd: RunDir | None, ev: dict[str, Any], /, *, earlier: Sequence[dict[str, Any]] = ()
+    ) -> None: ...
 
 
 def step_logger(log_file: Path | None) -> Logger:
     """Log each step to the run directory's events.jsonl and, when given, to ``--log-file``."""
 
-    def log(rd: RunDir | None, ev: dict[str, Any]) -> None:
+    def log(
+        rd: RunDir | None, ev: dict[str, Any], /, *, earlier: Sequence[dict[str, Any]] = ()
+    ) -> None:
         if rd is not None:
-            rd.log_event(ev)
+            rd.log_events((*earlier, ev))
         if log_file is not None:
             append_event(log_file, ev)
 

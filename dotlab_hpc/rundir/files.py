@@ -51,7 +51,7 @@ def new_run_files(
 ) -> list[FileBytes]:
     """Every file ``submit`` puts into a new run directory before sbatch, for one batch write.
 
-    ``events`` are its first lines of events.jsonl (verified, rendered).
+    ``events``: its events.jsonl (a claim refused for its inputs: verified).
     """
     files: list[FileBytes] = [(rd.file(run.manifest_file), manifest.raw, 0o644)]
     if facts is not None:
@@ -61,10 +61,15 @@ def new_run_files(
     if record is not None:
         files.append((rd.record_path, _json_bytes(record), 0o644))
     if events:
-        lines = "".join(json_line(ev) + "\n" for ev in events)
-        files.append((rd.file(EVENTS), lines.encode("utf-8"), 0o644))
+        files.append(events_file(rd, events))
     files.append(run_file(rd, run))
     return files
+
+
+def events_file(rd: RunDir, events: Sequence[dict[str, Any]]) -> FileBytes:
+    """``events.jsonl`` of a new run directory, holding ``events``."""
+    lines = "".join(json_line(ev) + "\n" for ev in events)
+    return (rd.file(EVENTS), lines.encode("utf-8"), 0o644)
 
 
 def run_file(rd: RunDir, run: RunRecord) -> FileBytes:

@@ -14,7 +14,7 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,12 +27,10 @@ from ..fsio.write import (
     NewFolders,
     WriteFailed,
     Writer,
-    fsync_folders,
-    sync_file_systems,
     write_new_file,
 )
 from ..rundir.directory import RunDir
-from ..rundir.files import claim_files, new_run_files, not_submitted_file
+from ..rundir.files import claim_files, events_file, new_run_files, not_submitted_file
 from ..rundir.names import ENDS_SUBDIR, PAIRS_SCRIPT, SCRIPT_NAME
 from .outdirs import check_out_dirs
 from .plan import missing_parents
@@ -47,8 +45,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class NewRun:
     """What one new run directory holds before sbatch: its run.json, its task's facts (None:
-    its inputs did not match, and ``mismatch`` is its record), its image's .def, its first
-    events."""
+    its inputs did not match, and ``mismatch`` is its record, ``events`` its events), its
+    image's .def."""
 
     run: PlannedRun
     record: RunRecord
@@ -76,23 +74,18 @@ def write_new_files(files: Sequence[FileBytes]) -> None:
 
 def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> None:
     """``file`` (in ``dirs[0]``) written atomically, then hard-linked into every other run
-    directory under its name, and those links synced: one file however many runs share it.
+    directory under its name: one file however many runs share it.
 
-    Where the file system refuses a link, that run directory gets an atomic copy instead.
+    Where the file system refuses a link, that run directory gets an atomic copy instead. The
+    links are not synced: the one file they share is (``write_all``), and a run whose link a
+    crash took is one without ``submission.json``, whose job its name finds (run.json, synced
+    before sbatch, names it; contract §7) — a syncfs here cost 3 to 30 ms a submission.
     """
     first, data, mode = file
     write_all([file])
     copies = [(target, data, mode) for target in _linked(first, dirs[1:])]
     if copies:
         write_all(copies)
-    if len(dirs) > len(copies) + 1:  # the links' names, durable before anyone relies on them
-        try:
-            # syncfs needs one folder of each file system: the run directories' parents
-            # (a new folder is never a mount point); fsync, where there is none, each folder
-            parents = list(dict.fromkeys(rd.path.parent for rd in dirs))
-            sync_file_systems(parents) or fsync_folders([rd.path for rd in dirs])
-        except OSError as e:
-            raise WriteFailed(Path(e.filename or first), e) from e
 
 
 def _linked(source: Path, dirs: Sequence[RunDir]) -> list[Path]:
@@ -122,9 +115,18 @@ _NO_LINK = {errno.EMLINK, errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTS
 class NewRuns:
     """The folders and files one submission makes, and how to take them back."""
 
-    def __init__(self, plan: Plan, now: datetime, *, write_new: Writer, write_all: Writer) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        now: datetime,
+        *,
+        write_new: Writer,
+        write_all: Writer,
+        events: Mapping[int, Sequence[dict[str, Any]]] | None = None,
+    ) -> None:
         self.plan = plan
         self.now = now  # the submission's time: a never-submitted mark's
+        self.events = events or {}  # each run's first events: a kept folder gets them
         self.write_new = write_new
         self.write_all = write_all
         self.folders = NewFolders()
@@ -282,7 +284,8 @@ class NewRuns:
         kept: Sequence[tuple[PlannedRun, str]],
         failure: NotSubmitted,
     ) -> bool:
-        """``not_submitted.json`` into each kept run directory; False when it could not be."""
+        """``not_submitted.json`` into each kept run directory, and its first events (written
+        after sbatch otherwise); False when it could not be."""
         from ..clock import utc_text
         from ..rundir.models import NotSubmittedRecord
 
@@ -298,6 +301,11 @@ class NewRuns:
                 ),
             )
             for r, because in kept
+        ]
+        files += [
+            events_file(RunDir(r.run_dir), self.events[r.index])
+            for r, _ in kept
+            if self.events.get(r.index)
         ]
         try:
             self.write_all(files)

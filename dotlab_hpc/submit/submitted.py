@@ -87,7 +87,7 @@ def _submitted(w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bo
     p, rd = w.plan, w.dirs[r.index]
     arrayed = r.task is not None and not p.paired  # paired samples: one plain job
     own = task_job_id(job_id, r.task) if arrayed and r.task is not None else job_id
-    if seams.log is not None:
+    if seams.log is not None:  # the folder's first events with it: one write
         seams.log(
             rd,
             event(
@@ -98,5 +98,6 @@ def _submitted(w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bo
                 job_name=p.part_name(r.part),
                 adopted=adopted,
             ),
+            earlier=w.events.get(r.index, ()),
         )
     return SubmittedRun(r.manifest.spec.claim, rd.path, own, None, p.claim_dir)

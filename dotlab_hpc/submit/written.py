@@ -1,6 +1,6 @@
-"""Step 4 of a submission: every new run directory written whole (its records, facts and
-first events), the submission's index, and the first events logged; whatever fails takes
-back all of it (``rollback.taken_back``)."""
+"""Step 4 of a submission: every new run directory written whole (its records and facts; a
+claim refused for its inputs, its events too), the submission's index, and the first events
+logged; whatever fails takes back all of it (``rollback.taken_back``)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ class Written:
     index: Path | None  # the submission's RunIndex file, when written
     made: NewRuns
     now: datetime
+    # each run's first events (verified, rendered): a submitted run's folder gets them after
+    # sbatch, with its ``submitted``, in one write (one file opened a run, not two)
+    events: Mapping[int, Sequence[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> Written:
@@ -53,8 +56,9 @@ def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> W
         if (bad := r.checked.mismatches[run.index])
     }
     events = _first_events(p, r.checked.mismatches, seams.clock) if seams.log is not None else {}
-    contents = _contents(r, p, now, mismatches, events)
-    made = NewRuns(p, now, write_new=seams.write_new, write_all=seams.write_all)
+    refused = {i: events[i] for i in mismatches if i in events}  # never submitted: now
+    contents = _contents(r, p, now, mismatches, refused)
+    made = NewRuns(p, now, write_new=seams.write_new, write_all=seams.write_all, events=events)
     with taken_back(made, WRITING):
         dirs = made.write(contents)
     good = r.checked.good
@@ -64,7 +68,7 @@ def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> W
     if seams.log is not None:
         with taken_back(made, BEFORE_SBATCH):  # --log-file gets the events the folders hold
             _log_all(seams.log, events)
-    return Written(r, p, dirs, mismatches, made.made_index, made, now)
+    return Written(r, p, dirs, mismatches, made.made_index, made, now, events)
 
 
 def _contents(
@@ -75,7 +79,8 @@ def _contents(
     events: Mapping[int, Sequence[dict[str, Any]]],
 ) -> Contents:
     """Every file of the new run directories: run.json, the facts of each task that passed
-    verification, the .def of an image built from one, the records of those that did not."""
+    verification, the .def of an image built from one, the records (and ``events``) of those
+    that did not."""
     facts: dict[int, bytes] = {}
     if r.job is not None:
         tasks = zip(r.checked.good, r.job.tasks, r.apptainer_argvs, strict=True)
@@ -107,7 +112,8 @@ def _def_text(m: Manifest) -> str | None:
 def _first_events(
     p: Plan, mismatches: Mapping[int, Sequence[str]], clock: Clock
 ) -> dict[int, list[dict[str, Any]]]:
-    """Each run's first events (verified; rendered when it passed), written with its folder."""
+    """Each run's first events (verified; rendered when it passed): in its folder with its
+    ``submitted`` (or its never-submitted mark), with the folder when its inputs were refused."""
     out: dict[int, list[dict[str, Any]]] = {}
     for r in p.runs:
         bad = list(mismatches[r.index])

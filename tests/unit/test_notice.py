@@ -124,7 +124,7 @@ def test_the_follower_waits_on_the_folders_of_its_unfinished_runs_and_says_how(
         SlurmClient(ScriptedRunner(cluster.answer)),
         clock,
         waiter_for=waiter_for,  # type: ignore[arg-type]
-        log=lambda rd, ev: logged.append(ev),
+        log=lambda rd, ev, **_: logged.append(ev),
     )
     assert all(s.finished for s in states)
     assert asked == [[tmp_path / ".ends"]] and waiter.waits and waiter.closed

@@ -166,7 +166,7 @@ def test_each_submitted_sample_names_the_one_job(tmp_path: Path) -> None:
         client=SlurmClient(ArraySlurm()),
         clock=NoSleep(),
         verify_run=lambda m: [],
-        log=lambda rd, ev: (
+        log=lambda rd, ev, **_: (
             logged.append((rd.path.name, ev["job_id"]))
             if rd is not None and ev["event"] == "submitted"
             else None

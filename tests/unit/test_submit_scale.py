@@ -21,6 +21,7 @@ from dotlab_hpc.fsio.parallel import PARALLEL_FROM
 from dotlab_hpc.fsio.write import Writer, atomic_write_all
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
+from dotlab_hpc.rundir.events import step_logger
 from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME, ended_in
 from dotlab_hpc.slurm.argv import array_ranges
 from dotlab_hpc.slurm.client import SlurmClient
@@ -53,7 +54,33 @@ def submit(
         verify_run=lambda m: [],
         write_all=write_all,
         write_new=write_all,
+        log=step_logger(None),
     )
+
+
+def _events(run_dir: Path) -> list[str]:
+    return [
+        json.loads(line)["event"] for line in (run_dir / "events.jsonl").read_text().splitlines()
+    ]
+
+
+def test_a_run_gets_its_first_events_after_sbatch_with_its_submitted_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dotlab_hpc.rundir.directory as directory
+    from dotlab_hpc.fsio.write import append_line as real
+
+    appended: list[str] = []
+
+    def append_line(path: Path, line: str, **kw: bool) -> None:
+        appended.append(line)
+        real(path, line, **kw)
+
+    monkeypatch.setattr(directory, "append_line", append_line)
+    res = submit(tmp_path, 3, ArraySlurm())
+    for r in res.runs:  # nothing before sbatch: the three lines come in one write
+        assert _events(r.run_dir) == ["verified", "rendered", "submitted"]
+    assert len(appended) == 3 and all(line.count("\n") == 2 for line in appended)
 
 
 def test_array_ranges_are_short() -> None:
@@ -606,9 +633,10 @@ def test_a_refused_submission_leaves_nothing_or_its_marked_runs_and_their_index(
     assert set(json.loads(index.read_text())["runs"]) == {p.name for p in runs}
     marks = [RunDir(p).not_submitted() for p in runs]
     assert all(m is not None and "Invalid partition name" in m.reason for m in marks)
+    assert [_events(p) for p in runs] == [["verified", "rendered"]] * 2  # written with the mark
 
     # a submission taken back whole (its --log-file full before sbatch) takes the index too
-    def full_log(rd: object, ev: object) -> None:
+    def full_log(rd: object, ev: object, /, **_: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", "log.jsonl")
 
     again = tmp_path / "again"
