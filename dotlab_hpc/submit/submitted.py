@@ -16,6 +16,8 @@ from .result import SubmitResult, SubmittedRun, fixes_of
 from .rollback import Step, taken_back
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from .seams import Seams
     from .written import Written
 
@@ -79,10 +81,13 @@ def _submit_array(w: Written, seams: Seams, k: int) -> dict[int, SubmittedRun]:
         # one file for the whole array, hard-linked into each of its run directories
         first = w.dirs[runs[0].index]
         share_file([w.dirs[r.index] for r in runs], submission_file(first, sub), seams.write_all)
-        return {r.index: _submitted(w, seams, r, job_id, adopted) for r in runs}
+        now = seams.clock.now()  # the array's one submission time (to the second)
+        return {r.index: _submitted(w, seams, r, job_id, adopted, now) for r in runs}
 
 
-def _submitted(w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bool) -> SubmittedRun:
+def _submitted(
+    w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bool, now: datetime
+) -> SubmittedRun:
     """One run of a submitted array: its own job id (``<array>_<task>``), logged."""
     p, rd = w.plan, w.dirs[r.index]
     arrayed = r.task is not None and not p.paired  # paired samples: one plain job
@@ -92,7 +97,7 @@ def _submitted(w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bo
             rd,
             event(
                 "submitted",
-                seams.clock.now(),
+                now,
                 run_dir=str(rd.path),
                 job_id=own,
                 job_name=p.part_name(r.part),

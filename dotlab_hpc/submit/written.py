@@ -115,12 +115,13 @@ def _first_events(
     """Each run's first events (verified; rendered when it passed): in its folder with its
     ``submitted`` (or its never-submitted mark), with the folder when its inputs were refused."""
     out: dict[int, list[dict[str, Any]]] = {}
+    now = clock.now()  # one step, one time (to the second: ``utc_text``), formatted once
     for r in p.runs:
         bad = list(mismatches[r.index])
         evs = [
             event(
                 "verified",
-                clock.now(),
+                now,
                 run_dir=str(r.run_dir),
                 claim=r.manifest.spec.claim,
                 ok=not bad,
@@ -128,7 +129,7 @@ def _first_events(
             )
         ]
         if not bad:
-            evs.append(event("rendered", clock.now(), run_dir=str(r.run_dir), script=SCRIPT_NAME))
+            evs.append(event("rendered", now, run_dir=str(r.run_dir), script=SCRIPT_NAME))
         out[r.index] = evs
     return out
 
