@@ -60,6 +60,7 @@ PUBLIC: dict[str, tuple[str, ...]] = {
     ".shells": ("ShellPlan", "plan_shell", "shell"),
     ".defaults": ("default_out_dir", "default_run_dirs"),
     ".bundles": ("Reproduction", "keygen", "pack", "rebuild", "reproduce", "verify_bundle"),
+    ".evaluating": ("Evaluation", "VerdictCheck", "evaluate", "verify_verdict"),
     ".sites": ("doctor", "site"),
     ".registries": ("pull", "push"),
     ".where": ("SiteInputs",),

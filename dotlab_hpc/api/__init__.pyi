@@ -23,6 +23,10 @@ from .bundles import reproduce as reproduce
 from .bundles import verify_bundle as verify_bundle
 from .defaults import default_out_dir as default_out_dir
 from .defaults import default_run_dirs as default_run_dirs
+from .evaluating import Evaluation as Evaluation
+from .evaluating import VerdictCheck as VerdictCheck
+from .evaluating import evaluate as evaluate
+from .evaluating import verify_verdict as verify_verdict
 from .first_manifest import Initialised as Initialised
 from .first_manifest import init as init
 from .inputs import build as build

@@ -256,3 +256,111 @@ def _transfer(
     else:
         print(lines(res))
     return 0
+
+
+# --------------------------------------------------------------------------- evaluate
+def evaluate_args(p: argparse.ArgumentParser) -> None:
+    """``evaluate``: the track, the report folder, the keys, the run options."""
+    from .options import add_site_options
+
+    p.add_argument(
+        "track",
+        type=Path,
+        help="a folder of ARTIFACT/{bundle,code,data} folders, or a TOML track file",
+    )
+    p.add_argument(
+        "-o",
+        "--report",
+        type=Path,
+        required=True,
+        metavar="REPORT_DIR",
+        help="the report folder; it also holds the track's state: the same command with the"
+        " same folder continues where it stopped",
+    )
+    p.add_argument(
+        "--key",
+        type=Path,
+        metavar="KEY",
+        help="the evaluator's private key (keygen): each artifact's verdict is signed with it",
+    )
+    p.add_argument(
+        "--array-limit", type=int, metavar="N", help="at most N claims of an array at once"
+    )
+    p.add_argument(
+        "--rerun-lost",
+        action="store_true",
+        help="submit again each claim whose job was lost (a claim over many runs: its lost runs)",
+    )
+    p.add_argument(
+        "--check-timeout",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="the most seconds one artifact's check may take (default: 1800)",
+    )
+    add_plain_http(p, "an image a bundle names by oras://")
+    add_json(p)
+    add_site_options(p)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Evaluate the track; one row per artifact (or track.json's document); 1 when an
+    artifact did not earn every badge."""
+    from ..printers.evaluations import evaluation_lines
+    from .options import site_options
+
+    done = api.evaluate(
+        args.track,
+        report_dir=args.report,
+        key=args.key,
+        array_limit=args.array_limit,
+        rerun_lost=args.rerun_lost,
+        check_timeout_s=args.check_timeout,
+        plain_http=args.plain_http,
+        **site_options(args),
+    )
+    if args.json:
+        import json
+
+        out.print_json(json.loads((done.report / "track.json").read_text()))
+    else:
+        print("\n".join(evaluation_lines(done.artifacts)))
+        out.print_error(f"report: {done.report / 'index.html'}")
+    everything = all(b.given for a in done.artifacts for b in a.badges)
+    return 0 if everything else 1
+
+
+# --------------------------------------------------------------------------- verify-verdict
+def verify_verdict_args(p: argparse.ArgumentParser) -> None:
+    """``verify-verdict``: the signed verdict, the evaluator's public key, --json."""
+    p.add_argument("verdict", type=Path, help="a signed verdict (VERDICTS/<artifact>.dsse.json)")
+    p.add_argument(
+        "--key",
+        type=Path,
+        required=True,
+        metavar="KEY.pub",
+        help="the evaluator's public key",
+    )
+    add_json(p)
+
+
+def cmd_verify_verdict(args: argparse.Namespace) -> int:
+    """Whether the verdict's signature holds, and what it says; 1 when it does not hold."""
+    from ..printers.evaluations import verdict_lines
+
+    res = api.verify_verdict(args.verdict, key=args.key)
+    if args.json:
+        out.print_json(
+            {
+                "verdict": str(res.verdict),
+                "ok": res.ok,
+                "problem": res.problem,
+                "statement": res.statement,
+            }
+        )
+    elif res.statement is not None:
+        print(f"{res.verdict}: the signature holds")
+        print("\n".join(verdict_lines(res.statement)))
+    else:
+        print(f"{res.verdict}: does NOT hold: {res.problem}")
+    return 0 if res.ok else 1

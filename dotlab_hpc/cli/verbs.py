@@ -219,6 +219,21 @@ VERBS: tuple[Verb, ...] = (
         finding=ANOTHER,
     ),
     Verb(
+        "evaluate",
+        "an evaluation track: many bundles reproduced, each artifact's badges and signed"
+        " verdict, a report for the committee",
+        bundles.evaluate_args,
+        bundles.cmd_evaluate,
+        finding="an artifact did not earn every badge",
+    ),
+    Verb(
+        "verify-verdict",
+        "check an evaluation's signed verdict with the evaluator's public key",
+        bundles.verify_verdict_args,
+        bundles.cmd_verify_verdict,
+        finding="the verdict's signature does not hold",
+    ),
+    Verb(
         "rebuild",
         "a reviewer's check that a bundle's image is what its .def builds",
         bundles.rebuild_args,

@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("cli.parser", "the parser: one-line argument errors, each verb's exit codes in its help"),
     ("api", "the verbs as typed functions: the one definition of each"),
     ("printers", "output for people: aligned lines and tables"),
+    ("evaluate", "stage 8: an evaluation track: checks, badges, signed verdicts, the report"),
     ("bundle", "stage 7: the handoff bundle, its check, a reviewer's rerun"),
     ("collect", "stage 6: classify a finished run, write its record"),
     ("follow", "stage 5: status, the follower, lost and orphaned jobs"),

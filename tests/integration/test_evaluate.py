@@ -1,0 +1,214 @@
+"""`dotlab-hpc evaluate` through the real CLI on the real local cluster (SPEC §14): a track of
+three artifacts whose bundles `pack` made from real runs — one reproduces, one does not (its
+data folder gives another number), one was tampered with — evaluated, evaluated again (nothing
+submitted twice), its signed verdicts checked, and its report kept for the browser test
+(tests/integration/test_report_browser.py reads it from ``$DOTLAB_TEST_ARTIFACTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import platform
+from tests.support.claims import Kit
+
+# acc is whatever factor.txt says: an input the manifest does not pin, so a rerun can differ
+ENTRY = (
+    'python3 -c \'import json; f = open("/work/data/factor.txt").read();'
+    ' json.dump({"acc": float(f), "loss": 0.1}, open("/work/out/results.json", "w"))\''
+)
+REPO = "https://example.org/lab/paper.git"
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory: pytest.TempPathFactory, slurm_env: dict[str, str]) -> Kit:
+    platform.require()
+    k = Kit(tmp_path_factory.mktemp("evaluate"), dict(slurm_env))
+    (k.data / "factor.txt").write_text("0.9\n")
+    return k
+
+
+def _bundle(kit: Kit, claim: str) -> Path:
+    commit = {"commit": kit.commit, "working_dir": "sub", "repo": REPO}
+    m = kit.manifest(claim, entrypoint=ENTRY, code=commit)
+    doc = json.loads(m.read_text())
+    doc["data"][0]["url"] = "https://example.org/data/points.csv"
+    m.write_text(json.dumps(doc))
+    res = kit.run(m)
+    assert res.rc == 0 and res.outcome == "reproduced", (res.stdout, res.stderr)
+    out = kit.root / f"bundle-{claim}"
+    packed = kit.cli("pack", str(res.run_dir), "-o", str(out))
+    assert packed.rc == 0, packed.stderr
+    return out
+
+
+def _artifact(kit: Kit, track: Path, name: str, bundle: Path, factor: str) -> Path:
+    folder = track / name
+    folder.mkdir(parents=True)
+    shutil.copytree(bundle, folder / "bundle")
+    shutil.copytree(kit.code, folder / "code", symlinks=True)
+    shutil.copytree(kit.data, folder / "data")
+    (folder / "data" / "factor.txt").write_text(factor)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def track(kit: Kit) -> Path:
+    t = kit.root / "track"
+    good = _bundle(kit, "eval-good")
+    _artifact(kit, t, "paper-good", good, "0.9\n")
+    _artifact(kit, t, "paper-other", _bundle(kit, "eval-other"), "0.5\n")
+    tampered = _artifact(kit, t, "paper-tampered", good, "0.9\n")
+    record = tampered / "bundle" / "record.json"
+    record.write_text(record.read_text().replace("0.9", "0.8"))
+    (t / "paper-good" / "NOTE").write_text("shepherd: <b>A. Reviewer</b>\n")
+    return t
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def evaluated(kit: Kit, track: Path) -> tuple[Path, Path, dict[str, Any]]:
+    before = _snapshot(track)
+    key = kit.root / "evaluator"
+    assert kit.cli("keygen", str(key)).rc == 0
+    report = kit.root / "report"
+    args = ["evaluate", str(track), "-o", str(report), "--key", str(key)]
+    res = kit.cli(*args, "--apptainer", str(platform.apptainer()), timeout=600)
+    assert res.rc == 1, (res.stdout, res.stderr)  # not every artifact earned every badge
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["ARTIFACT", "BADGES", "REPRODUCED", "OUTCOME"]
+    assert "report:" in res.stderr
+    doc = json.loads((report / "track.json").read_text())
+    assert _snapshot(track) == before  # the authors' files are never written to
+    _keep(report)
+    return report, key, doc
+
+
+def _keep(report: Path) -> None:
+    """The report, for the browser test (it runs where Chromium is: the host)."""
+    where = os.environ.get("DOTLAB_TEST_ARTIFACTS")
+    if where:
+        target = Path(where) / f"evaluate-report-{platform.name()}"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(report, target, symlinks=True)
+
+
+def _by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    arts = doc["artifacts"]
+    assert isinstance(arts, list)
+    return {a["name"]: a for a in arts}
+
+
+def test_each_artifact_gets_the_badges_its_evidence_supports(
+    evaluated: tuple[Path, Path, dict[str, Any]],
+) -> None:
+    report, _, doc = evaluated
+    arts = _by_name(doc)
+    good, other, bad = arts["paper-good"], arts["paper-other"], arts["paper-tampered"]
+    assert good["outcome"] == "reproduced"
+    assert {n: b["given"] for n, b in good["badges"].items()} == dict.fromkeys(
+        ("Available", "Functional", "Reproduced"), True
+    )
+    assert other["outcome"] == "not_reproduced"
+    assert other["badges"]["Functional"]["given"] is True
+    assert other["badges"]["Reproduced"]["given"] is False
+    assert "claim eval-other: not_reproduced" in other["badges"]["Reproduced"]["reasons"][0]
+    (row,) = [t for t in other["claims"][0]["targets"] if t["name"] == "acc"]
+    assert (row["authors"], row["here"], row["here_within"]) == (0.9, 0.5, False)
+    assert bad["outcome"] == "failed_check"
+    assert not any(b["given"] for b in bad["badges"].values())
+    assert "hashes" in bad["badges"]["Available"]["reasons"][0]
+    assert bad["claims"] == []
+    csv = (report / "track.csv").read_text().splitlines()
+    assert csv[0].startswith("artifact,outcome,available,functional,reproduced")
+    assert len(csv) == 4
+
+
+def test_each_signed_verdict_holds_and_fails_after_one_changed_byte(
+    kit: Kit, evaluated: tuple[Path, Path, dict[str, Any]]
+) -> None:
+    report, key, _ = evaluated
+    verdict = report / "verdicts" / "paper-good.dsse.json"
+    res = kit.cli("verify-verdict", str(verdict), "--key", f"{key}.pub", "--json")
+    assert res.rc == 0, res.stderr
+    doc = json.loads(res.stdout)
+    pred = doc["statement"]["predicate"]
+    assert pred["artifact"] == "paper-good"
+    assert [b["given"] for b in pred["badges"]] == [True, True, True]
+    sums = (report.parent / "track" / "paper-good" / "bundle" / "SHA256SUMS").read_bytes()
+    import hashlib
+
+    (subject,) = doc["statement"]["subject"]
+    assert subject["digest"]["sha256"] == hashlib.sha256(sums).hexdigest()
+    changed = report / "changed.dsse.json"
+    data = bytearray(verdict.read_bytes())
+    env = json.loads(data)
+    payload = bytearray(env["payload"].encode())
+    payload[40] = ord("A") if payload[40] != ord("A") else ord("B")
+    env["payload"] = payload.decode()
+    changed.write_text(json.dumps(env))
+    res = kit.cli("verify-verdict", str(changed), "--key", f"{key}.pub")
+    assert res.rc == 1 and "does NOT hold" in res.stdout, (res.stdout, res.stderr)
+
+
+def test_evaluated_again_it_submits_nothing_and_says_the_same(
+    kit: Kit, track: Path, evaluated: tuple[Path, Path, dict[str, Any]]
+) -> None:
+    report, key, doc = evaluated
+    names = _job_names(report)
+    assert len(names) == 2  # the two artifacts that passed their check: one claim each
+    res = kit.cli("evaluate", str(track), "-o", str(report), "--key", str(key), timeout=600)
+    assert res.rc == 1, (res.stdout, res.stderr)
+    again = json.loads((report / "track.json").read_text())
+    assert [(a["name"], a["outcome"]) for a in again["artifacts"]] == [
+        (a["name"], a["outcome"]) for a in doc["artifacts"]
+    ]
+    assert _job_names(report) == names
+    for name in names:  # each claim's job: one submission, in Slurm's own accounting
+        assert _accounted(kit, name) == 1, name
+
+
+def _job_names(report: Path) -> list[str]:
+    return sorted(
+        json.loads(p.read_text())["job_name"] for p in (report / "runs").glob("*/*/run.json")
+    )
+
+
+def _accounted(kit: Kit, name: str) -> int:
+    """The jobs Slurm's accounting holds under ``name`` (slurmdbd records a job a few seconds
+    after it started: waited for, up to 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        done = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1days", "-o", "JobIDRaw"],
+            capture_output=True,
+            text=True,
+            env=kit.env,
+            check=True,
+        )
+        jobs = {line.split("_")[0] for line in done.stdout.split() if line}
+        if jobs or time.monotonic() > deadline:
+            return len(jobs)
+        time.sleep(2)
+
+
+def test_another_tracks_report_folder_is_refused(
+    kit: Kit, evaluated: tuple[Path, Path, dict[str, Any]]
+) -> None:
+    report, _, _ = evaluated
+    other = kit.root / "other-track"
+    (other / "someone").mkdir(parents=True)
+    res = kit.cli("evaluate", str(other), "-o", str(report))
+    assert res.rc == 2 and "another track" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) <= 2
