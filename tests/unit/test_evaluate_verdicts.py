@@ -1,0 +1,217 @@
+"""An artifact's badges, its verdict statement and its DSSE signature; a track's groups and
+state (evaluate/badges.py, verdict.py, groups.py, state.py, checks.run_check)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from dotlab_hpc.errors import ProcTimeout, UsageError
+from dotlab_hpc.evaluate.badges import ClaimResult, badges, row_outcome
+from dotlab_hpc.evaluate.checks import ArtifactCheck, BundleFacts, CheckRequest, run_check
+from dotlab_hpc.evaluate.groups import adopted, current, groups_of
+from dotlab_hpc.evaluate.state import Group, GroupRun, TrackState, load_state, save_state
+from dotlab_hpc.evaluate.verdict import (
+    PREDICATE_TYPE,
+    build_verdict,
+    check_verdict,
+    signed,
+    subject_mismatch,
+)
+from dotlab_hpc.proc import Completed
+
+GOOD = BundleFacts(
+    given="/t/a/bundle",
+    root="/t/a/bundle",
+    ok=True,
+    verifies=True,
+    claim="c1",
+    outcome="reproduced",
+    digest="a" * 64,
+    image_digest="sha256:" + "b" * 64,
+    code_repo="https://example.org/x.git",
+)
+
+
+def _claim(outcome: str | None, reason: str | None = None, bundle: int = 0) -> ClaimResult:
+    return ClaimResult(
+        bundle=bundle, given="/t/a/bundle", claim=f"c{bundle + 1}", outcome=outcome, reason=reason
+    )
+
+
+def _given(check: ArtifactCheck, claims: list[ClaimResult]) -> dict[str, bool]:
+    return {b.name: b.given for b in badges(check, claims)}
+
+
+def test_badges_follow_the_evidence() -> None:
+    check = ArtifactCheck(name="a", bundles=(GOOD,))
+    assert _given(check, [_claim("reproduced")]) == dict.fromkeys(
+        ("Available", "Functional", "Reproduced"), True
+    )
+    got = badges(check, [_claim("not_reproduced", "acc 0.5 outside 0.9 ± 0.01")])
+    assert [b.given for b in got] == [True, True, False]
+    assert got[2].reasons == ("claim c1: not_reproduced (acc 0.5 outside 0.9 ± 0.01)",)
+    assert row_outcome(got, [_claim("not_reproduced")]) == "not_reproduced"
+    lost = badges(check, [_claim(None, "the job was lost")])
+    assert [b.given for b in lost] == [True, False, False]
+    assert lost[1].reasons == ("claim c1: no record (the job was lost)",)
+    mismatch = badges(check, [_claim("input_mismatch", "code at another commit")])
+    assert [b.given for b in mismatch] == [True, False, False]
+    # a claim never run is no verdict either
+    two = ArtifactCheck(name="a", bundles=(GOOD, GOOD.model_copy(update={"claim": "c2"})))
+    assert "claim c2: not run" in badges(two, [_claim("reproduced")])[1].reasons
+
+
+def test_available_needs_a_bundle_that_verifies_and_says_where_code_and_data_live() -> None:
+    where = GOOD.model_copy(update={"code_repo": None, "data_missing": ("points",)})
+    got = badges(ArtifactCheck(name="a", bundles=(where,)), [_claim("reproduced")])
+    assert [b.given for b in got] == [False, True, True]
+    assert got[0].reasons == (
+        "bundle: its manifest names no code.repo (where the code lives)",
+        "bundle: dataset points names no url and no doi",
+    )
+    bad = GOOD.model_copy(update={"ok": False, "verifies": False, "problems": ("hashes: x",)})
+    got = badges(ArtifactCheck(name="a", bundles=(bad,)), [])
+    assert [b.given for b in got] == [False, False, False]
+    assert got[0].reasons == ("bundle: hashes: x",)
+    assert got[1].reasons[0] == "not run: the artifact failed its check"
+    assert row_outcome(got, []) == "failed_check"
+    timed_out = ArtifactCheck(name="a", error="the check did not end within 5 s")
+    assert badges(timed_out, [])[0].reasons == ("the check did not end within 5 s",)
+
+
+def _statement(check: ArtifactCheck | None = None) -> dict[str, object]:
+    check = check or ArtifactCheck(name="a", bundles=(GOOD,))
+    claims = [_claim("reproduced")]
+    return build_verdict(
+        check,
+        badges(check, claims),
+        claims,
+        site={"partition": "debug"},
+        started_at="2026-12-05T10:00:00Z",
+        finished_at="2026-12-05T11:00:00Z",
+    )
+
+
+def test_a_verdict_is_an_in_toto_statement_about_each_bundles_digest() -> None:
+    tar = GOOD.model_copy(update={"given": "/t/a/b.tar", "tar_sha256": "c" * 64})
+    st = _statement(ArtifactCheck(name="a", bundles=(tar,)))
+    assert st["_type"] == "https://in-toto.io/Statement/v1"
+    assert st["predicateType"] == PREDICATE_TYPE
+    assert st["subject"] == [
+        {"name": "a/b.tar/SHA256SUMS", "digest": {"sha256": "a" * 64}},
+        {"name": "a/b.tar", "digest": {"sha256": "c" * 64}},
+    ]
+    pred = st["predicate"]
+    assert isinstance(pred, dict)
+    assert [b["name"] for b in pred["badges"]] == ["Available", "Functional", "Reproduced"]
+    assert pred["site"] == {"partition": "debug"}
+    assert subject_mismatch(st, {"a/b.tar": "c" * 64}) is None
+    assert "not the one" in (subject_mismatch(st, {"a/b.tar": "d" * 64}) or "")
+
+
+def test_a_signed_verdict_holds_and_one_changed_byte_breaks_it() -> None:
+    key = Ed25519PrivateKey.generate()
+    env = signed(_statement(), key)
+    assert check_verdict(env, key.public_key())["predicate"]["artifact"] == "a"
+    doc = json.loads(env)
+    payload = bytearray(base64.b64decode(doc["payload"]))
+    payload[payload.index(b'"reproduced"') + 1] ^= 0x20  # one byte of the statement
+    doc["payload"] = base64.b64encode(bytes(payload)).decode()
+    with pytest.raises(UsageError, match="does not verify: the envelope was changed"):
+        check_verdict(json.dumps(doc).encode(), key.public_key())
+    other = Ed25519PrivateKey.generate()
+    with pytest.raises(UsageError, match="another key"):
+        check_verdict(env, other.public_key())
+    with pytest.raises(UsageError, match="not a DSSE envelope"):
+        check_verdict(b"{}", key.public_key())
+
+
+def test_groups_one_array_per_image_and_a_claim_over_many_runs_alone() -> None:
+    b = [
+        GOOD,
+        GOOD.model_copy(update={"claim": "c2"}),
+        GOOD.model_copy(update={"claim": "c3", "image_digest": "sha256:" + "e" * 64}),
+        GOOD.model_copy(update={"claim": "c4", "over_runs": True}),
+    ]
+    got = groups_of(ArtifactCheck(name="p", bundles=tuple(b)))
+    assert got == [("p-img-bbbbbbbbbbbb", (0, 1)), ("p-img-eeeeeeeeeeee", (2,)), ("p-3", (3,))]
+
+
+def test_a_group_submitted_again_replaces_only_its_lost_run() -> None:
+    first = Group(
+        id="g",
+        artifact="p",
+        bundles=(0, 1),
+        runs_root="/r/g",
+        out_dir="/o/g",
+        status="submitted",
+        runs=(
+            GroupRun(bundle=0, claim="c1", run_dir="/r/g/1", job_id="5_0"),
+            GroupRun(bundle=1, claim="c2", run_dir="/r/g/2", job_id="5_1"),
+        ),
+    )
+    again = Group(
+        id="g-again-1-1",
+        artifact="p",
+        bundles=(1,),
+        runs_root="/r/h",
+        out_dir="/o/h",
+        status="submitted",
+        runs=(GroupRun(bundle=1, claim="c2", run_dir="/r/h/1", job_id="9"),),
+        retry_of="g",
+    )
+    standing = [r.run_dir for g in current([first, again]) for r in g.runs]
+    assert standing == ["/r/g/1", "/r/h/1"]
+
+
+def test_an_interrupted_group_with_no_run_directory_is_submitted_again(tmp_path: Path) -> None:
+    g = Group(id="g", artifact="p", bundles=(0,), runs_root=str(tmp_path / "r"), out_dir="/o")
+    check = ArtifactCheck(name="p", bundles=(GOOD,))
+    assert adopted(g, check) is None  # no runs root: nothing was written, nothing submitted
+    (tmp_path / "r" / ".batch-x.tmp").mkdir(parents=True)  # a submission's unfinished folder
+    assert adopted(g, check) is None
+
+
+def test_the_state_is_saved_whole_and_another_file_is_refused(tmp_path: Path) -> None:
+    st = TrackState(track="/t", artifacts=("a",), started_at="2026-12-05T10:00:00Z")
+    st = st.model_copy(update={"checks": {"a": ArtifactCheck(name="a", bundles=(GOOD,))}})
+    save_state(tmp_path, st)
+    assert load_state(tmp_path) == st
+    assert load_state(tmp_path / "none") is None
+    (tmp_path / "state.json").write_text('{"version": 1}')
+    with pytest.raises(UsageError, match="not a track's state"):
+        load_state(tmp_path)
+
+
+class _Runner:
+    def __init__(self, result: Completed | Exception) -> None:
+        self.result = result
+        self.stdin: str | None = None
+
+    def run(
+        self, argv: object, *, timeout: float, stdin: str | None = None, **_: object
+    ) -> Completed:
+        self.stdin = stdin
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+REQ = CheckRequest(artifact="a", bundles=("/b",), code="/c", data=None, key=None, work="/w")
+
+
+def test_a_check_past_its_bound_or_one_that_dies_marks_its_artifact_alone() -> None:
+    late = run_check(REQ, _Runner(ProcTimeout("python: no answer")), timeout_s=5)
+    assert late.error is not None and "did not end within 5 s" in late.error and not late.ok
+    died = Completed(("python",), -9, "", "Traceback ...\nMemoryError\n")
+    dead = run_check(REQ, _Runner(died), timeout_s=5)
+    assert dead.error == "the check ended without a verdict (exit -9): MemoryError"
+    good = ArtifactCheck(name="a", bundles=(GOOD,))
+    runner = _Runner(Completed(("python",), 0, good.model_dump_json(), ""))
+    assert run_check(REQ, runner, timeout_s=5) == good
+    assert runner.stdin is not None and json.loads(runner.stdin)["artifact"] == "a"
