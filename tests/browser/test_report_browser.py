@@ -183,7 +183,8 @@ def test_every_page_loads_clean_and_every_link_and_image_is_a_file_of_the_report
             for size, (w, h) in SIZES.items():
                 driver.set_window_size(w, h)
                 driver.get(page.as_uri())
-                errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                logs = driver.get_log("browser")  # type: ignore[no-untyped-call]
+                errors = [e for e in logs if e["level"] == "SEVERE"]
                 assert not errors, f"{page}: console errors {errors}"
                 tables = driver.find_elements(By.TAG_NAME, "table")
                 for t in tables:
