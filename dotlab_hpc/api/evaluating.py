@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..errors import DotlabError, UsageError, one_line
+from ..errors import DotlabError, OperatorError, UsageError, one_line
 from .arguments import checked
 from .where import SiteInputs
 
@@ -171,6 +172,13 @@ class _Evaluator:
         if todo:
             reqs = [request_for(a, self.report / "work") for a in todo]
             check_all(reqs, SubprocessRunner(), timeout_s=timeout_s, workers=workers, on_done=saved)
+        stopped = [a.name for a in todo if a.name not in done]
+        if stopped:  # a check process stopped by a signal from outside: nothing to conclude
+            raise OperatorError(
+                f"the check of artifact {stopped[0]} was stopped by a signal before it ended"
+                f" ({len(stopped)} in all); nothing was submitted",
+                hint="run the same command again: it checks those artifacts again",
+            )
         return self.save(replace_checks(state, done))
 
     # ----------------------------------------------------------------------- 2. groups
@@ -228,7 +236,7 @@ class _Evaluator:
         from ..evaluate.groups import adopted, submitted_group
 
         found = adopted(g, check)
-        if found is not None:
+        if found is not None and not self._never_submitted(found):
             return found
         facts = [check.bundles[k] for k in g.bundles]
         try:
@@ -237,6 +245,26 @@ class _Evaluator:
         except DotlabError as e:
             return g.model_copy(update={"status": "submitted", "error": e.message})
         return submitted_group(g, facts, res)
+
+    def _never_submitted(self, found: Group) -> bool:
+        """Whether an interrupted group's submission never reached Slurm: no run of it holds
+        ``submission.json`` and Slurm knows none of their job names (it lists a job the moment
+        sbatch returns, and keeps an ended one MinJobAge, then in its accounting). Then its runs
+        root is set aside (kept, hidden) for the group to be submitted again."""
+        import datetime as dt
+
+        from ..evaluate.groups import unsubmitted_names
+        from .runs import slurm_client
+
+        names = unsubmitted_names(found)
+        if not names or len(names) < len(found.runs):
+            return False
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(days=7)
+        if slurm_client().find_by_names(names, since=since):
+            return False
+        root = Path(found.runs_root)
+        root.rename(root.with_name(f".{root.name}.never-submitted.{os.getpid()}"))
+        return True
 
     def _image(self, facts: BundleFacts, *, plain_http: bool) -> Path:
         """The group's image: the bundle's file, or pulled from the oras:// it names."""

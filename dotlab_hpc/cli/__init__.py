@@ -53,9 +53,13 @@ def entry() -> NoReturn:
     135 ms after a submission of 500 claims, a sixth of the whole run, and serves none of it.
     Standard output and error are flushed first; a reader that has gone (a closed pipe, as in
     ``| head``) changes nothing, as in ``main``. An uncaught exception (a bug) or SystemExit
-    (``--help``, an argument error) leaves the usual way, traceback and all.
+    (``--help``, an argument error) leaves the usual way, traceback and all. A Ctrl-C once the
+    command has returned changes nothing either: its exit code stands.
     """
     code = main()
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # done: a late Ctrl-C interrupts nothing
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a broken pipe; a closed stream
             stream.flush()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -111,13 +112,14 @@ def check_all(
     timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
     workers: int | None = None,
     on_done: Callable[[ArtifactCheck], None] | None = None,
-) -> list[ArtifactCheck]:
+) -> list[ArtifactCheck | None]:
     """Every artifact's check, ``workers`` at once (default: the CPUs), in the requests'
-    order; ``on_done`` hears of each as it ends (the progress line, the state file)."""
+    order; ``on_done`` hears of each as it ends (the progress line, the state file). A check
+    that was interrupted (None) is not heard of: it is made again next time."""
 
-    def one(req: CheckRequest) -> ArtifactCheck:
+    def one(req: CheckRequest) -> ArtifactCheck | None:
         done = run_check(req, runner, timeout_s=timeout_s)
-        if on_done is not None:
+        if done is not None and on_done is not None:
             on_done(done)
         return done
 
@@ -126,8 +128,14 @@ def check_all(
         return list(pool.map(one, requests))
 
 
-def run_check(req: CheckRequest, runner: Runner, *, timeout_s: float) -> ArtifactCheck:
-    """One artifact's check in a process of its own, killed past ``timeout_s``."""
+# a check process that ended by one of these was stopped (a Ctrl-C reaches the whole process
+# group; a logout, a kill), not failed: it says nothing of the artifact
+_STOPPED = {-signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP}
+
+
+def run_check(req: CheckRequest, runner: Runner, *, timeout_s: float) -> ArtifactCheck | None:
+    """One artifact's check in a process of its own, killed past ``timeout_s``; None when the
+    process was stopped by a signal before it ended (a Ctrl-C)."""
     argv = (sys.executable, "-m", CHECK_MODULE)
     try:
         done = runner.run(argv, timeout=timeout_s, stdin=req.model_dump_json())
@@ -139,6 +147,8 @@ def run_check(req: CheckRequest, runner: Runner, *, timeout_s: float) -> Artifac
         )
     except DotlabError as e:
         return ArtifactCheck(name=req.artifact, error=f"the check could not start: {e.message}")
+    if done.returncode in _STOPPED:
+        return None
     try:
         return ArtifactCheck.model_validate_json(done.stdout)
     except ValidationError:

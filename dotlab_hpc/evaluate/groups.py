@@ -50,8 +50,32 @@ def adopted(g: Group, check: ArtifactCheck) -> Group | None:
             continue
         if claim in by_claim:
             job = None if sub is None else sub.job_id
-            runs.append(group_run(by_claim[claim], claim, p, job or "adopted"))
+            runs.append(group_run(by_claim[claim], claim, p, job or ADOPTED))
     return g.model_copy(update={"status": "submitted", "runs": tuple(runs)})
+
+
+ADOPTED = "adopted"  # the job id of a run found without submission.json (its name finds it)
+
+
+def unsubmitted_names(g: Group) -> list[str]:
+    """The job names of an adopted group's runs that hold no ``submission.json`` (a claim
+    over many runs: none of its runs holds one), which only Slurm can say were submitted."""
+    from ..rundir.directory import RunDir
+
+    names = []
+    for r in g.runs:
+        if r.job_id != ADOPTED:
+            continue
+        rd = RunDir(Path(r.run_dir))
+        try:
+            claim = rd.claim_runs()
+            if claim is None:
+                names.append(rd.run().job_name)
+            elif all(m.submission() is None for m in rd.members(claim)):
+                names.append(claim.job_name)
+        except DotlabError:
+            continue
+    return names
 
 
 def group_run(bundle: int, claim: str, run_dir: Path, job_id: str | None) -> GroupRun:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +72,9 @@ def track(kit: Kit) -> Path:
     tampered = _artifact(kit, t, "paper-tampered", good, "0.9\n")
     record = tampered / "bundle" / "record.json"
     record.write_text(record.read_text().replace("0.9", "0.8"))
+    moved = _artifact(kit, t, "paper-moved", good, "0.9\n")  # its code at another commit
+    git = ["git", "-C", str(moved / "code"), "-c", "user.name=x", "-c", "user.email=x@y"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "later"], check=True)
     (t / "paper-good" / "NOTE").write_text("shepherd: <b>A. Reviewer</b>\n")
     return t
 
@@ -130,9 +136,13 @@ def test_each_artifact_gets_the_badges_its_evidence_supports(
     assert not any(b["given"] for b in bad["badges"].values())
     assert "hashes" in bad["badges"]["Available"]["reasons"][0]
     assert bad["claims"] == []
+    moved = arts["paper-moved"]
+    assert moved["outcome"] == "failed_check"
+    assert moved["badges"]["Available"]["given"] is True  # the bundle itself is sound
+    assert moved["claims"] == [] and "commit" in " ".join(moved["check_problems"])
     csv = (report / "track.csv").read_text().splitlines()
     assert csv[0].startswith("artifact,outcome,available,functional,reproduced")
-    assert len(csv) == 4
+    assert len(csv) == 5
 
 
 def test_each_signed_verdict_holds_and_fails_after_one_changed_byte(
@@ -212,3 +222,46 @@ def test_another_tracks_report_folder_is_refused(
     res = kit.cli("evaluate", str(other), "-o", str(report))
     assert res.rc == 2 and "another track" in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) <= 2
+
+
+def test_interrupted_at_random_points_it_ends_the_same_and_submits_each_claim_once(
+    kit: Kit, track: Path, evaluated: tuple[Path, Path, dict[str, Any]]
+) -> None:
+    """Ctrl-C (SIGINT) at random moments — while checking, submitting, following — then the
+    same command again, until it ends: the same verdicts as the uninterrupted evaluation, and
+    each claim's job once in Slurm's accounting."""
+    _, _, first = evaluated
+    report = kit.root / "report-interrupted"
+    argv = [sys.executable, "-m", "dotlab_hpc", "evaluate", str(track), "-o", str(report)]
+    argv += ["--apptainer", str(platform.apptainer())]
+    rng = random.Random(42)
+    stops = 0
+    for _ in range(4):  # four Ctrl-Cs at random moments of its first 3 s, then to its end
+        proc = subprocess.Popen(  # a session of its own: Ctrl-C reaches its whole group
+            argv,
+            env=kit.env,
+            cwd=kit.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            proc.communicate(timeout=rng.uniform(0.3, 3.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: every process of it
+            _, err = proc.communicate(timeout=300)
+            assert b"Traceback" not in err, err.decode()
+            stops += 1
+            continue
+        assert proc.returncode in (0, 1), proc.returncode  # it ended before the Ctrl-C
+    res = kit.cli(*argv[3:], timeout=600)
+    assert res.rc in (0, 1), (res.stdout, res.stderr)
+    assert stops >= 1  # it was interrupted at least once
+    done = json.loads((report / "track.json").read_text())
+    assert [(a["name"], a["outcome"]) for a in done["artifacts"]] == [
+        (a["name"], a["outcome"]) for a in first["artifacts"]
+    ]
+    names = _job_names(report)
+    assert len(names) == 2, names
+    for name in names:
+        assert _accounted(kit, name) == 1, name

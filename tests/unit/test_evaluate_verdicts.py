@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from dotlab_hpc.errors import ProcTimeout, UsageError
 from dotlab_hpc.evaluate.badges import ClaimResult, badges, row_outcome
 from dotlab_hpc.evaluate.checks import ArtifactCheck, BundleFacts, CheckRequest, run_check
-from dotlab_hpc.evaluate.groups import adopted, current, groups_of
+from dotlab_hpc.evaluate.groups import ADOPTED, adopted, current, groups_of, unsubmitted_names
 from dotlab_hpc.evaluate.state import Group, GroupRun, TrackState, load_state, save_state
 from dotlab_hpc.evaluate.verdict import (
     PREDICATE_TYPE,
@@ -23,6 +24,7 @@ from dotlab_hpc.evaluate.verdict import (
     subject_mismatch,
 )
 from dotlab_hpc.proc import Completed
+from tests.support.runfiles import new_run_dir, run_record, submission_record
 
 GOOD = BundleFacts(
     given="/t/a/bundle",
@@ -207,11 +209,34 @@ REQ = CheckRequest(artifact="a", bundles=("/b",), code="/c", data=None, key=None
 
 def test_a_check_past_its_bound_or_one_that_dies_marks_its_artifact_alone() -> None:
     late = run_check(REQ, _Runner(ProcTimeout("python: no answer")), timeout_s=5)
-    assert late.error is not None and "did not end within 5 s" in late.error and not late.ok
+    assert late is not None and late.error is not None and not late.ok
+    assert "did not end within 5 s" in late.error
     died = Completed(("python",), -9, "", "Traceback ...\nMemoryError\n")
     dead = run_check(REQ, _Runner(died), timeout_s=5)
+    assert dead is not None
     assert dead.error == "the check ended without a verdict (exit -9): MemoryError"
+    # stopped by a Ctrl-C (or a kill from outside): no verdict at all, made again next time
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        stopped = Completed(("python",), -sig, "", "KeyboardInterrupt\n")
+        assert run_check(REQ, _Runner(stopped), timeout_s=5) is None
     good = ArtifactCheck(name="a", bundles=(GOOD,))
     runner = _Runner(Completed(("python",), 0, good.model_dump_json(), ""))
     assert run_check(REQ, runner, timeout_s=5) == good
     assert runner.stdin is not None and json.loads(runner.stdin)["artifact"] == "a"
+
+
+def test_an_interrupted_groups_runs_are_adopted_with_what_only_slurm_can_tell(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "runs"
+    g = Group(id="g", artifact="p", bundles=(0, 1), runs_root=str(root), out_dir="/o")
+    check = ArtifactCheck(name="p", bundles=(GOOD, GOOD.model_copy(update={"claim": "c2"})))
+    new_run_dir(root / "r1", run_record(claim="c1", job_name="dotlab-r1"))
+    new_run_dir(
+        root / "r2", run_record(claim="c2", job_name="dotlab-r2"), submission_record(job_id="77")
+    )
+    new_run_dir(root / "r3", run_record(claim="not-this-artifacts", job_name="dotlab-r3"))
+    found = adopted(g, check)
+    assert found is not None and found.status == "submitted"
+    assert [(r.claim, r.job_id) for r in found.runs] == [("c1", ADOPTED), ("c2", "77")]
+    assert unsubmitted_names(found) == ["dotlab-r1"]  # sbatch may or may not have run: ask
