@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scale_bench import SLURM_COMMANDS, _cluster_env, _dotlab
+from scale_bench import Counted, _cluster_env, _dotlab
 
 from tests.support import platform  # scale_bench put the checkout on sys.path
 from tests.support.claims import Kit
@@ -51,31 +51,20 @@ class Row:
     met: bool | None
 
 
-class Timed:
-    """A PATH folder of wrappers that log each Slurm command's name, start and end."""
+class Timed(Counted):
+    """A PATH folder of wrappers that log each Slurm command's name, start, end and first
+    argument."""
 
-    def __init__(self, root: Path) -> None:
-        self.bin = root / "timed-bin"
-        self.log = root / "slurm-calls.log"
-        self.bin.mkdir()
-        for name in SLURM_COMMANDS:
-            real = shutil.which(name)
-            if real is None:
-                continue
-            w = self.bin / name
-            w.write_text(
-                "#!/bin/sh\n"
-                "t=$(date +%s.%N)\n"
-                f'{real} "$@"\nrc=$?\n'
-                f'echo "{name} $t $(date +%s.%N) ${{1:-}}" >>"{self.log}"\n'
-                "exit $rc\n"
-            )
-            w.chmod(0o755)
+    def script(self, name: str, real: str) -> str:
+        return (
+            "#!/bin/sh\n"
+            "t=$(date +%s.%N)\n"
+            f'{real} "$@"\nrc=$?\n'
+            f'echo "{name} $t $(date +%s.%N) ${{1:-}}" >>"{self.log}"\n'
+            "exit $rc\n"
+        )
 
-    def env(self, base: dict[str, str]) -> dict[str, str]:
-        return {**base, "PATH": f"{self.bin}:{base.get('PATH', '')}"}
-
-    def calls(self) -> list[tuple[str, float, float, str]]:
+    def timed_calls(self) -> list[tuple[str, float, float, str]]:
         """Each call: the command, its start and end, its first argument."""
         if not self.log.exists():
             return []
@@ -255,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     wall, cpu, rc, err = _cpu(ev, timed.env(env), work)
     if rc not in (0, 1):
         raise SystemExit(f"bench/evaluate: evaluate failed (exit {rc}): {err[-800:]}")
-    calls = timed.calls()
+    calls = timed.timed_calls()
     doc = json.loads((report / "track.json").read_text())
     claims = args.artifacts * args.claims
     reproduced = sum(

@@ -108,9 +108,12 @@ class Counted:
             if real is None:
                 continue
             w = self.bin / name
-            log = f'echo "{name} $(date +%s.%N)" >>"{self.log}"'
-            w.write_text(f'#!/bin/sh\n{log}\nexec {real} "$@"\n')
+            w.write_text(self.script(name, real))
             w.chmod(0o755)
+
+    def script(self, name: str, real: str) -> str:
+        """The wrapper of ``name``: log the call, then exec the real program."""
+        return f'#!/bin/sh\necho "{name} $(date +%s.%N)" >>"{self.log}"\nexec {real} "$@"\n'
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         return {**base, "PATH": f"{self.bin}:{base.get('PATH', '')}"}

@@ -21,13 +21,8 @@ from typing import Any
 import pytest
 
 from tests.support import platform
-from tests.support.claims import Kit
+from tests.support.claims import FACTOR_ENTRY, Kit
 
-# acc is whatever factor.txt says: an input the manifest does not pin, so a rerun can differ
-ENTRY = (
-    'python3 -c \'import json; f = open("/work/data/factor.txt").read();'
-    ' json.dump({"acc": float(f), "loss": 0.1}, open("/work/out/results.json", "w"))\''
-)
 REPO = "https://example.org/lab/paper.git"
 
 
@@ -41,7 +36,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory, slurm_env: dict[str, str]) -> 
 
 def _bundle(kit: Kit, claim: str) -> Path:
     commit = {"commit": kit.commit, "working_dir": "sub", "repo": REPO}
-    m = kit.manifest(claim, entrypoint=ENTRY, code=commit)
+    m = kit.manifest(claim, entrypoint=FACTOR_ENTRY, code=commit)
     doc = json.loads(m.read_text())
     doc["data"][0]["url"] = "https://example.org/data/points.csv"
     m.write_text(json.dumps(doc))

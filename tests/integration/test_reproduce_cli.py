@@ -12,13 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import platform
-from tests.support.claims import Kit, Result
-
-# acc is whatever factor.txt says: an input the manifest does not pin, so a rerun can differ
-ENTRY = (
-    'python3 -c \'import json; f = open("/work/data/factor.txt").read();'
-    ' json.dump({"acc": float(f), "loss": 0.1}, open("/work/out/results.json", "w"))\''
-)
+from tests.support.claims import FACTOR_ENTRY, Kit, Result
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +25,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory, slurm_env: dict[str, str]) -> 
 
 @pytest.fixture(scope="module")
 def bundle(kit: Kit) -> Path:
-    res = kit.run(kit.manifest("repro-claim", entrypoint=ENTRY))
+    res = kit.run(kit.manifest("repro-claim", entrypoint=FACTOR_ENTRY))
     assert res.rc == 0 and res.outcome == "reproduced", (res.stdout, res.stderr)
     out = kit.root / "bundle"
     packed = kit.cli("pack", str(res.run_dir), "-o", str(out))

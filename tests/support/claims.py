@@ -218,6 +218,12 @@ def submission(run_dir: Path) -> dict[str, Any]:
 
 
 TARGETS = {"acc": {"value": 0.9, "abs_tol": 0.01}, "loss": {"value": 0.1, "abs_tol": 0.01}}
+# acc is whatever the data folder's factor.txt says: an input the manifest does not pin, so a
+# rerun of a bundle (reproduce, evaluate) can give another number
+FACTOR_ENTRY = (
+    'python3 -c \'import json; f = open("/work/data/factor.txt").read();'
+    ' json.dump({"acc": float(f), "loss": 0.1}, open("/work/out/results.json", "w"))\''
+)
 
 
 @dataclass
