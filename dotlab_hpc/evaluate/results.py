@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..collect.collect import Collected
 
 MAX_RECORD_BYTES = 16 << 20
+PLOT_GLOB = "distribution-*.png"  # bundle.distribution.plot_names
 
 
 def claim_result(
@@ -163,8 +164,10 @@ def isolation_lines(claims: Sequence[ClaimResult]) -> tuple[str, ...]:
 
 
 def plots_of(check: ArtifactCheck) -> list[Path]:
+    """The plots ``pack`` drew of each claim over many runs: each value's distribution over
+    the authors' runs (``distribution-<value>.png`` at the bundle's top)."""
     out: list[Path] = []
     for b in check.bundles:
         if b.root and b.over_runs:
-            out += sorted((Path(b.root) / "plots").glob("*.png"))
+            out += sorted(p for p in Path(b.root).glob(PLOT_GLOB) if p.is_file())
     return out

@@ -240,3 +240,19 @@ def test_an_interrupted_groups_runs_are_adopted_with_what_only_slurm_can_tell(
     assert found is not None and found.status == "submitted"
     assert [(r.claim, r.job_id) for r in found.runs] == [("c1", ADOPTED), ("c2", "77")]
     assert unsubmitted_names(found) == ["dotlab-r1"]  # sbatch may or may not have run: ask
+
+
+def test_the_report_shows_the_plots_pack_drew_of_a_claim_over_many_runs(tmp_path: Path) -> None:
+    from dotlab_hpc.evaluate.results import plots_of
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for name in ("distribution-acc.png", "distribution-loss.png", "runs.csv"):
+        (bundle / name).write_bytes(b"x")
+    facts = GOOD.model_copy(update={"root": str(bundle), "over_runs": True})
+    got = plots_of(ArtifactCheck(name="a", bundles=(facts, GOOD)))
+    assert [p.name for p in got] == ["distribution-acc.png", "distribution-loss.png"]
+    assert (
+        plots_of(ArtifactCheck(name="a", bundles=(facts.model_copy(update={"over_runs": False}),)))
+        == []
+    )
