@@ -256,3 +256,32 @@ def test_the_report_shows_the_plots_pack_drew_of_a_claim_over_many_runs(tmp_path
         plots_of(ArtifactCheck(name="a", bundles=(facts.model_copy(update={"over_runs": False}),)))
         == []
     )
+
+
+def test_a_bundle_whose_image_does_not_resolve_ends_in_its_artifacts_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dotlab_hpc.api import bundles, evaluating
+    from dotlab_hpc.errors import OperatorError
+    from dotlab_hpc.evaluate.results import claim_results
+    from dotlab_hpc.evaluate.track import Artifact
+
+    def unresolved(uri: str, digest: str, runs_root: Path, **_: object) -> Path:
+        raise OperatorError(f"{uri}: the registry holds no image under this tag")
+
+    monkeypatch.setattr(bundles, "pulled_image", unresolved)
+    pulled = GOOD.model_copy(update={"image": None, "pull": "oras://127.0.0.1:1/lab/img:v1"})
+    check = ArtifactCheck(name="p", bundles=(pulled,))
+    g = Group(id="g", artifact="p", bundles=(0,), runs_root=str(tmp_path / "r"), out_dir="/o")
+    ev = evaluating._Evaluator(tmp_path, {}, lambda phase, counts: None)
+    art = Artifact(name="p", bundles=(Path("/t/a/bundle"),), code=tmp_path)
+    done = ev._submit_group(g, art, check, array_limit=None, plain_http=False)
+    assert done.status == "submitted" and done.runs == () and ev.submissions == 0
+    assert done.error == "oras://127.0.0.1:1/lab/img:v1: the registry holds no image under this tag"
+    state = TrackState(track="/t", artifacts=("p",), started_at="x", checks={"p": check})
+    state = state.model_copy(update={"groups": (done,)})
+    (row,) = claim_results("p", state, check, {})
+    assert row.outcome is None and row.reason == f"not submitted: {done.error}"
+    got = badges(check, [row])
+    assert [b.given for b in got] == [True, False, False]
+    assert got[1].reasons == (f"claim c1: no record (not submitted: {done.error})",)
