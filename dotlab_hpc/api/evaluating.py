@@ -185,7 +185,6 @@ class _Evaluator:
     def planned(self, trk: Track, state: TrackState) -> TrackState:
         """The groups of every artifact that passed its check (those not planned before)."""
         from ..evaluate.groups import groups_of
-        from ..evaluate.state import Group
 
         groups = list(state.groups)
         for a in trk.artifacts:
@@ -194,17 +193,23 @@ class _Evaluator:
                 continue
             for gid, bundles in groups_of(check):
                 if state.group(gid) is None:
-                    root = self.report / "runs" / gid
-                    groups.append(
-                        Group(
-                            id=gid,
-                            artifact=a.name,
-                            bundles=bundles,
-                            runs_root=str(root),
-                            out_dir=str(self.report / "out" / gid),
-                        )
-                    )
+                    groups.append(self._group(gid, a.name, bundles))
         return self.save(state.model_copy(update={"groups": tuple(groups)}))
+
+    def _group(
+        self, gid: str, artifact: str, bundles: tuple[int, ...], *, retry_of: str | None = None
+    ) -> Group:
+        """A new group, planned: its runs root and output folder in the report, named by it."""
+        from ..evaluate.state import Group
+
+        return Group(
+            id=gid,
+            artifact=artifact,
+            bundles=bundles,
+            runs_root=str(self.report / "runs" / gid),
+            out_dir=str(self.report / "out" / gid),
+            retry_of=retry_of,
+        )
 
     # ----------------------------------------------------------------------- 3. submit
     def submitted(
@@ -309,7 +314,6 @@ class _Evaluator:
         """``--rerun-lost``: each claim whose job was lost, in a group again (a claim over many
         runs: its lost runs, into its own folder, as ``submit --rerun-lost``)."""
         from ..evaluate.groups import superseded
-        from ..evaluate.state import Group
         from .reruns import rerun_lost
         from .runs import status_rows
 
@@ -327,17 +331,7 @@ class _Evaluator:
                 continue
             n = sum(1 for x in groups if x.retry_of == g.id) + 1
             gid = f"{g.id}-again-{n}-{r.bundle}"
-            root = self.report / "runs" / gid
-            groups.append(
-                Group(
-                    id=gid,
-                    artifact=g.artifact,
-                    bundles=(r.bundle,),
-                    runs_root=str(root),
-                    out_dir=str(self.report / "out" / gid),
-                    retry_of=g.id,
-                )
-            )
+            groups.append(self._group(gid, g.artifact, (r.bundle,), retry_of=g.id))
         state = self.save(state.model_copy(update={"groups": tuple(groups)}))
         return self.submitted(trk, state, array_limit=array_limit, plain_http=plain_http)
 
@@ -346,6 +340,7 @@ class _Evaluator:
         """Every run of the track followed at once (one Slurm query a poll), each claim
         collected as it ends; each claim's ``Collected`` by its run directory."""
         from ..evaluate.groups import counts, current
+        from ..evaluate.results import run_key
         from ..follow.claims import expand
         from .runs import collect_all
         from .submitting import _follow_collecting
@@ -365,7 +360,7 @@ class _Evaluator:
 
         lost = _lost_of(_follow_collecting(members, cycle, None, [Path(p) for p in shown]))
         got = collect_all(shown, lost=lost)
-        return {str(Path(c.run_dir).absolute()): c for c in got}
+        return {run_key(c.run_dir): c for c in got}
 
     # ----------------------------------------------------------------------- 5. verdicts
     def reported(
@@ -398,7 +393,7 @@ class _Evaluator:
     ) -> ArtifactReport:
         from ..evaluate.badges import badges
         from ..evaluate.report import ArtifactReport, copy_plots
-        from ..evaluate.results import claim_results, isolation_lines, plots_of
+        from ..evaluate.results import claim_results, isolation_lines, plots_of, run_key
 
         check = state.checks[a.name]
         claims = claim_results(a.name, state, check, collected)
@@ -411,7 +406,9 @@ class _Evaluator:
             badges=given,
             claims=tuple(claims),
             check_problems=tuple(check.problems()),
-            isolation=isolation_lines(claims),
+            isolation=isolation_lines(
+                [got.record for c in claims if (got := collected.get(run_key(c.run_dir)))]
+            ),
             plots=plots,
             verdict=verdict,
             signed=signer is not None,

@@ -134,7 +134,7 @@ def claim_results(
             continue
         for r in g.runs:
             facts = check.bundles[r.bundle]
-            got = collected.get(str(Path(r.run_dir).absolute()))
+            got = collected.get(run_key(r.run_dir))
             out.append(claim_result(r.bundle, facts, r.run_dir, got, g.error))
         if g.error and not g.runs:
             for k in g.bundles:
@@ -142,14 +142,15 @@ def claim_results(
     return sorted(out, key=lambda c: c.bundle)
 
 
-def isolation_lines(claims: Sequence[ClaimResult]) -> tuple[str, ...]:
-    """The isolation of the first claim that has a record, in a few lines."""
-    from ..rundir.directory import RunDir
+def run_key(run_dir: str | Path | None) -> str:
+    """A run directory as the track's collected runs are keyed by it: absolute."""
+    return str(Path(run_dir or "").absolute())
 
-    for c in claims:
-        if not c.record or not c.run_dir:
-            continue
-        rec = RunDir(Path(c.run_dir)).record() if Path(c.run_dir).is_dir() else None
+
+def isolation_lines(records: Sequence[ClaimRecord | None]) -> tuple[str, ...]:
+    """The isolation of the first record that measured it (the claims' records as collected),
+    in a few lines."""
+    for rec in records:
         if rec is None or rec.isolation is None:
             continue
         iso = rec.isolation
