@@ -1,13 +1,15 @@
 """`bench/evaluate`: an evaluation track of A artifacts x C claims (O of them claims over S runs)
 on the local Slurm cluster with the stand-in Apptainer (issue 42, SPEC §14).
 
-Each artifact has its own checkout, data and image (a copy of the example image with a tail of
-its own: each paper ships its own image). The authors' records are made for real: every claim
+Each artifact has its own checkout, data and image file, a copy of one of I images (the example
+image with a tail of its own: papers of one lab or field share a few images, each paper ships
+its copy). The authors' records are made for real: every claim
 run (`dotlab-hpc run`, one array per artifact) and packed (`pack`, one bundle per claim). Then:
 
 - `evaluate TRACK -o REPORT` with every Slurm command counted through a PATH folder of wrappers
   that log each call's start and end: every claim submitted exactly once, in at most one
-  submission per image (plus one per claim over many runs, an array of its own); each poll of
+  submission per image across the artifacts (plus one per claim over many runs, an array of its
+  own); each poll of
   the whole track one Slurm call, within 1 s; the tool's CPU time (user + system of it and its
   children, the jobs excluded: they run under slurmd);
 - the same command again, nothing left to do: the report written again, within 10 s;
@@ -100,16 +102,16 @@ class Artifact:
 
 
 def _artifacts(
-    work: Path, env: dict[str, str], n: int, claims: int, over: int, seeds: int
+    work: Path, env: dict[str, str], n: int, claims: int, over: int, seeds: int, images: int
 ) -> list[Artifact]:
-    """Each artifact's kit (its own checkout, data, image) and manifests; ``over`` of all the
-    claims are over ``seeds`` runs, spread over the track."""
+    """Each artifact's kit (its own checkout, data, image file: a copy of image ``a % images``)
+    and manifests; ``over`` of all the claims are over ``seeds`` runs, spread over the track."""
     every = max(1, (n * claims) // max(over, 1)) if over else 0
     out = []
     for a in range(n):
         kit = Kit(work / f"kit-{a}", env)
-        with kit.image.open("ab") as f:  # an image of its own
-            f.write(f"artifact {a}\n".encode())
+        with kit.image.open("ab") as f:  # one of the track's images, this paper's copy
+            f.write(f"image {a % images}\n".encode())
         mans = []
         for c in range(claims):
             g = a * claims + c
@@ -220,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--claims", type=int, default=5, help="claims per artifact")
     ap.add_argument("--over-runs", type=int, default=20, help="claims over many runs, in all")
     ap.add_argument("--runs", type=int, default=5, help="runs of a claim over many runs")
+    ap.add_argument("--images", type=int, default=10, help="images the artifacts share")
     ap.add_argument("--parallel", type=int, default=8, help="authors' runs and reproduces at once")
     ap.add_argument("--workdir", type=Path)
     args = ap.parse_args(argv)
@@ -227,12 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="dotlab-bench-evaluate-", dir=args.workdir))
     print(
         f"bench/evaluate: {args.artifacts} artifacts x {args.claims} claims"
-        f" ({args.over_runs} over {args.runs} runs), in {work}",
+        f" ({args.over_runs} over {args.runs} runs), {args.images} images, in {work}",
         file=sys.stderr,
     )
     track = work / "track"
     t = time.perf_counter()
-    arts = _artifacts(work, env, args.artifacts, args.claims, args.over_runs, args.runs)
+    arts = _artifacts(
+        work, env, args.artifacts, args.claims, args.over_runs, args.runs, args.images
+    )
     _authors(arts, env, track, args.parallel)
     print(
         f"bench/evaluate: the authors' runs and bundles made in {time.perf_counter() - t:.0f} s",
@@ -251,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         1 for a in doc["artifacts"] for c in a["claims"] if c["outcome"] == "reproduced"
     )
     sbatch = sum(1 for c in calls if c[0] == "sbatch" and c[3] != "--version")
-    allowed = args.artifacts + args.over_runs  # one per image, one per claim over many runs
+    # one per image (across the artifacts), one per claim over many runs
+    allowed = min(args.images, args.artifacts) + args.over_runs
     # every claim of the track has one run (or claim folder) in the report, and every job name
     # (an array's, a claim's) was submitted by one sbatch
     ran = [(a["name"], c["claim"]) for a in doc["artifacts"] for c in a["claims"] if c["run_dir"]]

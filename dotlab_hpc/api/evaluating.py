@@ -2,9 +2,10 @@
 
 1. Every artifact is checked first (``evaluate.checks``): each in a process of its own with its
    own time bound, several at once; one that fails is marked and the others go on.
-2. The claims of every artifact that passed go to Slurm in groups (``evaluate.state``): an
-   artifact's plain claims that share an image are one job array; a claim over many runs is one
-   of its own. Each group is written ``planned`` before it is submitted and ``submitted`` after.
+2. The claims of every artifact that passed go to Slurm in groups (``evaluate.state``): the
+   plain claims that share an image are one job array, whatever artifacts they are of (each
+   with its own checkout, data and output folder); a claim over many runs is one of its own.
+   Each group is written ``planned`` before it is submitted and ``submitted`` after.
 3. Every run of the track is followed at once, with one Slurm query per poll, and each claim is
    collected as it ends; each is compared with the authors' record, as ``reproduce`` does.
 4. Each artifact gets its badges and a verdict (signed with the evaluator's key when given);
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ..evaluate.badges import ClaimResult
     from ..evaluate.checks import ArtifactCheck, BundleFacts
     from ..evaluate.report import ArtifactReport
-    from ..evaluate.state import Group, TrackState
+    from ..evaluate.state import Group, Member, TrackState
     from ..evaluate.track import Artifact, Track
     from .inputs import PathLike
 
@@ -77,7 +78,12 @@ def evaluate(
 
     signer = None if key is None else load_private_key(Path(key))  # a bad key: refused first
     with Progress("evaluating", total=None, unit="") as line:
-        ev = _Evaluator(Path(report_dir), site_inputs, on_progress or _progress_line(line))
+        ev = _Evaluator(
+            Path(report_dir),
+            site_inputs,
+            on_progress or _progress_line(line),
+            plain_http=plain_http,
+        )
         return _evaluated(
             ev, Path(track), signer, array_limit, rerun_lost, check_timeout_s, workers, plain_http
         )
@@ -117,9 +123,12 @@ def _evaluated(
 class _Evaluator:
     """One evaluation's report folder, progress and state, saved after every step."""
 
-    def __init__(self, report: Path, site: SiteInputs, progress: OnProgress) -> None:
+    def __init__(
+        self, report: Path, site: SiteInputs, progress: OnProgress, *, plain_http: bool = False
+    ) -> None:
         self.report = report.absolute()
         self.site = site
+        self.plain_http = plain_http
         self.progress = progress
         self.submissions = 0
         self._lock = threading.Lock()
@@ -170,7 +179,10 @@ class _Evaluator:
                 self.progress("checking", {"checked": len(done), "artifacts": total})
 
         if todo:
-            reqs = [request_for(a, self.report / "work") for a in todo]
+            work, apptainer = self.report / "work", self.site.get("apptainer")
+            reqs = [
+                request_for(a, work, apptainer=apptainer, plain_http=self.plain_http) for a in todo
+            ]
             check_all(reqs, SubprocessRunner(), timeout_s=timeout_s, workers=workers, on_done=saved)
         stopped = [a.name for a in todo if a.name not in done]
         if stopped:  # a check process stopped by a signal from outside: nothing to conclude
@@ -183,29 +195,25 @@ class _Evaluator:
 
     # ----------------------------------------------------------------------- 2. groups
     def planned(self, trk: Track, state: TrackState) -> TrackState:
-        """The groups of every artifact that passed its check (those not planned before)."""
+        """The groups of the artifacts that passed their checks (those not planned before)."""
         from ..evaluate.groups import groups_of
 
         groups = list(state.groups)
-        for a in trk.artifacts:
-            check = state.checks[a.name]
-            if not check.ok:
-                continue
-            for gid, bundles in groups_of(check):
-                if state.group(gid) is None:
-                    groups.append(self._group(gid, a.name, bundles))
+        good = [state.checks[a.name] for a in trk.artifacts if state.checks[a.name].ok]
+        for gid, members in groups_of(good):
+            if state.group(gid) is None:
+                groups.append(self._group(gid, members))
         return self.save(state.model_copy(update={"groups": tuple(groups)}))
 
     def _group(
-        self, gid: str, artifact: str, bundles: tuple[int, ...], *, retry_of: str | None = None
+        self, gid: str, members: tuple[Member, ...], *, retry_of: str | None = None
     ) -> Group:
         """A new group, planned: its runs root and output folder in the report, named by it."""
         from ..evaluate.state import Group
 
         return Group(
             id=gid,
-            artifact=artifact,
-            bundles=bundles,
+            members=members,
             runs_root=str(self.report / "runs" / gid),
             out_dir=str(self.report / "out" / gid),
             retry_of=retry_of,
@@ -222,8 +230,9 @@ class _Evaluator:
         for g in state.groups:
             if g.status == "submitted":
                 continue
-            a, check = by_name[g.artifact], state.checks[g.artifact]
-            done = self._submit_group(g, a, check, array_limit=array_limit, plain_http=plain_http)
+            done = self._submit_group(
+                g, by_name, state.checks, array_limit=array_limit, plain_http=plain_http
+            )
             state = self.save(_with_group(state, done))
             self.progress("submitting", counts(state))
         return state
@@ -231,8 +240,8 @@ class _Evaluator:
     def _submit_group(
         self,
         g: Group,
-        a: Artifact,
-        check: ArtifactCheck,
+        by_name: dict[str, Artifact],
+        checks: dict[str, ArtifactCheck],
         *,
         array_limit: int | None,
         plain_http: bool,
@@ -240,16 +249,16 @@ class _Evaluator:
         """One group: adopted when its runs root holds run directories, else submitted."""
         from ..evaluate.groups import adopted, submitted_group
 
-        found = adopted(g, check)
+        found = adopted(g, checks)
         if found is not None and not self._never_submitted(found):
             return found
-        facts = [check.bundles[k] for k in g.bundles]
+        first = g.members[0]
         try:
-            image = self._image(facts[0], plain_http=plain_http)
-            res = self._submission(g, a, facts, image, array_limit)
+            image = self._image(checks[first.artifact].bundles[first.bundle], plain_http=plain_http)
+            res = self._submission(g, by_name, checks, image, array_limit)
         except DotlabError as e:
             return g.model_copy(update={"status": "submitted", "error": e.message})
-        return submitted_group(g, facts, res)
+        return submitted_group(g, res)
 
     def _never_submitted(self, found: Group) -> bool:
         """Whether an interrupted group's submission never reached Slurm: no run of it holds
@@ -288,24 +297,43 @@ class _Evaluator:
     def _submission(
         self,
         g: Group,
-        a: Artifact,
-        facts: Sequence[BundleFacts],
+        by_name: dict[str, Artifact],
+        checks: dict[str, ArtifactCheck],
         image: Path,
         array_limit: int | None,
     ) -> Any:
+        """The group's one submission: each claim with its artifact's checkout and data (an
+        empty folder in the report for an artifact with none) and an output folder of its own."""
+        from ..evaluate.groups import claim_out
+        from ..submit.plan import ClaimDirs
         from .submitting import submission
 
+        dirs = [
+            ClaimDirs(
+                by_name[m.artifact].code,
+                by_name[m.artifact].data or self._no_data(),
+                claim_out(g, m, checks),
+            )
+            for m in g.members
+        ]
         self.submissions += 1
         return submission(
-            [Path(f.manifest or "") for f in facts],
-            code_dir=a.code,
-            data_dir=a.data,
+            [Path(checks[m.artifact].bundles[m.bundle].manifest or "") for m in g.members],
+            code_dir=dirs[0].code_dir,
+            data_dir=dirs[0].data_dir,
             image=image,
             runs_root=g.runs_root,
-            out_dir=g.out_dir,
+            out_dir=dirs[0].out_dir,
             array_limit=array_limit,
+            claim_dirs=dirs if len(dirs) > 1 else (),
             **self.site,
         )
+
+    def _no_data(self) -> Path:
+        """An empty folder bound as the data of an artifact that has none."""
+        empty = self.report / "work" / "no-data"
+        empty.mkdir(parents=True, exist_ok=True)
+        return empty
 
     # ----------------------------------------------------------------------- lost runs
     def lost_again(
@@ -314,6 +342,7 @@ class _Evaluator:
         """``--rerun-lost``: each claim whose job was lost, in a group again (a claim over many
         runs: its lost runs, into its own folder, as ``submit --rerun-lost``)."""
         from ..evaluate.groups import superseded
+        from ..evaluate.state import Member
         from .reruns import rerun_lost
         from .runs import status_rows
 
@@ -322,16 +351,18 @@ class _Evaluator:
             return state
         rows = status_rows([r.run_dir for _, r in runs])
         groups = list(state.groups)
+        lost: dict[str, list[Member]] = {}  # each group's lost plain claims
         for (g, r), row in zip(runs, rows, strict=True):
             if getattr(row, "state", None) not in _LOST_STATES or superseded(groups, g, r):
                 continue
-            if state.checks[g.artifact].bundles[r.bundle].over_runs:
+            if state.checks[r.artifact].bundles[r.bundle].over_runs:
                 self.submissions += 1
                 rerun_lost(r.run_dir)
                 continue
-            n = sum(1 for x in groups if x.retry_of == g.id) + 1
-            gid = f"{g.id}-again-{n}-{r.bundle}"
-            groups.append(self._group(gid, g.artifact, (r.bundle,), retry_of=g.id))
+            lost.setdefault(g.id, []).append(Member(artifact=r.artifact, bundle=r.bundle))
+        for gid, members in lost.items():  # one array again per group, of its lost claims
+            n = sum(1 for x in groups if x.retry_of == gid) + 1
+            groups.append(self._group(f"{gid}-again-{n}", tuple(members), retry_of=gid))
         state = self.save(state.model_copy(update={"groups": tuple(groups)}))
         return self.submitted(trk, state, array_limit=array_limit, plain_http=plain_http)
 

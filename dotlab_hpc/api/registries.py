@@ -1,5 +1,6 @@
-"""Registries: a .sif pushed to and pulled from an OCI registry with ``oras://``, as typed
-functions; the digest is checked on both sides (``bundle/oras.py``)."""
+"""Registries: a .sif (or a bundle's .tar) pushed to and pulled from an OCI registry with
+``oras://``, as typed functions; the digest is checked on both sides (``bundle/oras.py``,
+``bundle/oras_bundle.py``)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ from .arguments import checked
 
 if TYPE_CHECKING:
     from ..bundle.oras import Transfer
+    from ..bundle.oras_bundle import BundleTransfer
     from .inputs import PathLike
 
 
 @checked
 def push(
     image: PathLike, uri: str, *, plain_http: bool = False, apptainer: str | None = None
-) -> Transfer:
+) -> Transfer | BundleTransfer:
     """``dotlab-hpc push``: ``apptainer push`` the .sif to ``oras://HOST/REPO:TAG``, then check
-    that the registry holds this very file; its reference by manifest digest.
+    that the registry holds this very file; its reference by manifest digest. A bundle's
+    ``.tar`` (``pack -o B.tar``) is pushed wrapped in a SIF of its own (``bundle.oras_bundle``),
+    for a track to name by that reference.
 
     >>> from dotlab_hpc import api
     >>> api.push("claim.sif")
@@ -27,12 +31,13 @@ def push(
     dotlab_hpc.errors.UsageError: api.push: missing the required argument uri
     """
     from ..bundle.oras import push_image
+    from ..bundle.oras_bundle import is_bundle_tar, push_bundle
     from ..proc import SubprocessRunner
     from ..render.build import find_builder
 
-    return push_image(
-        SubprocessRunner(), find_builder(apptainer), Path(image), uri, plain_http=plain_http
-    )
+    path = Path(image)
+    push_one = push_bundle if path.is_file() and is_bundle_tar(path) else push_image
+    return push_one(SubprocessRunner(), find_builder(apptainer), path, uri, plain_http=plain_http)
 
 
 @checked

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..site.settings import Site
     from ..slurm.client import SlurmClient
     from ..submit.execute import SubmitResult
-    from ..submit.plan import SubmitOptions
+    from ..submit.plan import ClaimDirs, SubmitOptions
     from .inputs import PathLike
     from .runs import OnCycle, OnRetry, Run
 
@@ -128,6 +128,7 @@ def submission(
     rerun_of: str | None = None,
     attempt: int = 1,
     follows: bool = False,
+    claim_dirs: Sequence[ClaimDirs] = (),
     **where: Unpack[RunInputs],
 ) -> SubmitResult:
     """What ``submit`` does (and, with ``dry_run``, would do): verify every claim, render, write
@@ -136,7 +137,8 @@ def submission(
     ``where``: see ``RunInputs``; ``hold`` submits held (``sbatch --hold``); ``log_file`` gets
     one JSON object per step; ``on_retry`` hears of each sbatch attempt that failed;
     ``follows``: the caller follows the jobs next (``run``, ``submit --wait``), so a bad
-    ``DOTLAB_FOLLOW_*`` is refused here, before anything is submitted.
+    ``DOTLAB_FOLLOW_*`` is refused here, before anything is submitted. ``claim_dirs``: each
+    manifest's own folders, one array across artifacts (``evaluate``; ``where``'s: the first's).
     """
     from ..follow.knobs import Knobs
     from .inputs import as_path_list
@@ -154,7 +156,7 @@ def submission(
         data_dir, out_dir = where.get("data_dir"), where.get("out_dir")
         if data_dir is None or out_dir is None:  # pragma: no cover - with_defaults fills both
             raise RuntimeError("with_defaults left data_dir or out_dir unset")
-        if len(manifests) > 1:
+        if len(manifests) > 1 and not claim_dirs:  # claim_dirs: one array, whatever they are
             from .groups import by_job, submit_groups
 
             groups = by_job(manifests, preview=dry_run)
@@ -169,7 +171,9 @@ def submission(
                     on_retry=on_retry,
                     **where,
                 )
-        asked = _Asked(hold, rerun, rerun_of, attempt, Path(data_dir), Path(out_dir))
+        asked = _Asked(
+            hold, rerun, rerun_of, attempt, Path(data_dir), Path(out_dir), tuple(claim_dirs)
+        )
         return _one_job(
             manifests, where, asked, early, dry_run=dry_run, log_file=log_file, on_retry=on_retry
         )
@@ -242,6 +246,7 @@ class _Asked:
     attempt: int
     data_dir: Path
     out_dir: Path
+    claim_dirs: tuple[ClaimDirs, ...] = ()
 
 
 def _one_job(
@@ -269,9 +274,7 @@ def _one_job(
 
     inspected = early.answers()  # the thread is done: the cluster's name is asked once
     opts = _options(manifests, where, asked, site)
-    verify_run = submission_verifier(
-        opts.code_dir, opts.data_dir, opts.image, inspected=inspected, live=opts.code is not None
-    )
+    verify_run = submission_verifier(opts.image, inspected=inspected, live=opts.code is not None)
     return execute(
         opts,
         client=early.client,
@@ -309,6 +312,7 @@ def _options(
         rerun_of=asked.rerun_of,
         attempt=asked.attempt,
         code=code,
+        claim_dirs=asked.claim_dirs,
         **env_knobs(),
     )
 

@@ -192,7 +192,12 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- push, pull
 def push_args(p: argparse.ArgumentParser) -> None:
     """``push``: the .sif, the oras:// reference, the registry's transport, the apptainer."""
-    p.add_argument("image", type=Path, help="the .sif")
+    p.add_argument(
+        "image",
+        type=Path,
+        metavar="FILE",
+        help="the .sif, or a bundle's .tar (pack -o B.tar) for a track to name by reference",
+    )
     p.add_argument("uri", metavar="oras://HOST/REPO:TAG")
     add_plain_http(p, "the registry")
     add_apptainer(p)
@@ -206,8 +211,14 @@ def cmd_push(args: argparse.Namespace) -> int:
         lambda: api.push(
             args.image, args.uri, plain_http=args.plain_http, apptainer=args.apptainer
         ),
-        lambda r: f"pushed {r.image} ({r.size} bytes, {r.digest})\nas     {r.reference}",
+        _pushed,
     )
+
+
+def _pushed(r: Any) -> str:
+    """What ``push`` moved (a .sif, or a bundle's .tar) and the reference that pins it."""
+    what, digest = (r.tar, r.sha256) if hasattr(r, "tar") else (r.image, r.digest)
+    return f"pushed {what} ({r.size} bytes, {digest})\nas     {r.reference}"
 
 
 def pull_args(p: argparse.ArgumentParser) -> None:

@@ -2,7 +2,8 @@
 its own with its own time bound, several at once.
 
 One artifact's check (``check_artifact``, run by ``python -m dotlab_hpc.evaluate.checkone``):
-each bundle as ``verify-bundle`` checks it (its sums, its signature with the authors' key, the
+a bundle named by an ``oras://`` reference pulled first (``bundle.oras_bundle``), then each
+bundle as ``verify-bundle`` checks it (its sums, its signature with the authors' key, the
 record recomputed from its files), a .tar extracted safely into the report's work folder first
 (the job reads the image from the bundle's folder); then the claim's code and data against the
 manifest's pins, and the image against its digest, as ``verify`` does. A check that runs past
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import DotlabError, ProcTimeout, one_line
 from ..proc import Runner
-from .track import Artifact
+from .track import ORAS, Artifact
 
 if TYPE_CHECKING:
     from ..bundle.report import BundleReport
@@ -91,13 +92,20 @@ class CheckRequest(_Frozen):
     data: str | None
     key: str | None
     work: str  # where a .tar is extracted: the report's work/<artifact>/
+    # a bundle named by oras://: pulled with this apptainer, over plain HTTP on loopback
+    apptainer: str | None = None
+    plain_http: bool = False
 
 
-def request_for(a: Artifact, work: Path) -> CheckRequest:
+def request_for(
+    a: Artifact, work: Path, *, apptainer: str | None = None, plain_http: bool = False
+) -> CheckRequest:
     """The check of artifact ``a``, its .tar bundles extracted under ``work``."""
     return CheckRequest(
         artifact=a.name,
-        bundles=tuple(str(b.absolute()) for b in a.bundles),
+        bundles=tuple(b if isinstance(b, str) else str(b.absolute()) for b in a.bundles),
+        apptainer=apptainer,
+        plain_http=plain_http,
         code=str(a.code.absolute()),
         data=None if a.data is None else str(a.data.absolute()),
         key=None if a.key is None else str(a.key.absolute()),
@@ -165,7 +173,7 @@ def check_artifact(req: CheckRequest) -> ArtifactCheck:
     facts = []
     for k, given in enumerate(req.bundles):
         try:
-            facts.append(_check_bundle(req, Path(given), Path(req.work) / f"bundle-{k}"))
+            facts.append(_check_bundle(req, given, Path(req.work) / f"bundle-{k}"))
         except DotlabError as e:
             facts.append(BundleFacts(given=given, problems=(e.message,)))
     claims = [f.claim for f in facts if f.claim]
@@ -179,17 +187,18 @@ def check_artifact(req: CheckRequest) -> ArtifactCheck:
     return ArtifactCheck(name=req.artifact, bundles=tuple(facts))
 
 
-def _check_bundle(req: CheckRequest, given: Path, extract_to: Path) -> BundleFacts:
+def _check_bundle(req: CheckRequest, given: str, extract_to: Path) -> BundleFacts:
     from ..bundle.check import verify_dir
     from ..bundle.sign import load_public_key
 
-    root, tar_sha = _bundle_root(given, extract_to)
+    path = _pulled(req, given, extract_to) if given.startswith(ORAS) else Path(given)
+    root, tar_sha = _bundle_root(path, extract_to)
     if root is None:  # tar_sha: why not
-        return BundleFacts(given=str(given), problems=tuple(tar_sha))
+        return BundleFacts(given=given, problems=tuple(tar_sha))
     public = None if req.key is None else load_public_key(Path(req.key))
-    report = verify_dir(root, shown_as=given, public_key=public)
+    report = verify_dir(root, shown_as=path, public_key=public)
     base: dict[str, Any] = {
-        "given": str(given),
+        "given": given,
         "root": str(root),
         "claim": report.claim,
         "outcome": report.outcome,
@@ -253,6 +262,19 @@ def _input_mismatches(req: CheckRequest, spec: ManifestSpec, image: Path | None)
     return [str(m) for m in report.mismatches()]
 
 
+def _pulled(req: CheckRequest, uri: str, extract_to: Path) -> Path:
+    """The bundle ``uri`` names, pulled and checked, as a .tar beside ``extract_to``."""
+    from ..bundle.oras_bundle import pull_bundle
+    from ..proc import SubprocessRunner
+    from ..render.build import find_builder
+
+    tar = extract_to.with_name(f"{extract_to.name}.tar")
+    tar.parent.mkdir(parents=True, exist_ok=True)
+    program = find_builder(req.apptainer)
+    pull_bundle(SubprocessRunner(), program, uri, tar, plain_http=req.plain_http)
+    return tar
+
+
 def _bundle_root(given: Path, extract_to: Path) -> tuple[Path | None, list[str]]:
     """The bundle's folder: ``given``, or a .tar extracted into ``extract_to`` (again when a
     check before was interrupted); with a .tar's sha256, or its problems when it is unsafe."""
@@ -288,9 +310,12 @@ def _sums_digest(root: Path) -> str | None:
 def main() -> int:
     """``python -m dotlab_hpc.evaluate.checkone``: the request on stdin, the check on stdout."""
     req = CheckRequest.model_validate_json(sys.stdin.read())
+    answer = os.dup(1)  # stdout carries the answer alone: what programs print goes to stderr
+    os.dup2(2, 1)
     try:
         out = check_artifact(req)
     except DotlabError as e:
         out = ArtifactCheck(name=req.artifact, error=e.message)
-    sys.stdout.write(out.model_dump_json() + "\n")
+    with os.fdopen(answer, "w") as f:
+        f.write(out.model_dump_json() + "\n")
     return 0

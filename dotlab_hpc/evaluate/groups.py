@@ -1,35 +1,47 @@
-"""A track's groups: which claims go to Slurm together, what a group holds once submitted (or
-found written by an interrupted submission), and which runs stand after lost ones were
-submitted again (``evaluate.state`` says why; pure, but for reading run directories)."""
+"""A track's groups: which claims go to Slurm together (one array per image, across the
+artifacts), what a group holds once submitted (or found written by an interrupted submission),
+and which runs stand after lost ones were submitted again (``evaluate.state`` says why; pure,
+but for reading run directories)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import DotlabError
-from .checks import ArtifactCheck, BundleFacts
-from .state import Group, GroupRun, TrackState
+from .checks import ArtifactCheck
+from .state import Group, GroupRun, Member, TrackState
+
+Checks = Mapping[str, ArtifactCheck]  # each artifact's check, by its name
 
 
-def groups_of(check: ArtifactCheck) -> list[tuple[str, tuple[int, ...]]]:
-    """An artifact's groups: its plain claims by image (one array each), then each claim over
-    many runs alone; each group's id names its folders in the report."""
-    plain: dict[str, list[int]] = {}
+def groups_of(checks: Sequence[ArtifactCheck]) -> list[tuple[str, tuple[Member, ...]]]:
+    """The track's groups: every plain claim of these artifacts by image (one array each,
+    whatever artifact it is of), then each claim over many runs alone; each group's id names
+    its folders in the report."""
+    plain: dict[str, list[Member]] = {}
     alone = []
-    for k, b in enumerate(check.bundles):
-        if b.over_runs:
-            alone.append((f"{check.name}-{k}", (k,)))
-        else:
-            digest = (b.image_digest or "none").removeprefix("sha256:")[:12]
-            plain.setdefault(f"{check.name}-img-{digest}", []).append(k)
-    return [(gid, tuple(ks)) for gid, ks in plain.items()] + alone
+    for check in checks:
+        for k, b in enumerate(check.bundles):
+            member = Member(artifact=check.name, bundle=k)
+            if b.over_runs:
+                alone.append((f"{check.name}-{k}", (member,)))
+            else:
+                digest = (b.image_digest or "none").removeprefix("sha256:")[:12]
+                plain.setdefault(f"img-{digest}", []).append(member)
+    return [(gid, tuple(ms)) for gid, ms in plain.items()] + alone
 
 
-def adopted(g: Group, check: ArtifactCheck) -> Group | None:
-    """A group whose submission was interrupted after it wrote run directories: those, by
-    their claims (followed as they are); None when its runs root holds none."""
+def claim_out(g: Group, m: Member, checks: Checks) -> Path:
+    """Where the claim ``m`` of group ``g`` writes: a folder of its own in the group's."""
+    return Path(g.out_dir) / m.artifact / f"{m.bundle}-{checks[m.artifact].bundles[m.bundle].claim}"
+
+
+def adopted(g: Group, checks: Checks) -> Group | None:
+    """A group whose submission was interrupted after it wrote run directories: those, each
+    matched with its claim by the output folder its record names (followed as they are); None
+    when its runs root holds none."""
     from ..rundir.directory import RunDir
 
     root = Path(g.runs_root)
@@ -39,19 +51,27 @@ def adopted(g: Group, check: ArtifactCheck) -> Group | None:
     found = [p for p in found if p.name not in ("ends", "images")]
     if not found:
         return None
-    by_claim = {check.bundles[k].claim: k for k in g.bundles}
+    by_out = {str(claim_out(g, m, checks)): m for m in g.members}
     runs = []
     for p in found:
         rd = RunDir(p)
+        m: Member | None
         try:
-            claim = (rd.claim_runs() if rd.is_claim() else rd.run()).claim  # type: ignore[union-attr]
-            sub = None if rd.is_claim() else rd.submission()
+            if rd.is_claim():  # a claim over many runs: its group holds it alone
+                m, job = g.members[0], None
+            else:
+                m, job = by_out.get(rd.run().paths.out_dir), _job_of(rd)
         except DotlabError:
             continue
-        if claim in by_claim:
-            job = None if sub is None else sub.job_id
-            runs.append(group_run(by_claim[claim], claim, p, job or ADOPTED))
+        if m is not None:
+            claim = checks[m.artifact].bundles[m.bundle].claim or ""
+            runs.append(group_run(m, claim, p, job or ADOPTED))
     return g.model_copy(update={"status": "submitted", "runs": tuple(runs)})
+
+
+def _job_of(rd: Any) -> str | None:
+    sub = rd.submission()
+    return None if sub is None else sub.job_id
 
 
 ADOPTED = "adopted"  # the job id of a run found without submission.json (its name finds it)
@@ -78,32 +98,43 @@ def unsubmitted_names(g: Group) -> list[str]:
     return names
 
 
-def group_run(bundle: int, claim: str, run_dir: Path, job_id: str | None) -> GroupRun:
-    return GroupRun(bundle=bundle, claim=claim, run_dir=str(run_dir.absolute()), job_id=job_id)
+def group_run(m: Member, claim: str, run_dir: Path, job_id: str | None) -> GroupRun:
+    return GroupRun(
+        artifact=m.artifact,
+        bundle=m.bundle,
+        claim=claim,
+        run_dir=str(run_dir.absolute()),
+        job_id=job_id,
+    )
 
 
-def submitted_group(g: Group, facts: Sequence[BundleFacts], res: Any) -> Group:
-    """The group once ``submission`` returned: each claim's run directory and job id."""
-    by_claim = {f.claim: g.bundles[i] for i, f in enumerate(facts)}
+def submitted_group(g: Group, res: Any) -> Group:
+    """The group once ``submission`` returned: each claim's run directory and job id (its
+    claims are the submission's, in order)."""
     runs = tuple(
-        group_run(by_claim.get(r.claim, g.bundles[0]), r.claim, Path(r.run_dir), r.job_id)
-        for r in res.shown
+        group_run(m, r.claim, Path(r.run_dir), r.job_id)
+        for m, r in zip(g.members, res.shown, strict=True)
     )
     return g.model_copy(update={"status": "submitted", "runs": runs})
 
 
 def current(groups: Sequence[Group]) -> list[Group]:
     """The groups whose runs stand: a claim submitted again replaces its lost run."""
-    again = {(g.retry_of, k) for g in groups if g.retry_of for k in g.bundles}
+    again = {(g.retry_of, m) for g in groups if g.retry_of for m in g.members}
     out = []
     for g in groups:
-        runs = tuple(r for r in g.runs if (g.id, r.bundle) not in again)
+        runs = tuple(r for r in g.runs if (g.id, _member(r)) not in again)
         out.append(g.model_copy(update={"runs": runs}))
     return out
 
 
-def superseded(groups: Sequence[Group], g: Group, r: Any) -> bool:
-    return any(x.retry_of == g.id and r.bundle in x.bundles for x in groups)
+def _member(r: GroupRun) -> Member:
+    return Member(artifact=r.artifact, bundle=r.bundle)
+
+
+def superseded(groups: Sequence[Group], g: Group, r: GroupRun) -> bool:
+    """Whether the run ``r`` of ``g`` was submitted again (``--rerun-lost``)."""
+    return any(x.retry_of == g.id and x.holds(r.artifact, r.bundle) for x in groups)
 
 
 def counts(state: TrackState) -> dict[str, int]:

@@ -130,15 +130,14 @@ def claim_results(
 ) -> list[ClaimResult]:
     out = []
     for g in current(state.groups):
-        if g.artifact != name:
-            continue
         for r in g.runs:
-            facts = check.bundles[r.bundle]
-            got = collected.get(run_key(r.run_dir))
-            out.append(claim_result(r.bundle, facts, r.run_dir, got, g.error))
+            if r.artifact == name:
+                got = collected.get(run_key(r.run_dir))
+                out.append(claim_result(r.bundle, check.bundles[r.bundle], r.run_dir, got, g.error))
         if g.error and not g.runs:
-            for k in g.bundles:
-                out.append(claim_result(k, check.bundles[k], None, None, g.error))
+            for m in g.members:
+                if m.artifact == name:
+                    out.append(claim_result(m.bundle, check.bundles[m.bundle], None, None, g.error))
     return sorted(out, key=lambda c: c.bundle)
 
 

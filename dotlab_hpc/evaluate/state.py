@@ -2,8 +2,9 @@
 submitted where, so that the same command continues after any interruption and never submits a
 claim twice.
 
-A claim goes to Slurm in a *group*: the plain claims of one artifact that share an image (one
-job array), or one claim over many runs (its own). A group is written ``planned``, with its own
+A claim goes to Slurm in a *group*: the plain claims of every artifact that share an image (one
+job array, each claim with its own artifact's checkout, data and output folder), or one claim
+over many runs (its own). A group is written ``planned``, with its own
 runs root, before its submission starts, and ``submitted`` once it returned. A group found
 ``planned`` again was interrupted while submitting: when its runs root holds run directories,
 ``submit`` wrote them, each before its sbatch and named by its job, so they are followed as they
@@ -24,7 +25,7 @@ from ..fsio.write import atomic_write_all
 from .checks import ArtifactCheck
 
 STATE_FILE = "state.json"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: a group's claims may come from several artifacts (``members``)
 MAX_STATE_BYTES = 64 << 20
 
 
@@ -32,10 +33,18 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class GroupRun(_Frozen):
-    """One claim of a submitted group: its bundle, its run directory (a claim over many runs:
-    its folder) and job id (None: never submitted, its inputs refused)."""
+class Member(_Frozen):
+    """A claim of a group: its artifact and its bundle's index there."""
 
+    artifact: str
+    bundle: int
+
+
+class GroupRun(_Frozen):
+    """One claim of a submitted group: its artifact and bundle, its run directory (a claim
+    over many runs: its folder) and job id (None: never submitted, its inputs refused)."""
+
+    artifact: str
     bundle: int  # the bundle's index in its artifact
     claim: str
     run_dir: str
@@ -43,17 +52,21 @@ class GroupRun(_Frozen):
 
 
 class Group(_Frozen):
-    """Claims of one artifact submitted together (one image, or one claim over many runs)."""
+    """Claims submitted together: every plain claim of the track with one image, or one claim
+    over many runs."""
 
     id: str  # names its runs root and out folder in the report
-    artifact: str
-    bundles: tuple[int, ...]
+    members: tuple[Member, ...]  # in the order of the submission's manifests
     runs_root: str
     out_dir: str
     status: Literal["planned", "submitted"] = "planned"
     runs: tuple[GroupRun, ...] = ()
     error: str | None = None  # the submission was refused (the claims' row says why)
     retry_of: str | None = None  # ``--rerun-lost``: the group whose lost runs these are
+
+    def holds(self, artifact: str, bundle: int) -> bool:
+        """Whether this claim is one of the group's."""
+        return Member(artifact=artifact, bundle=bundle) in self.members
 
 
 class TrackState(_Frozen):

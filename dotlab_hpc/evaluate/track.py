@@ -13,7 +13,8 @@ A TOML track lists the same, paths relative to the file::
 
     [[artifact]]
     name = "paper-12"
-    bundle = "bundles/paper-12.tar"      # or bundles = ["a/", "b.tar"]
+    bundle = "bundles/paper-12.tar"      # or bundles = ["a/", "b.tar"], or a reference:
+    # bundle = "oras://HOST/REPO:TAG@sha256:…"  (what `push B.tar oras://…` printed)
     code = "code/paper-12"
     data = "data/paper-12"               # optional
     key = "keys/paper-12.pub"            # optional
@@ -43,12 +44,16 @@ BUNDLE_NAMES = ("bundle", "bundle.tar")
 KEYS = {"name", "bundle", "bundles", "code", "data", "key", "note"}
 
 
+ORAS = "oras://"
+
+
 @dataclass(frozen=True)
 class Artifact:
-    """One paper's artifact: its bundles (one a claim), its inputs, the authors' key."""
+    """One paper's artifact: its bundles (one a claim: a folder or .tar, or the ``oras://``
+    reference of one pushed, as text), its inputs, the authors' key."""
 
     name: str
-    bundles: tuple[Path, ...]
+    bundles: tuple[Path | str, ...]
     code: Path
     data: Path | None = None
     key: Path | None = None  # each bundle must be signed by it (verify-bundle --key)
@@ -147,16 +152,35 @@ def _entry(e: dict[str, Any], i: int, base: Path, label: str) -> Artifact:
     raw = [e["bundle"]] if "bundle" in e else e["bundles"]
     if not isinstance(raw, list) or not raw or not all(isinstance(b, str) and b for b in raw):
         raise UsageError(f"{where}.bundles ({name}): a list of paths, at least one")
+    for b in raw:
+        if b.startswith(ORAS):
+            _check_reference(b, f"{where}.bundle ({name})")
     data, key = _optional(e, "data", where), _optional(e, "key", where)
     note = _optional(e, "note", where)
     return Artifact(
         name=name,
-        bundles=tuple(_path(base, b) for b in raw),
+        bundles=tuple(b if b.startswith(ORAS) else _path(base, b) for b in raw),
         code=_path(base, _string(e, "code", where)),
         data=None if data is None else _path(base, data),
         key=None if key is None else _path(base, key),
         note="" if note is None else _note(note, f"{where}.note"),
     )
+
+
+def _check_reference(text: str, where: str) -> None:
+    """A bundle named by reference: a well-formed ``oras://`` one, pinned by its digest."""
+    from ..container.registry import parse_image_ref
+
+    try:
+        ref = parse_image_ref(text, scheme="oras")
+    except ValueError as e:
+        raise UsageError(f"{where}: {one_line(text)} {e}") from e
+    if ref.digest is None:
+        raise UsageError(
+            f"{where}: {one_line(text)} is not pinned",
+            hint="give the reference `dotlab-hpc push B.tar oras://…` printed,"
+            " oras://HOST/REPO:TAG@sha256:…",
+        )
 
 
 def _string(e: dict[str, Any], key: str, where: str) -> str:

@@ -4,16 +4,16 @@ output folders are empty, the site's Apptainer found) and each claim's inputs ve
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .outdirs import check_out_dirs
 from .plan import Plan, PlannedRun, check_runs_fit
 
 if TYPE_CHECKING:
-    from ..manifest.models import Manifest
-    from .seams import Seams
+    from .seams import Seams, VerifyRun
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,12 @@ def check(p: Plan, seams: Seams, *, site_bound: int | None = None) -> Checked:
     return Checked(p, _mismatches(p, seams.verify_run))
 
 
-def _mismatches(p: Plan, verify_run: Callable[[Manifest], list[str]]) -> dict[int, tuple[str, ...]]:
-    """Each run's mismatches; the runs of a claim over many runs share one manifest, verified
-    once."""
-    verified: dict[int, tuple[str, ...]] = {}
+def _mismatches(p: Plan, verify_run: VerifyRun) -> dict[int, tuple[str, ...]]:
+    """Each run's mismatches against its own checkout and data folder; the runs of a claim over
+    many runs share one manifest and folders, verified once."""
+    verified: dict[tuple[int, Path, Path], tuple[str, ...]] = {}
     for r in p.runs:
-        if id(r.manifest) not in verified:
-            verified[id(r.manifest)] = tuple(verify_run(r.manifest))
-    return {r.index: verified[id(r.manifest)] for r in p.runs}
+        key = (id(r.manifest), r.code_dir, r.data_dir)
+        if key not in verified:
+            verified[key] = tuple(verify_run(r.manifest, r.code_dir, r.data_dir))
+    return {r.index: verified[(id(r.manifest), r.code_dir, r.data_dir)] for r in p.runs}

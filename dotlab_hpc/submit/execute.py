@@ -13,7 +13,6 @@ from collections.abc import Callable
 from ..clock import Clock
 from ..errors import ProcTimeout, SlurmError, UsageError, one_line
 from ..fsio.write import Writer, atomic_write_all
-from ..manifest.models import Manifest
 from ..manifest.unbuilt import not_pinned
 from ..rundir.events import Logger
 from ..site.settings import Site
@@ -25,7 +24,7 @@ from .rendered import Rendered, dry_run_result, render
 from .rendered import job_spec as job_spec
 from .result import SubmitResult as SubmitResult
 from .result import SubmittedRun as SubmittedRun
-from .seams import Seams
+from .seams import Seams, VerifyRun
 from .submitted import submit
 from .written import write
 
@@ -35,7 +34,7 @@ def execute(
     *,
     client: SlurmClient,
     clock: Clock,
-    verify_run: Callable[[Manifest], list[str]],
+    verify_run: VerifyRun,
     dry_run: bool = False,
     log: Logger | None = None,
     on_retry: Callable[[int, Exception, float], None] | None = None,
@@ -45,7 +44,8 @@ def execute(
 ) -> SubmitResult:
     """verify → render → write run directories → sbatch (exactly once); nothing on a dry run.
 
-    ``verify_run`` returns the mismatches of one manifest's inputs (empty when all match).
+    ``verify_run`` returns the mismatches of one claim's inputs (its manifest, checkout and
+    data folder; empty when all match).
     ``resolve`` finds the Apptainer the jobs will run (``site.resolve``), once the plan's
     checks passed; a job that would find none is refused here (UsageError).
     ``write_all`` writes files all-or-nothing (``fsio.atomic_write_all``), ``write_new`` the

@@ -49,6 +49,16 @@ def missing_parents(path: Path) -> list[Path]:
 
 
 @dataclass(frozen=True)
+class ClaimDirs:
+    """One claim's own inputs and output, where the claims of one array come from different
+    checkouts (``evaluate``: one array per image across a track's artifacts)."""
+
+    code_dir: Path
+    data_dir: Path
+    out_dir: Path
+
+
+@dataclass(frozen=True)
 class SubmitOptions:
     """What the command line asked for."""
 
@@ -82,6 +92,10 @@ class SubmitOptions:
     # `submit --dry-run`: a manifest whose image is still to be built loads (its digest a
     # placeholder, manifest.pin.load_preview) and needs no --image yet
     preview: bool = False
+    # each manifest's own checkout, data and output folder (in the order of ``manifests``),
+    # instead of ``code_dir``, ``data_dir`` and ``out_dir``/CLAIM: one array of claims of many
+    # artifacts that share the image (``api.evaluating``)
+    claim_dirs: tuple[ClaimDirs, ...] = ()
 
 
 class EnvKnobs(TypedDict):
@@ -121,6 +135,8 @@ class PlannedRun:
     run_id: str
     run_dir: Path
     out_dir: Path
+    code_dir: Path  # the checkout bound at /work/code
+    data_dir: Path  # the folder the datasets are in, bound at /work/data
     task: int | None = None
     part: int = 0
     # a run of a claim over many runs (docs/contract.md §11): DOTLAB_RUN_INDEX and DOTLAB_SEED
@@ -138,8 +154,6 @@ class Plan:
     runs: tuple[PlannedRun, ...]
     job_name: str  # the submission's name: dotlab-<run id>, or dotlab-<batch> for arrays
     chdir: Path
-    code_dir: Path
-    data_dir: Path
     image: Path
     apptainer: str
     margin_s: int
@@ -197,13 +211,25 @@ def _existing_dir(p: Path, flag: str) -> Path:
 
 @dataclass(frozen=True)
 class _Paths:
-    """The folders and the image a submission names, checked and made absolute."""
+    """The folders and the image a submission names, checked and made absolute; ``claims``:
+    each manifest's own folders (``SubmitOptions.claim_dirs``), else empty."""
 
     code_dir: Path
     data_dir: Path
     image: Path
     out_root: Path
     runs_root: Path
+    claims: tuple[ClaimDirs, ...] = ()
+
+    def dirs(self, i: int) -> tuple[Path, Path]:
+        """The checkout and data folder of manifest ``i``."""
+        if self.claims:
+            return self.claims[i].code_dir, self.claims[i].data_dir
+        return self.code_dir, self.data_dir
+
+    def out_dir(self, i: int, claim: str) -> Path:
+        """The output folder of manifest ``i`` of an array: its own, else OUT/CLAIM."""
+        return self.claims[i].out_dir if self.claims else self.out_root / claim
 
 
 def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = None) -> Plan:
@@ -211,12 +237,10 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
 
     ``max_array_size`` (MaxArraySize: every task index is below it) splits a larger array.
     """
-    manifests = _load(opts.manifests, preview=opts.preview)
+    manifests = _load(opts.manifests, preview=opts.preview, own_outs=bool(opts.claim_dirs))
     paths = _checked_paths(opts, image_needed=not all(m.to_build for m in manifests))
     common = partial(
         Plan,
-        code_dir=paths.code_dir,
-        data_dir=paths.data_dir,
         image=paths.image,
         apptainer=locate_apptainer(opts.site, given=opts.apptainer).apptainer_program,
         margin_s=opts.margin_s,
@@ -243,14 +267,15 @@ def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = Non
     return _plan_array(manifests, opts, now, common, paths, max_array_size)
 
 
-def _load(paths: tuple[Path, ...], *, preview: bool) -> list[Manifest]:
-    """The manifests, each claim once (UsageError otherwise); ``preview``: an image still to be
-    built is taken (``load_preview``), else refused with the command that pins it."""
+def _load(paths: tuple[Path, ...], *, preview: bool, own_outs: bool = False) -> list[Manifest]:
+    """The manifests, each claim once (UsageError otherwise; ``own_outs``: each claim has an
+    output folder of its own, so two artifacts' claims may share a name); ``preview``: an image
+    still to be built is taken (``load_preview``), else refused with the command that pins it."""
     if not paths:
         raise UsageError("give at least one manifest")
     load = load_preview if preview else manifest_mod.load
     manifests = [load(p) for p in paths]
-    claims = [m.spec.claim for m in manifests]
+    claims = [] if own_outs else [m.spec.claim for m in manifests]
     dupes = sorted(c for c, n in Counter(claims).items() if n > 1)
     if dupes:
         raise UsageError(f"claim {dupes[0]} is given twice; each claim of one submission is unique")
@@ -265,25 +290,43 @@ def _checked_paths(opts: SubmitOptions, *, image_needed: bool = True) -> _Paths:
     image = _safe_path(opts.image.absolute(), "--image")
     if image_needed and not image.is_file():
         raise UsageError(f"--image {opts.image}: no such file")
+    if opts.claim_dirs and len(opts.claim_dirs) != len(opts.manifests):
+        raise UsageError(
+            f"{len(opts.claim_dirs)} claims' folders for {len(opts.manifests)} manifests"
+        )
+    claims = tuple(
+        ClaimDirs(
+            _existing_dir(c.code_dir, "--code-dir"),
+            _existing_dir(c.data_dir, "--data-dir"),
+            _safe_path(c.out_dir.absolute(), "--out-dir"),
+        )
+        for c in opts.claim_dirs
+    )
     return _Paths(
         code_dir=code_dir,
         data_dir=data_dir,
         image=image,
         out_root=_safe_path(opts.out_dir.absolute(), "--out-dir"),
         runs_root=_safe_path(opts.runs_root.absolute(), "--runs-root"),
+        claims=claims,
     )
 
 
 def _check_overlaps(paths: _Paths, opts: SubmitOptions, run_dir: Path) -> None:
-    """The run directory (or the folder of them) overlaps no input or the output."""
-    check_overlaps(
-        code_dir=paths.code_dir,
-        data_dir=paths.data_dir,
-        out_dir=paths.out_root,
-        run_dirs=(run_dir,),
-        run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
-        run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
-    )
+    """The run directory (or the folder of them) overlaps no input or the output (each
+    claim's own, when the claims have their own)."""
+    given = [(c.code_dir, c.data_dir, c.out_dir) for c in paths.claims]
+    for code_dir, data_dir, out_dir in dict.fromkeys(given) or [
+        (paths.code_dir, paths.data_dir, paths.out_root)
+    ]:
+        check_overlaps(
+            code_dir=code_dir,
+            data_dir=data_dir,
+            out_dir=out_dir,
+            run_dirs=(run_dir,),
+            run_flag="--run-dir" if opts.run_dir is not None else "--runs-root",
+            run_given=opts.run_dir if opts.run_dir is not None else opts.runs_root,
+        )
 
 
 def _given_run_dir(opts: SubmitOptions, default: Path) -> Path:
@@ -303,8 +346,9 @@ def _plan_one(
     run_dir = _given_run_dir(opts, paths.runs_root / run_id)
     _check_overlaps(paths, opts, run_dir)
     again = f".attempt-{opts.attempt}" if opts.attempt > 1 else ""
+    out_dir = paths.claims[0].out_dir if paths.claims else paths.out_root
     return common(
-        runs=(PlannedRun(0, m, run_id, run_dir, paths.out_root),),
+        runs=(PlannedRun(0, m, run_id, run_dir, out_dir, *paths.dirs(0)),),
         job_name=f"dotlab-{run_id}{again}",
         chdir=run_dir,
         ends_dir=run_dir / ENDS_SUBDIR,
@@ -329,8 +373,9 @@ def _plan_array(
     def planned(i: int, m: Manifest) -> PlannedRun:
         part, task = divmod(i, size) if parts > 1 else (0, i)
         run_id = f"{batch}.{part}-{task}" if parts > 1 else f"{batch}-{i}"
-        out_dir = paths.out_root / m.spec.claim
-        return PlannedRun(i, m, run_id, paths.runs_root / run_id, out_dir, task, part)
+        out_dir = paths.out_dir(i, m.spec.claim)
+        run_dir = paths.runs_root / run_id
+        return PlannedRun(i, m, run_id, run_dir, out_dir, *paths.dirs(i), task, part)
 
     runs = tuple(planned(i, m) for i, m in enumerate(manifests))
     # every run directory is a new folder right below runs_root: check one
@@ -354,7 +399,8 @@ def _plan_over_runs(
     holds them all."""
     claim_run_id = opts.rerun_of or new_run_id(m.spec.claim, now)
     claim_dir = _given_run_dir(opts, paths.runs_root / claim_run_id)
-    runs = _runs_of_claim(m, claim_dir, paths.out_root, opts.rerun)
+    out_root = paths.claims[0].out_dir if paths.claims else paths.out_root
+    runs = _runs_of_claim(m, claim_dir, out_root, paths.dirs(0), opts.rerun)
     _check_overlaps(paths, opts, claim_dir)
     # a rerun is a submission of its own: its own job name (exactly-once looks it up by name)
     again = f".rerun-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}" if opts.rerun else ""
@@ -373,7 +419,11 @@ def _plan_over_runs(
 
 
 def _runs_of_claim(
-    m: Manifest, claim_dir: Path, out_root: Path, rerun: tuple[int, ...]
+    m: Manifest,
+    claim_dir: Path,
+    out_root: Path,
+    dirs: tuple[Path, Path],
+    rerun: tuple[int, ...],
 ) -> tuple[PlannedRun, ...]:
     """The runs of a claim over many runs (only those of ``rerun`` when it is given)."""
     # paired measurements: sample K of the one job, in the order they run (ABAB…); else runs
@@ -388,6 +438,7 @@ def _runs_of_claim(
             member_dir_name(k),
             claim_dir / member_dir_name(k),
             out_root / member_dir_name(k),
+            *dirs,
             k,
             0,
             k,

@@ -109,8 +109,8 @@ def run_record(
         apptainer=p.apptainer,
         paths=RunPaths(
             run_dir=str(run.run_dir),
-            code_dir=str(p.code_dir),
-            data_dir=str(p.data_dir),
+            code_dir=str(run.code_dir),
+            data_dir=str(run.data_dir),
             out_dir=str(run.out_dir),
             image=str(p.image),
         ),

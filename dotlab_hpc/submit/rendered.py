@@ -59,8 +59,8 @@ def job_spec(p: Plan, runs: Sequence[PlannedRun], export: str) -> JobSpec:
             TaskSpec(
                 manifest=r.manifest,
                 run_dir=r.run_dir,
-                code_dir=p.code_dir,
-                data_dir=p.data_dir,
+                code_dir=r.code_dir,
+                data_dir=r.data_dir,
                 out_dir=r.out_dir,
                 image=p.image,
                 index=r.index,

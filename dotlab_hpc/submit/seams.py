@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
     from ..site.settings import Site
     from ..slurm.client import SlurmClient
 
+# the mismatches of one claim's inputs: its manifest, its checkout and its data folder (empty
+# when all match)
+VerifyRun = Callable[["Manifest", Path, Path], list[str]]
+
 
 @dataclass(frozen=True)
 class Seams:
@@ -22,7 +27,7 @@ class Seams:
 
     client: SlurmClient
     clock: Clock
-    verify_run: Callable[[Manifest], list[str]]
+    verify_run: VerifyRun
     write_all: Writer
     write_new: Writer
     log: Logger | None = None

@@ -344,22 +344,21 @@ def verify_inputs(
 
 
 def submission_verifier(
-    code_dir: Path,
-    data_dir: Path,
     image: Path,
     *,
     runner: Runner | None = None,
     progress: bool = True,
     inspected: dict[str, tuple[str | None, list[str]]] | None = None,
     live: bool = False,
-) -> Callable[[Manifest], list[str]]:
-    """The check ``submit`` runs on each claim: its inputs' mismatches (empty when all match).
+) -> Callable[[Manifest, Path, Path], list[str]]:
+    """The check ``submit`` runs on each claim: its inputs' mismatches (empty when all match),
+    given its manifest, its checkout and its data folder.
 
     The claims of one submission share the image and often datasets and the checkout: each is
-    hashed or inspected once, and claims that pin the same inputs get the first one's answer.
-    ``inspected``: checkouts already inspected for this submission (``inspect_checkout`` by
-    resolved directory), as ``CheckoutMemo.inspected`` keeps them. ``live``: the code is not
-    checked against its pin (``verify_inputs``).
+    hashed or inspected once, and claims that pin the same inputs in the same folders get the
+    first one's answer. ``inspected``: checkouts already inspected for this submission
+    (``inspect_checkout`` by resolved directory), as ``CheckoutMemo.inspected`` keeps them.
+    ``live``: the code is not checked against its pin (``verify_inputs``).
     """
     from ..proc import SubprocessRunner
     from ..progress import Progress
@@ -369,8 +368,8 @@ def submission_verifier(
     checkouts = CheckoutMemo(inspected=dict(inspected or {}))
     answers: dict[tuple[object, ...], list[str]] = {}
 
-    def check(m: Manifest) -> list[str]:
-        key = (*inputs_key(m.spec), m.to_build)
+    def check(m: Manifest, code_dir: Path, data_dir: Path) -> list[str]:
+        key = (*inputs_key(m.spec), m.to_build, code_dir, data_dir)
         if key not in answers:
             shown = Progress(f"verifying {m.spec.claim}", enabled=None if progress else False)
             with shown:

@@ -1,8 +1,11 @@
 """`dotlab-hpc evaluate` through the real CLI on the real local cluster (SPEC §14): a track of
-three artifacts whose bundles `pack` made from real runs — one reproduces, one does not (its
-data folder gives another number), one was tampered with — evaluated, evaluated again (nothing
-submitted twice), its signed verdicts checked, and its report kept for the browser test
-(tests/integration/test_report_browser.py reads it from ``$DOTLAB_TEST_ARTIFACTS``).
+artifacts whose bundles `pack` made from real runs — one reproduces, one does not (its data
+folder gives another number), a third is the first paper's claim again with its own checkout
+and data (the same claim name in the same array), one was tampered with, one's code is at
+another commit — evaluated, evaluated again (nothing submitted twice), its signed verdicts
+checked, and its report kept for the browser test (tests/browser/test_report_browser.py reads
+it from ``$DOTLAB_TEST_ARTIFACTS``). The claims of the three sound artifacts share one image:
+they go to Slurm as one job array, each task with its own artifact's folders.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def track(kit: Kit) -> Path:
     good = _bundle(kit, "eval-good")
     _artifact(kit, t, "paper-good", good, "0.9\n")
     _artifact(kit, t, "paper-other", _bundle(kit, "eval-other"), "0.5\n")
+    _artifact(kit, t, "paper-twin", good, "0.9\n")  # good's claim, from another artifact
     tampered = _artifact(kit, t, "paper-tampered", good, "0.9\n")
     record = tampered / "bundle" / "record.json"
     record.write_text(record.read_text().replace("0.9", "0.8"))
@@ -117,7 +121,7 @@ def test_each_artifact_gets_the_badges_its_evidence_supports(
     report, _, doc = evaluated
     arts = _by_name(doc)
     good, other, bad = arts["paper-good"], arts["paper-other"], arts["paper-tampered"]
-    assert good["outcome"] == "reproduced"
+    assert good["outcome"] == arts["paper-twin"]["outcome"] == "reproduced"
     assert {n: b["given"] for n, b in good["badges"].items()} == dict.fromkeys(
         ("Available", "Functional", "Reproduced"), True
     )
@@ -137,7 +141,13 @@ def test_each_artifact_gets_the_badges_its_evidence_supports(
     assert moved["claims"] == [] and "commit" in " ".join(moved["check_problems"])
     csv = (report / "track.csv").read_text().splitlines()
     assert csv[0].startswith("artifact,outcome,available,functional,reproduced")
-    assert len(csv) == 5
+    assert len(csv) == 6
+    # the three artifacts' claims, one image: one array, each task with its artifact's folders
+    runs = [json.loads(p.read_text()) for p in (report / "runs").glob("*/*/run.json")]
+    assert len(runs) == 3 and len({r["job_name"] for r in runs}) == 1, runs
+    code = {r["claim"] + ":" + Path(r["paths"]["code_dir"]).parent.name for r in runs}
+    assert code == {"eval-good:paper-good", "eval-other:paper-other", "eval-good:paper-twin"}
+    assert len({r["paths"]["out_dir"] for r in runs}) == 3
 
 
 def test_each_signed_verdict_holds_and_fails_after_one_changed_byte(
@@ -172,7 +182,7 @@ def test_evaluated_again_it_submits_nothing_and_says_the_same(
 ) -> None:
     report, key, doc = evaluated
     names = _job_names(report)
-    assert len(names) == 2  # the two artifacts that passed their check: one claim each
+    assert len(names) == 1  # the three artifacts that passed their check: one array
     res = kit.cli("evaluate", str(track), "-o", str(report), "--key", str(key), timeout=600)
     assert res.rc == 1, (res.stdout, res.stderr)
     again = json.loads((report / "track.json").read_text())
@@ -185,8 +195,9 @@ def test_evaluated_again_it_submits_nothing_and_says_the_same(
 
 
 def _job_names(report: Path) -> list[str]:
+    """The job names of the report's runs (an array's tasks share one)."""
     return sorted(
-        json.loads(p.read_text())["job_name"] for p in (report / "runs").glob("*/*/run.json")
+        {json.loads(p.read_text())["job_name"] for p in (report / "runs").glob("*/*/run.json")}
     )
 
 
@@ -257,6 +268,49 @@ def test_interrupted_at_random_points_it_ends_the_same_and_submits_each_claim_on
         (a["name"], a["outcome"]) for a in first["artifacts"]
     ]
     names = _job_names(report)
-    assert len(names) == 2, names
+    assert len(names) == 1, names
     for name in names:
         assert _accounted(kit, name) == 1, name
+
+
+@pytest.mark.real_apptainer
+def test_a_bundle_named_by_reference_is_pulled_and_run(kit: Kit) -> None:
+    """A bundle's .tar pushed to the local registry (`push B.tar oras://…`, wrapped in a SIF by
+    the real Apptainer), a TOML track naming it by the pinned reference `push` printed:
+    evaluated, it is pulled, checked and reproduced; the same track with the tag alone is
+    refused in one line."""
+    import uuid
+
+    from tests.support import registry
+
+    addr = registry.address()
+    tar = kit.root / "remote.tar"
+    commit = {"commit": kit.commit, "working_dir": "sub", "repo": REPO}
+    m = kit.manifest("eval-remote", entrypoint=FACTOR_ENTRY, code=commit)
+    doc = json.loads(m.read_text())
+    doc["data"][0]["url"] = "https://example.org/data/points.csv"
+    m.write_text(json.dumps(doc))
+    res = kit.run(m)
+    assert res.rc == 0 and res.outcome == "reproduced", (res.stdout, res.stderr)
+    assert kit.cli("pack", str(res.run_dir), "-o", str(tar)).rc == 0
+    uri = f"oras://{addr}/dotlab-tests/bundle:{uuid.uuid4().hex[:12]}"
+    apptainer = ["--apptainer", str(platform.apptainer())]
+    pushed = kit.cli("push", str(tar), uri, "--plain-http", "--json", *apptainer)
+    assert pushed.rc == 0, (pushed.stdout, pushed.stderr)
+    reference = json.loads(pushed.stdout)["reference"]
+    assert reference.startswith(uri + "@sha256:")
+    toml = kit.root / "remote-track.toml"
+    toml.write_text(
+        f'[[artifact]]\nname = "paper-remote"\nbundle = "{reference}"\n'
+        f'code = "{kit.code}"\ndata = "{kit.data}"\n'
+    )
+    report = kit.root / "report-remote"
+    done = kit.cli(
+        "evaluate", str(toml), "-o", str(report), "--plain-http", *apptainer, timeout=600
+    )
+    assert done.rc == 0, (done.stdout, done.stderr)
+    (art,) = json.loads((report / "track.json").read_text())["artifacts"]
+    assert art["outcome"] == "reproduced", art
+    toml.write_text(toml.read_text().replace(reference, uri))
+    refused = kit.cli("evaluate", str(toml), "-o", str(kit.root / "report-unpinned"))
+    assert refused.rc == 2 and "is not pinned" in refused.stderr, refused.stderr

@@ -114,3 +114,19 @@ def test_a_hostile_track_file_is_refused_without_hanging(tmp_path: Path) -> None
     _folder(bad, "no way", "code")
     with pytest.raises(UsageError, match="an artifact's name is"):
         read_track(bad)
+
+
+def test_a_track_names_a_bundle_by_its_pinned_reference(tmp_path: Path) -> None:
+    track = tmp_path / "track.toml"
+    ref = "oras://registry.example.org/lab/paper-1:v1@sha256:" + "ab" * 32
+    track.write_text(f'[[artifact]]\nname = "p1"\nbundle = "{ref}"\ncode = "code"\n')
+    (art,) = read_track(track).artifacts
+    assert art.bundles == (ref,) and art.code == tmp_path / "code"
+    track.write_text(
+        '[[artifact]]\nname = "p1"\nbundle = "oras://r.example.org/x:v1"\ncode = "c"\n'
+    )
+    with pytest.raises(UsageError, match=r"artifact\[0\]\.bundle \(p1\): .* is not pinned"):
+        read_track(track)
+    track.write_text('[[artifact]]\nname = "p1"\nbundle = "oras://Bad Ref"\ncode = "c"\n')
+    with pytest.raises(UsageError, match=r"artifact\[0\]\.bundle \(p1\)"):
+        read_track(track)

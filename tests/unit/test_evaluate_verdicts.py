@@ -7,6 +7,7 @@ import base64
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -14,8 +15,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from dotlab_hpc.errors import ProcTimeout, UsageError
 from dotlab_hpc.evaluate.badges import ClaimResult, badges, row_outcome
 from dotlab_hpc.evaluate.checks import ArtifactCheck, BundleFacts, CheckRequest, run_check
-from dotlab_hpc.evaluate.groups import ADOPTED, adopted, current, groups_of, unsubmitted_names
-from dotlab_hpc.evaluate.state import Group, GroupRun, TrackState, load_state, save_state
+from dotlab_hpc.evaluate.groups import (
+    ADOPTED,
+    adopted,
+    current,
+    groups_of,
+    superseded,
+    unsubmitted_names,
+)
+from dotlab_hpc.evaluate.state import Group, GroupRun, Member, TrackState, load_state, save_state
 from dotlab_hpc.evaluate.verdict import (
     PREDICATE_TYPE,
     build_verdict,
@@ -133,50 +141,63 @@ def test_a_signed_verdict_holds_and_one_changed_byte_breaks_it() -> None:
         check_verdict(b"{}", key.public_key())
 
 
-def test_groups_one_array_per_image_and_a_claim_over_many_runs_alone() -> None:
+def M(artifact: str, bundle: int) -> Member:
+    return Member(artifact=artifact, bundle=bundle)
+
+
+def test_groups_one_array_per_image_across_artifacts_and_a_claim_over_many_runs_alone() -> None:
+    other = GOOD.model_copy(update={"claim": "c3", "image_digest": "sha256:" + "e" * 64})
     b = [
         GOOD,
         GOOD.model_copy(update={"claim": "c2"}),
-        GOOD.model_copy(update={"claim": "c3", "image_digest": "sha256:" + "e" * 64}),
+        other,
         GOOD.model_copy(update={"claim": "c4", "over_runs": True}),
     ]
-    got = groups_of(ArtifactCheck(name="p", bundles=tuple(b)))
-    assert got == [("p-img-bbbbbbbbbbbb", (0, 1)), ("p-img-eeeeeeeeeeee", (2,)), ("p-3", (3,))]
+    q = [GOOD, other]  # another paper: one claim with p's first image, one with its second
+    got = groups_of(
+        [ArtifactCheck(name="p", bundles=tuple(b)), ArtifactCheck(name="q", bundles=tuple(q))]
+    )
+    assert got == [
+        ("img-bbbbbbbbbbbb", (M("p", 0), M("p", 1), M("q", 0))),
+        ("img-eeeeeeeeeeee", (M("p", 2), M("q", 1))),
+        ("p-3", (M("p", 3),)),
+    ]
 
 
 def test_a_group_submitted_again_replaces_only_its_lost_run() -> None:
     first = Group(
         id="g",
-        artifact="p",
-        bundles=(0, 1),
+        members=(M("p", 0), M("p", 1), M("q", 1)),
         runs_root="/r/g",
         out_dir="/o/g",
         status="submitted",
         runs=(
-            GroupRun(bundle=0, claim="c1", run_dir="/r/g/1", job_id="5_0"),
-            GroupRun(bundle=1, claim="c2", run_dir="/r/g/2", job_id="5_1"),
+            GroupRun(artifact="p", bundle=0, claim="c1", run_dir="/r/g/1", job_id="5_0"),
+            GroupRun(artifact="p", bundle=1, claim="c2", run_dir="/r/g/2", job_id="5_1"),
+            GroupRun(artifact="q", bundle=1, claim="c2", run_dir="/r/g/3", job_id="5_2"),
         ),
     )
     again = Group(
-        id="g-again-1-1",
-        artifact="p",
-        bundles=(1,),
+        id="g-again-1",
+        members=(M("q", 1),),  # q's c2 was lost; p's claim of the same name was not
         runs_root="/r/h",
         out_dir="/o/h",
         status="submitted",
-        runs=(GroupRun(bundle=1, claim="c2", run_dir="/r/h/1", job_id="9"),),
+        runs=(GroupRun(artifact="q", bundle=1, claim="c2", run_dir="/r/h/1", job_id="9"),),
         retry_of="g",
     )
     standing = [r.run_dir for g in current([first, again]) for r in g.runs]
-    assert standing == ["/r/g/1", "/r/h/1"]
+    assert standing == ["/r/g/1", "/r/g/2", "/r/h/1"]
+    assert superseded([first, again], first, first.runs[2])
+    assert not superseded([first, again], first, first.runs[1])
 
 
 def test_an_interrupted_group_with_no_run_directory_is_submitted_again(tmp_path: Path) -> None:
-    g = Group(id="g", artifact="p", bundles=(0,), runs_root=str(tmp_path / "r"), out_dir="/o")
-    check = ArtifactCheck(name="p", bundles=(GOOD,))
-    assert adopted(g, check) is None  # no runs root: nothing was written, nothing submitted
+    g = Group(id="g", members=(M("p", 0),), runs_root=str(tmp_path / "r"), out_dir="/o")
+    checks = {"p": ArtifactCheck(name="p", bundles=(GOOD,))}
+    assert adopted(g, checks) is None  # no runs root: nothing was written, nothing submitted
     (tmp_path / "r" / ".batch-x.tmp").mkdir(parents=True)  # a submission's unfinished folder
-    assert adopted(g, check) is None
+    assert adopted(g, checks) is None
 
 
 def test_the_state_is_saved_whole_and_another_file_is_refused(tmp_path: Path) -> None:
@@ -187,6 +208,10 @@ def test_the_state_is_saved_whole_and_another_file_is_refused(tmp_path: Path) ->
     assert load_state(tmp_path / "none") is None
     (tmp_path / "state.json").write_text('{"version": 1}')
     with pytest.raises(UsageError, match="not a track's state"):
+        load_state(tmp_path)
+    old = st.model_dump(mode="json") | {"version": 1}  # an older tool's state: said so
+    (tmp_path / "state.json").write_text(json.dumps(old))
+    with pytest.raises(UsageError, match="a state of version 1, not 2"):
         load_state(tmp_path)
 
 
@@ -229,16 +254,25 @@ def test_an_interrupted_groups_runs_are_adopted_with_what_only_slurm_can_tell(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "runs"
-    g = Group(id="g", artifact="p", bundles=(0, 1), runs_root=str(root), out_dir="/o")
-    check = ArtifactCheck(name="p", bundles=(GOOD, GOOD.model_copy(update={"claim": "c2"})))
-    new_run_dir(root / "r1", run_record(claim="c1", job_name="dotlab-r1"))
-    new_run_dir(
-        root / "r2", run_record(claim="c2", job_name="dotlab-r2"), submission_record(job_id="77")
-    )
-    new_run_dir(root / "r3", run_record(claim="not-this-artifacts", job_name="dotlab-r3"))
-    found = adopted(g, check)
+    # two papers' claims of the same name in one array: each run is matched with its own by
+    # the output folder its record names
+    g = Group(id="g", members=(M("p", 0), M("q", 0)), runs_root=str(root), out_dir="/o")
+    checks = {
+        "p": ArtifactCheck(name="p", bundles=(GOOD,)),
+        "q": ArtifactCheck(name="q", bundles=(GOOD,)),
+    }
+
+    def record(name: str, out: str) -> Any:
+        rec = run_record(claim="c1", job_name=name)
+        return rec.model_copy(update={"paths": rec.paths.model_copy(update={"out_dir": out})})
+
+    new_run_dir(root / "r1", record("dotlab-r1", "/o/q/0-c1"))
+    new_run_dir(root / "r2", record("dotlab-r2", "/o/p/0-c1"), submission_record(job_id="77"))
+    new_run_dir(root / "r3", record("dotlab-r3", "/o/elsewhere"))
+    found = adopted(g, checks)
     assert found is not None and found.status == "submitted"
-    assert [(r.claim, r.job_id) for r in found.runs] == [("c1", ADOPTED), ("c2", "77")]
+    got = [(r.artifact, r.claim, r.job_id) for r in found.runs]
+    assert got == [("q", "c1", ADOPTED), ("p", "c1", "77")]
     assert unsubmitted_names(found) == ["dotlab-r1"]  # sbatch may or may not have run: ask
 
 
@@ -272,10 +306,10 @@ def test_a_bundle_whose_image_does_not_resolve_ends_in_its_artifacts_row(
     monkeypatch.setattr(bundles, "pulled_image", unresolved)
     pulled = GOOD.model_copy(update={"image": None, "pull": "oras://127.0.0.1:1/lab/img:v1"})
     check = ArtifactCheck(name="p", bundles=(pulled,))
-    g = Group(id="g", artifact="p", bundles=(0,), runs_root=str(tmp_path / "r"), out_dir="/o")
+    g = Group(id="g", members=(M("p", 0),), runs_root=str(tmp_path / "r"), out_dir="/o")
     ev = evaluating._Evaluator(tmp_path, {}, lambda phase, counts: None)
     art = Artifact(name="p", bundles=(Path("/t/a/bundle"),), code=tmp_path)
-    done = ev._submit_group(g, art, check, array_limit=None, plain_http=False)
+    done = ev._submit_group(g, {"p": art}, {"p": check}, array_limit=None, plain_http=False)
     assert done.status == "submitted" and done.runs == () and ev.submissions == 0
     assert done.error == "oras://127.0.0.1:1/lab/img:v1: the registry holds no image under this tag"
     state = TrackState(track="/t", artifacts=("p",), started_at="x", checks={"p": check})

@@ -78,7 +78,7 @@ def test_the_dry_run_is_one_job_not_an_array(tmp_path: Path) -> None:
     o = opts(tmp_path, m, run_dir=tmp_path / "claim")
     fake = ArraySlurm()
     res = execute(
-        o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: [], dry_run=True
+        o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m, *_: [], dry_run=True
     )
     claim = tmp_path / "claim"
     assert res.dry_run and res.claim_dir == claim
@@ -135,7 +135,7 @@ def test_a_submitted_paired_claim_writes_pairs_sbatch_and_plain_job_records(
     m = paired_manifest(tmp_path / "m.yaml", samples=2)
     o = replace(opts(tmp_path, m, run_dir=tmp_path / "claim"), apptainer="/usr/bin/apptainer")
     fake = ArraySlurm()
-    execute(o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: [])
+    execute(o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m, *_: [])
     claim = tmp_path / "claim"
     (argv,) = fake.sbatches()
     assert not [a for a in argv if a.startswith("--array")]
@@ -165,7 +165,7 @@ def test_each_submitted_sample_names_the_one_job(tmp_path: Path) -> None:
         o,
         client=SlurmClient(ArraySlurm()),
         clock=NoSleep(),
-        verify_run=lambda m: [],
+        verify_run=lambda m, *_: [],
         log=lambda rd, ev, **_: (
             logged.append((rd.path.name, ev["job_id"]))
             if rd is not None and ev["event"] == "submitted"

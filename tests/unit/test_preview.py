@@ -148,7 +148,7 @@ def test_a_dry_run_shows_the_script_and_warns(tmp_path: Path) -> None:
     opts = submit_options(tmp_path, m, image=tmp_path / "claim.sif")  # not built yet
     verified: list[bool] = []
 
-    def verify(manifest: Manifest) -> list[str]:
+    def verify(manifest: Manifest, *_: object) -> list[str]:
         verified.append(manifest.to_build)
         return []
 
@@ -179,7 +179,7 @@ def test_a_real_submission_refuses_with_the_one_line_and_writes_nothing(tmp_path
     opts = submit_options(tmp_path, m, image=tmp_path / "claim.sif")
     fake = ArraySlurm()
     with pytest.raises(ManifestError) as e:
-        execute(opts, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda mm: [])
+        execute(opts, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda mm, *_: [])
     assert e.value.problems == [not_pinned(m)]
     assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
     assert not fake.sbatches()
@@ -196,7 +196,7 @@ def test_a_real_submission_still_refuses_without_apptainer(tmp_path: Path) -> No
             opts,
             client=SlurmClient(ArraySlurm()),
             clock=NoSleep(),
-            verify_run=lambda mm: [],
+            verify_run=lambda mm, *_: [],
             resolve=_refuse_apptainer,
         )
     assert not (tmp_path / "runs").exists()

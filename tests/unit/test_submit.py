@@ -262,7 +262,7 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
         submit_options(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
         client=SlurmClient(fake),
         clock=NoSleep(),
-        verify_run=lambda m: (
+        verify_run=lambda m, *_: (
             [Mismatch("image: wrong digest", "pin it")] if m.spec.claim == "c0" else []
         ),
     )
@@ -303,7 +303,7 @@ def one_claim(tmp_path: Path) -> SubmitOptions:
 def execute_matching(o: SubmitOptions, fake: ArraySlurm, *, dry_run: bool = False) -> SubmitResult:
     """``execute`` against ``fake``, never sleeping, every claim's inputs matching."""
     return execute(
-        o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m: [], dry_run=dry_run
+        o, client=SlurmClient(fake), clock=NoSleep(), verify_run=lambda m, *_: [], dry_run=dry_run
     )
 
 
@@ -337,7 +337,7 @@ def test_the_result_carries_the_request_its_script_states(tmp_path: Path) -> Non
         ),
         client=SlurmClient(ArraySlurm()),
         clock=NoSleep(),
-        verify_run=lambda m: [],
+        verify_run=lambda m, *_: [],
         dry_run=True,
     )
     asked = [f"--{option}={value}" for option, value in res.request.items()]
@@ -348,7 +348,7 @@ def test_the_result_carries_the_request_its_script_states(tmp_path: Path) -> Non
 
 def test_execute_refused_by_verification_creates_no_output_folder(tmp_path: Path) -> None:
     # e.g. code.working_dir missing at the pinned commit: a usage error found while verifying
-    def refuse(m: object) -> list[str]:
+    def refuse(m: object, *_: object) -> list[str]:
         raise UsageError("code.working_dir: analysis is not a directory of commit c0ffee")
 
     o = one_claim(tmp_path)

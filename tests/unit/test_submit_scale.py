@@ -51,7 +51,7 @@ def submit(
         o,
         client=SlurmClient(fake),
         clock=NoSleep(),
-        verify_run=lambda m: [],
+        verify_run=lambda m, *_: [],
         write_all=write_all,
         write_new=write_all,
         log=step_logger(None),
@@ -206,7 +206,7 @@ def submit_many(tmp_path: Path, fake: ArraySlurm) -> SubmitResult:
         submit_options(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
         client=SlurmClient(fake),
         clock=NoSleep(),
-        verify_run=lambda m: [],
+        verify_run=lambda m, *_: [],
     )
 
 
@@ -647,7 +647,7 @@ def test_a_refused_submission_leaves_nothing_or_its_marked_runs_and_their_index(
             submit_options(again, *ms, apptainer="/usr/bin/apptainer"),
             client=SlurmClient(ArraySlurm()),
             clock=NoSleep(),
-            verify_run=lambda m: [],
+            verify_run=lambda m, *_: [],
             log=full_log,
         )
     assert not list(again.rglob("*.index.json")) and not (again / "runs").exists()
