@@ -202,12 +202,13 @@ def _job_names(report: Path) -> list[str]:
 
 
 def _accounted(kit: Kit, name: str) -> int:
-    """The jobs Slurm's accounting holds under ``name`` (slurmdbd records a job a few seconds
-    after it started: waited for, up to 60 s)."""
+    """The jobs Slurm's accounting holds under ``name``, an array's tasks one job (JobID
+    ``5_0``, ``5_1``: the array's id; slurmdbd records a job a few seconds after it started:
+    waited for, up to 60 s)."""
     deadline = time.monotonic() + 60
     while True:
         done = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1days", "-o", "JobIDRaw"],
+            ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1days", "-o", "JobID"],
             capture_output=True,
             text=True,
             env=kit.env,
