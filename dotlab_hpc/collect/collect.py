@@ -173,6 +173,38 @@ def _settle(
         infos = {**infos, **client.query(lagging, since=since)}
 
 
+def _still_held(
+    todo: Sequence[RunFiles],
+    job_of: dict[Path, str],
+    infos: dict[str, JobInfo],
+    client: SlurmClient,
+) -> dict[str, JobInfo]:
+    """Runs with no status file whose job accounting says ended: the controller asked once
+    (ONE squeue). Where it still holds the job as not ended, its answer stands: slurmdbd may
+    be behind the controller, and on Slurm 26.05 an array's tasks still running were once read
+    as ``COMPLETED`` from accounting (CI, test_over_runs); a running job is never taken for one
+    that ended without its status."""
+    ended = {
+        job_id: f
+        for f in todo
+        if f.status is None
+        and (job_id := job_of.get(f.run_dir.path)) is not None
+        and (info := infos.get(job_id)) is not None
+        and info.of(f.run.job_name, _since(f)).terminal
+    }
+    if not ended:
+        return infos
+    held = client.controller_jobs(list(ended))
+    live = {
+        job_id: info
+        for job_id, f in ended.items()
+        if (info := held.get(job_id)) is not None
+        and not (mine := info.of(f.run.job_name, _since(f))).terminal
+        and mine.is_named(f.run.job_name)
+    }
+    return {**infos, **live}
+
+
 def _since(f: RunFiles) -> datetime | None:
     """When the run's job was submitted (or, never written, when the run was made)."""
     return parse_ts(f.submission.submitted_at if f.submission else None) or parse_ts(
@@ -329,6 +361,7 @@ def _ask_slurm(
             infos = _settle(
                 todo, job_of, infos, client, since=since, sleep=sleep, settle_s=settle_s
             )
+            infos = _still_held(todo, job_of, infos, client)
             stuck = _lost_runs(todo, job_of, infos, client, now=now, lost_s=lost_s)
     except (SlurmError, ProcTimeout) as e:
         # a run whose job wrote its status file is decided by it (the record says the state is

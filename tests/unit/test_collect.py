@@ -288,6 +288,34 @@ def test_a_reused_job_id_is_never_taken_for_the_run(tmp_path: Path) -> None:
     assert "no longer knows" in c.error.message
 
 
+def test_a_job_the_controller_still_runs_is_not_taken_for_one_that_ended_without_status(
+    tmp_path: Path,
+) -> None:
+    # Seen on Slurm 26.05 (CI): accounting read an array's task that was still running as
+    # COMPLETED, and collect called it "ended without writing its status file". The controller,
+    # asked once, holds it RUNNING: not finished. When it does not hold it, accounting stands.
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    rd.status_path.unlink()
+    ended = f"1000|1000|{JOB_NAME}|COMPLETED|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+
+    def slurm(held: str) -> ScriptedRunner[tuple[str, ...]]:
+        def answer(argv: tuple[str, ...]) -> Completed:
+            return Completed(argv, 0, (held if argv[0] == "squeue" else ended + "\n"), "")
+
+        return ScriptedRunner[tuple[str, ...]](answer)
+
+    running = f"1000|RUNNING|None|0:01|N/A|N/A|n1|{JOB_NAME}\n"
+    runner = slurm(running)
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW)
+    assert isinstance(c.error, NotFinished), c.error
+    # the controller once for it, then once more as for any job without status past lost_s
+    assert [a[0] for a in runner.calls] == ["sacct", "squeue", "squeue"]
+    (gone,) = collect_runs([rd], SlurmClient(slurm("")), now=NOW)
+    assert isinstance(gone.error, OperatorError) and "without writing its status" in str(
+        gone.error.message
+    )
+
+
 # --------------------------------------------------------------------------- job identity
 def _slurm(
     rows: dict[str, str], controller: dict[str, str] | None = None
