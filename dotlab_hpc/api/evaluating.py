@@ -85,7 +85,7 @@ def evaluate(
             plain_http=plain_http,
         )
         return _evaluated(
-            ev, Path(track), signer, array_limit, rerun_lost, check_timeout_s, workers, plain_http
+            ev, Path(track), signer, array_limit, rerun_lost, check_timeout_s, workers
         )
 
 
@@ -107,14 +107,13 @@ def _evaluated(
     rerun_lost: bool,
     check_timeout_s: float,
     workers: int | None,
-    plain_http: bool,
 ) -> Evaluation:
     trk, state = ev.open(track)
     state = ev.checked(trk, state, timeout_s=check_timeout_s, workers=workers)
     state = ev.planned(trk, state)
-    state = ev.submitted(trk, state, array_limit=array_limit, plain_http=plain_http)
+    state = ev.submitted(trk, state, array_limit=array_limit)
     if rerun_lost:
-        state = ev.lost_again(trk, state, array_limit=array_limit, plain_http=plain_http)
+        state = ev.lost_again(trk, state, array_limit=array_limit)
     collected = ev.followed(state)
     reports = ev.reported(trk, state, collected, signer=signer)
     return Evaluation(ev.report, tuple(reports), ev.submissions)
@@ -220,9 +219,7 @@ class _Evaluator:
         )
 
     # ----------------------------------------------------------------------- 3. submit
-    def submitted(
-        self, trk: Track, state: TrackState, *, array_limit: int | None, plain_http: bool
-    ) -> TrackState:
+    def submitted(self, trk: Track, state: TrackState, *, array_limit: int | None) -> TrackState:
         """Every group planned and not submitted, submitted (or adopted: see evaluate.state)."""
         from ..evaluate.groups import counts
 
@@ -230,9 +227,7 @@ class _Evaluator:
         for g in state.groups:
             if g.status == "submitted":
                 continue
-            done = self._submit_group(
-                g, by_name, state.checks, array_limit=array_limit, plain_http=plain_http
-            )
+            done = self._submit_group(g, by_name, state.checks, array_limit=array_limit)
             state = self.save(_with_group(state, done))
             self.progress("submitting", counts(state))
         return state
@@ -244,7 +239,6 @@ class _Evaluator:
         checks: dict[str, ArtifactCheck],
         *,
         array_limit: int | None,
-        plain_http: bool,
     ) -> Group:
         """One group: adopted when its runs root holds run directories, else submitted."""
         from ..evaluate.groups import adopted, submitted_group
@@ -254,7 +248,7 @@ class _Evaluator:
             return found
         first = g.members[0]
         try:
-            image = self._image(checks[first.artifact].bundles[first.bundle], plain_http=plain_http)
+            image = self._image(checks[first.artifact].bundles[first.bundle])
             res = self._submission(g, by_name, checks, image, array_limit)
         except DotlabError as e:
             return g.model_copy(update={"status": "submitted", "error": e.message})
@@ -280,7 +274,7 @@ class _Evaluator:
         root.rename(root.with_name(f".{root.name}.never-submitted.{os.getpid()}"))
         return True
 
-    def _image(self, facts: BundleFacts, *, plain_http: bool) -> Path:
+    def _image(self, facts: BundleFacts) -> Path:
         """The group's image: the bundle's file, or pulled from the oras:// it names."""
         from .bundles import pulled_image
 
@@ -290,7 +284,7 @@ class _Evaluator:
             facts.pull or "",
             facts.image_digest or "",
             self.report,
-            plain_http=plain_http,
+            plain_http=self.plain_http,
             apptainer=self.site.get("apptainer"),
         )
 
@@ -325,7 +319,7 @@ class _Evaluator:
             runs_root=g.runs_root,
             out_dir=dirs[0].out_dir,
             array_limit=array_limit,
-            claim_dirs=dirs if len(dirs) > 1 else (),
+            claim_dirs=dirs,
             **self.site,
         )
 
@@ -336,9 +330,7 @@ class _Evaluator:
         return empty
 
     # ----------------------------------------------------------------------- lost runs
-    def lost_again(
-        self, trk: Track, state: TrackState, *, array_limit: int | None, plain_http: bool
-    ) -> TrackState:
+    def lost_again(self, trk: Track, state: TrackState, *, array_limit: int | None) -> TrackState:
         """``--rerun-lost``: each claim whose job was lost, in a group again (a claim over many
         runs: its lost runs, into its own folder, as ``submit --rerun-lost``)."""
         from ..evaluate.groups import superseded
@@ -364,7 +356,7 @@ class _Evaluator:
             n = sum(1 for x in groups if x.retry_of == gid) + 1
             groups.append(self._group(f"{gid}-again-{n}", tuple(members), retry_of=gid))
         state = self.save(state.model_copy(update={"groups": tuple(groups)}))
-        return self.submitted(trk, state, array_limit=array_limit, plain_http=plain_http)
+        return self.submitted(trk, state, array_limit=array_limit)
 
     # ----------------------------------------------------------------------- 4. follow
     def followed(self, state: TrackState) -> dict[str, Collected]:

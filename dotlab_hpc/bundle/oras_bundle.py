@@ -12,6 +12,8 @@ of the SIF, bounded; the tar is then checked as any bundle ``.tar`` is.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -126,16 +128,15 @@ def pull_bundle(
     sif = output.with_name(f".{output.name}.sif")
     try:
         pull_image(runner, program, uri, sif, plain_http=plain_http, force=True, fetch=fetch)
-        _copy_object(sif, output, uri)
+        digest, size = _copy_object(sif, output, uri)
     finally:
         sif.unlink(missing_ok=True)
-    return BundleTransfer(
-        output, "sha256:" + sha256_file(output), output.stat().st_size, ref.pinned(ref.digest)
-    )
+    return BundleTransfer(output, digest, size, ref.pinned(ref.digest))
 
 
-def _copy_object(sif: Path, output: Path, uri: str) -> None:
-    """The SIF's bundle object, copied into ``output`` (at most ``tar.MAX_BYTES``)."""
+def _copy_object(sif: Path, output: Path, uri: str) -> tuple[str, int]:
+    """The SIF's bundle object, copied into ``output`` (at most ``tar.MAX_BYTES``; a partial
+    file beside it until whole) and hashed on the way: its ``sha256:<hex>`` and size."""
     try:
         image = read_sif(sif, digest=False)
     except (SifError, OSError) as e:
@@ -153,12 +154,20 @@ def _copy_object(sif: Path, output: Path, uri: str) -> None:
     obj = found[0]
     if obj.size > MAX_BYTES:
         raise InputMismatch([f"{uri}: the bundle is {obj.size} bytes, over {MAX_BYTES}"])
-    with sif.open("rb") as src, output.open("wb") as dst:
-        src.seek(obj.offset)
-        left = obj.size
-        while left:
-            chunk = src.read(min(_COPY_CHUNK, left))
-            if not chunk:
-                raise InputMismatch([f"{uri}: the SIF ends inside its bundle object"])
-            dst.write(chunk)
-            left -= len(chunk)
+    part = output.with_name(f".{output.name}.part-{os.getpid()}")
+    digest = hashlib.sha256()
+    try:
+        with sif.open("rb") as src, part.open("wb") as dst:
+            src.seek(obj.offset)
+            left = obj.size
+            while left:
+                chunk = src.read(min(_COPY_CHUNK, left))
+                if not chunk:
+                    raise InputMismatch([f"{uri}: the SIF ends inside its bundle object"])
+                digest.update(chunk)
+                dst.write(chunk)
+                left -= len(chunk)
+        part.replace(output)
+    finally:
+        part.unlink(missing_ok=True)
+    return "sha256:" + digest.hexdigest(), obj.size

@@ -191,8 +191,8 @@ def _check_bundle(req: CheckRequest, given: str, extract_to: Path) -> BundleFact
     from ..bundle.check import verify_dir
     from ..bundle.sign import load_public_key
 
-    path = _pulled(req, given, extract_to) if given.startswith(ORAS) else Path(given)
-    root, tar_sha = _bundle_root(path, extract_to)
+    path, known = _pulled(req, given, extract_to) if given.startswith(ORAS) else (Path(given), None)
+    root, tar_sha = _bundle_root(path, extract_to, known_sha256=known)
     if root is None:  # tar_sha: why not
         return BundleFacts(given=given, problems=tuple(tar_sha))
     public = None if req.key is None else load_public_key(Path(req.key))
@@ -262,8 +262,9 @@ def _input_mismatches(req: CheckRequest, spec: ManifestSpec, image: Path | None)
     return [str(m) for m in report.mismatches()]
 
 
-def _pulled(req: CheckRequest, uri: str, extract_to: Path) -> Path:
-    """The bundle ``uri`` names, pulled and checked, as a .tar beside ``extract_to``."""
+def _pulled(req: CheckRequest, uri: str, extract_to: Path) -> tuple[Path, str]:
+    """The bundle ``uri`` names, pulled and checked, as a .tar beside ``extract_to``, and the
+    tar's sha256 (hex, hashed as it was copied out)."""
     from ..bundle.oras_bundle import pull_bundle
     from ..proc import SubprocessRunner
     from ..render.build import find_builder
@@ -271,13 +272,16 @@ def _pulled(req: CheckRequest, uri: str, extract_to: Path) -> Path:
     tar = extract_to.with_name(f"{extract_to.name}.tar")
     tar.parent.mkdir(parents=True, exist_ok=True)
     program = find_builder(req.apptainer)
-    pull_bundle(SubprocessRunner(), program, uri, tar, plain_http=req.plain_http)
-    return tar
+    got = pull_bundle(SubprocessRunner(), program, uri, tar, plain_http=req.plain_http)
+    return tar, got.sha256.removeprefix("sha256:")
 
 
-def _bundle_root(given: Path, extract_to: Path) -> tuple[Path | None, list[str]]:
+def _bundle_root(
+    given: Path, extract_to: Path, *, known_sha256: str | None = None
+) -> tuple[Path | None, list[str]]:
     """The bundle's folder: ``given``, or a .tar extracted into ``extract_to`` (again when a
-    check before was interrupted); with a .tar's sha256, or its problems when it is unsafe."""
+    check before was interrupted); with a .tar's sha256 (``known_sha256`` when the pull
+    hashed it already), or its problems when it is unsafe."""
     from ..bundle.tar import UnsafeTar, extract_tar
     from ..fsio.sha256 import sha256_file
 
@@ -294,7 +298,7 @@ def _bundle_root(given: Path, extract_to: Path) -> tuple[Path | None, list[str]]
         root = extract_tar(given, extract_to)
     except UnsafeTar as e:
         return None, [f"unsafe tar: {p}" for p in e.problems]
-    return root, [sha256_file(given)]
+    return root, [known_sha256 or sha256_file(given)]
 
 
 def _sums_digest(root: Path) -> str | None:

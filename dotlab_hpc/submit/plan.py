@@ -231,6 +231,11 @@ class _Paths:
         """The output folder of manifest ``i`` of an array: its own, else OUT/CLAIM."""
         return self.claims[i].out_dir if self.claims else self.out_root / claim
 
+    @property
+    def one_out(self) -> Path:
+        """The output folder of a job of one claim: the claim's own, else OUT."""
+        return self.claims[0].out_dir if self.claims else self.out_root
+
 
 def plan(opts: SubmitOptions, now: datetime, *, max_array_size: int | None = None) -> Plan:
     """Load the manifests and decide every path and name; writes nothing.
@@ -346,9 +351,8 @@ def _plan_one(
     run_dir = _given_run_dir(opts, paths.runs_root / run_id)
     _check_overlaps(paths, opts, run_dir)
     again = f".attempt-{opts.attempt}" if opts.attempt > 1 else ""
-    out_dir = paths.claims[0].out_dir if paths.claims else paths.out_root
     return common(
-        runs=(PlannedRun(0, m, run_id, run_dir, out_dir, *paths.dirs(0)),),
+        runs=(PlannedRun(0, m, run_id, run_dir, paths.one_out, *paths.dirs(0)),),
         job_name=f"dotlab-{run_id}{again}",
         chdir=run_dir,
         ends_dir=run_dir / ENDS_SUBDIR,
@@ -399,8 +403,7 @@ def _plan_over_runs(
     holds them all."""
     claim_run_id = opts.rerun_of or new_run_id(m.spec.claim, now)
     claim_dir = _given_run_dir(opts, paths.runs_root / claim_run_id)
-    out_root = paths.claims[0].out_dir if paths.claims else paths.out_root
-    runs = _runs_of_claim(m, claim_dir, out_root, paths.dirs(0), opts.rerun)
+    runs = _runs_of_claim(m, claim_dir, paths.one_out, paths.dirs(0), opts.rerun)
     _check_overlaps(paths, opts, claim_dir)
     # a rerun is a submission of its own: its own job name (exactly-once looks it up by name)
     again = f".rerun-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}" if opts.rerun else ""

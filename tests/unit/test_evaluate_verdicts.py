@@ -309,7 +309,7 @@ def test_a_bundle_whose_image_does_not_resolve_ends_in_its_artifacts_row(
     g = Group(id="g", members=(M("p", 0),), runs_root=str(tmp_path / "r"), out_dir="/o")
     ev = evaluating._Evaluator(tmp_path, {}, lambda phase, counts: None)
     art = Artifact(name="p", bundles=(Path("/t/a/bundle"),), code=tmp_path)
-    done = ev._submit_group(g, {"p": art}, {"p": check}, array_limit=None, plain_http=False)
+    done = ev._submit_group(g, {"p": art}, {"p": check}, array_limit=None)
     assert done.status == "submitted" and done.runs == () and ev.submissions == 0
     assert done.error == "oras://127.0.0.1:1/lab/img:v1: the registry holds no image under this tag"
     state = TrackState(track="/t", artifacts=("p",), started_at="x", checks={"p": check})
