@@ -30,13 +30,16 @@ def push(
     ...
     dotlab_hpc.errors.UsageError: api.push: missing the required argument uri
     """
+    import tarfile
+
     from ..bundle.oras import push_image
-    from ..bundle.oras_bundle import is_bundle_tar, push_bundle
+    from ..bundle.oras_bundle import push_bundle
     from ..proc import SubprocessRunner
     from ..render.build import find_builder
 
     path = Path(image)
-    push_one = push_bundle if path.is_file() and is_bundle_tar(path) else push_image
+    # a tar goes as a bundle (push_bundle says so when it holds none), anything else as a .sif
+    push_one = push_bundle if path.is_file() and tarfile.is_tarfile(path) else push_image
     return push_one(SubprocessRunner(), find_builder(apptainer), path, uri, plain_http=plain_http)
 
 

@@ -126,3 +126,20 @@ def test_what_is_not_a_bundle_or_not_pinned_is_refused(tmp_path: Path) -> None:
             fetch=lambda *_: manifest,
         )
     assert not (tmp_path / ".o.tar.sif").exists()
+
+
+def test_a_tar_that_holds_no_bundle_is_named_as_such_by_the_cli(tmp_path: Path) -> None:
+    import sys
+
+    from tests.support.standin import STANDIN
+
+    other = tmp_path / "other.tar"
+    with tarfile.open(other, "w") as tf:
+        tf.addfile(tarfile.TarInfo("README"), io.BytesIO(b""))
+    argv = [sys.executable, "-m", "dotlab_hpc", "push", str(other), "oras://127.0.0.1:1/lab/b:v1"]
+    done = subprocess.run(
+        [*argv, "--apptainer", str(STANDIN)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert "is neither a .sif nor a bundle .tar" in done.stderr.splitlines()[0]
+    assert "pack RUN_DIR -o B.tar" in done.stderr
