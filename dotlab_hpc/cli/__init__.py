@@ -37,11 +37,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     # model: tens of milliseconds per command, and a plugin is third-party code inside every
     # validation, which nothing dotlab-hpc decides should depend on. A value already set stays.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _no_plugin_search()
     try:
         return _main(argv)
     finally:
         if collecting:
             gc.enable()
+
+
+# pydantic's module that finds its plugins, and what it says when plugins are off
+_PLUGIN_LOADER = "pydantic.plugin._loader"
+_PLUGINS_OFF = ("__all__", "1", "true")
+
+
+def _no_plugin_search() -> None:
+    """With plugins off, pydantic still imports the module that would look for them, and with
+    it ``importlib.metadata`` (``email``, ``zipfile``, ``csv``…): ~10 ms of every command. A
+    module of that name that answers "no plugin" stands in for it, unless pydantic is imported
+    already or plugins are on (then nothing changes). Any other name asked of it is the real
+    module's, imported then."""
+    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in _PLUGINS_OFF or "pydantic" in sys.modules:
+        return
+    import types
+
+    stand_in = types.ModuleType(_PLUGIN_LOADER, "pydantic's plugin loader, plugins off")
+
+    def real(name: str) -> object:
+        if name.startswith("__"):  # the import system's questions (``__path__``): none here
+            raise AttributeError(name)
+        sys.modules.pop(_PLUGIN_LOADER, None)
+        import importlib
+
+        return getattr(importlib.import_module(_PLUGIN_LOADER), name)
+
+    stand_in.get_plugins = lambda: ()  # type: ignore[attr-defined]
+    stand_in.__getattr__ = real  # type: ignore[method-assign]
+    sys.modules[_PLUGIN_LOADER] = stand_in
 
 
 def entry() -> NoReturn:

@@ -194,9 +194,9 @@ def _phase_error(job: JobFacts) -> OperatorError | None:
     node = job.node or "?"
     if job.phase == "out_not_empty":
         return _operator(
-            "the output directory was not empty when the job started (something wrote to it"
-            " after submission)",
-            "empty it, or give a new --out-dir, and submit again",
+            "the output directory could not be made, or was not empty, when the job started"
+            " (something wrote to it after submission, or the node cannot write its folder)",
+            "empty it, or give a new --out-dir the nodes can write, and submit again",
         )
     if job.phase == "scratch_unavailable":
         return _operator(

@@ -12,8 +12,7 @@ thread.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -59,37 +58,3 @@ def each(fn: Callable[[T], object], items: Sequence[T], *, workers: int = WORKER
             t.join()
     if errors:
         raise min(errors, key=lambda pair: pair[0])[1]
-
-
-@contextlib.contextmanager
-def alongside(fn: Callable[[], object], *, parallel: bool = True) -> Iterator[None]:
-    """``fn()`` in a second thread while the ``with`` body runs in this one (mkdir in two
-    different folders: each takes its own folder's lock); without ``parallel``, ``fn()``
-    first, then the body. Leaving waits for ``fn`` to end, and ``fn``'s error is raised first,
-    as it would have been had it run first."""
-    if not parallel:
-        fn()
-        yield
-        return
-    import threading
-
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            fn()
-        except BaseException as e:  # re-raised below, in this thread
-            failed.append(e)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield
-    except BaseException:
-        thread.join()
-        if failed:
-            raise failed[0]  # noqa: B904 - the body's error stays as its context
-        raise
-    thread.join()
-    if failed:
-        raise failed[0]

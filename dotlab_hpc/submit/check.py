@@ -42,7 +42,7 @@ def check(p: Plan, seams: Seams, *, site_bound: int | None = None) -> Checked:
     if p.claim_dir is not None:
         bound = seams.client.max_array_size()
         check_runs_fit(p, min(bound, site_bound or bound))
-    check_out_dirs(p, create_missing=False)
+    check_out_dirs(p)
     if seams.resolve is not None:
         site = seams.resolve(p.site)
         p = dataclasses.replace(p, site=site, apptainer=site.apptainer.value or p.apptainer)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DotlabError, one_line
-from ..fsio.parallel import PARALLEL_FROM, alongside, each
+from ..fsio.parallel import each
 from ..fsio.write import (
     FileBytes,
     NewFolders,
@@ -32,7 +32,6 @@ from ..fsio.write import (
 from ..rundir.directory import RunDir
 from ..rundir.files import claim_files, events_file, new_run_files, not_submitted_file
 from ..rundir.names import ENDS_SUBDIR, PAIRS_SCRIPT, SCRIPT_NAME
-from .outdirs import check_out_dirs
 from .plan import missing_parents
 
 if TYPE_CHECKING:
@@ -131,7 +130,6 @@ class NewRuns:
         self.write_all = write_all
         self.folders = NewFolders()
         self.made_dirs: dict[int, Path] = {}  # run index -> run directory made
-        self.made_out: list[Path] = []
         self.made_ends: list[Path] = []
         self.made_index: Path | None = None  # the submission's RunIndex file, once written
         self.made_claim: Path | None = None  # a claim over many runs: its folder, once made
@@ -143,19 +141,11 @@ class NewRuns:
         sync (``fsio.NewFolders``): no run directory is ever seen half-written.
         """
         p = self.plan
-        refused = {n.run.index for n in contents.runs if n.mismatch is not None}
         files = self._claim_files(contents)
-
-        def make_out_dirs() -> None:
-            check_out_dirs(p, create_missing=True, made=self.made_out, refused=refused)
-
-        # many: the output folders in a second thread, while this one makes the run
-        # directories (two parent folders, two locks); checked before, and what fails here is
-        # taken back whole
-        with alongside(make_out_dirs, parallel=len(p.runs) >= PARALLEL_FROM):
-            if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
-                self._make_ends(p.ends_dir)
-            tmp = {r.index: RunDir(self.folders.add(r.run_dir)) for r in p.runs}
+        # (the output folders, checked empty before, are made by each job as it starts)
+        if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
+            self._make_ends(p.ends_dir)
+        tmp = {r.index: RunDir(self.folders.add(r.run_dir)) for r in p.runs}
         if not p.is_array:
             (tmp[0].path / ENDS_SUBDIR).mkdir()
         good = [n.run for n in contents.runs if n.facts is not None]
@@ -222,14 +212,10 @@ class NewRuns:
     def remove(self, unsubmitted: Sequence[PlannedRun] | None = None) -> None:
         """Take back what was made: every run directory, or only those of ``unsubmitted``."""
         indices = list(self.made_dirs) if unsubmitted is None else [r.index for r in unsubmitted]
-        outs = {r.index: r.out_dir for r in self.plan.runs}
-        made_out = set(self.made_out)
         for i in indices:
             path = self.made_dirs.pop(i, None)
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
-            if outs[i] in made_out:
-                _rmdir(outs[i])
         if unsubmitted is None:
             if self.made_index is not None:
                 with contextlib.suppress(OSError):
@@ -237,8 +223,6 @@ class NewRuns:
             if self.made_claim is not None:
                 shutil.rmtree(self.made_claim, ignore_errors=True)
                 self.made_claim = None
-            for folder in reversed(self.made_out):
-                _rmdir(folder)
             for folder in reversed(self.made_ends):
                 _rmdir(folder)
 

@@ -327,3 +327,50 @@ def test_a_refused_run_takes_back_the_folders_made_for_its_defaults(
     argv = ["run", "--local", str(manifest), "--code-dir", "code", "--image", "nope.sif"]
     assert main([*argv, "--runs-root", "keep"]) == 2
     assert list((tmp_path / "keep").iterdir()) == []
+
+
+# --------------------------------------------------------------------------- pydantic plugins
+def test_with_plugins_off_pydantic_s_plugin_search_is_not_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import inspect
+    import sys
+
+    import pydantic.plugin._schema_validator as hook
+
+    from dotlab_hpc.cli import _PLUGIN_LOADER, _no_plugin_search
+
+    # pydantic asks this one module, by this one name, for its plugins
+    assert "from ._loader import get_plugins" in inspect.getsource(hook)
+    real, pydantic = sys.modules[_PLUGIN_LOADER], sys.modules["pydantic"]
+    monkeypatch.delitem(sys.modules, _PLUGIN_LOADER)
+    monkeypatch.delitem(sys.modules, "pydantic")  # as before the first import
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _no_plugin_search()
+    sys.modules["pydantic"] = pydantic
+    stand_in = sys.modules[_PLUGIN_LOADER]
+    assert stand_in is not real and list(stand_in.get_plugins()) == []
+    assert not hasattr(stand_in, "__path__")  # the import system's question: no real import
+    assert _PLUGIN_LOADER in sys.modules and sys.modules[_PLUGIN_LOADER] is stand_in
+    # anything else is the real module's
+    assert stand_in.PYDANTIC_ENTRY_POINT_GROUP == real.PYDANTIC_ENTRY_POINT_GROUP
+
+
+@pytest.mark.parametrize("setting", [None, "logfire"])
+def test_with_plugins_on_pydantic_finds_them_as_ever(
+    monkeypatch: pytest.MonkeyPatch, setting: str | None
+) -> None:
+    import sys
+
+    from dotlab_hpc.cli import _PLUGIN_LOADER, _no_plugin_search
+
+    real = sys.modules[_PLUGIN_LOADER]
+    monkeypatch.delitem(sys.modules, _PLUGIN_LOADER)
+    monkeypatch.delitem(sys.modules, "pydantic")
+    if setting is None:
+        monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    else:  # some plugins off by name: the others are looked for
+        monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", setting)
+    _no_plugin_search()
+    assert _PLUGIN_LOADER not in sys.modules
+    sys.modules[_PLUGIN_LOADER] = real

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from dotlab_hpc.fsio.parallel import PARALLEL_FROM, alongside, each
+from dotlab_hpc.fsio.parallel import PARALLEL_FROM, each
 
 
 def test_few_items_run_in_this_thread_in_order() -> None:
@@ -56,34 +56,3 @@ def test_an_error_in_the_second_slice_alone_is_raised() -> None:
 
     with pytest.raises(OSError, match="the last"):
         each(fn, list(range(200)))
-
-
-def test_alongside_runs_both_and_raises_the_side_error_first() -> None:
-    ran: list[str] = []
-    with alongside(lambda: ran.append("side")):
-        ran.append("body")
-    assert sorted(ran) == ["body", "side"]
-
-    def side() -> None:
-        raise OSError("side")
-
-    with pytest.raises(OSError, match="side") as info, alongside(side):
-        raise ValueError("body")
-    assert isinstance(info.value.__context__, ValueError)  # the body's error kept as context
-    with pytest.raises(ValueError, match="body"), alongside(lambda: None):
-        raise ValueError("body")
-
-
-def test_alongside_without_parallel_runs_the_side_first_in_this_thread() -> None:
-    order: list[tuple[str, int]] = []
-    with alongside(lambda: order.append(("side", threading.get_ident())), parallel=False):
-        order.append(("body", threading.get_ident()))
-    assert order == [("side", threading.get_ident()), ("body", threading.get_ident())]
-
-    def side() -> None:
-        raise OSError("side")
-
-    entered = []
-    with pytest.raises(OSError, match="side"), alongside(side, parallel=False):
-        entered.append(True)
-    assert entered == []  # as before: the body never starts

@@ -61,13 +61,11 @@ def test_a_claim_over_seeds_is_one_array_in_its_claims_folder(tmp_path: Path) ->
     assert not claim_dir.exists() and not (tmp_path / "out").exists()  # planning writes nothing
 
 
-def test_the_claims_output_folder_and_each_runs_are_made_in_order(tmp_path: Path) -> None:
+def test_the_claims_output_folder_and_each_runs_are_left_to_the_jobs(tmp_path: Path) -> None:
     p = plan(opts(tmp_path, seeds_manifest(tmp_path / "m.yaml")), NOW)
-    made: list[Path] = []
-    check_out_dirs(p, create_missing=True, made=made)
-    out = tmp_path / "out"
-    assert made == [out, out / "run-0", out / "run-1", out / "run-2"]  # removed in reverse
-    assert sorted(d.name for d in out.iterdir()) == ["run-0", "run-1", "run-2"]
+    check_out_dirs(p)
+    assert not (tmp_path / "out").exists()  # each job makes its own, under the claim's
+    assert [r.out_dir for r in p.runs] == [tmp_path / "out" / f"run-{k}" for k in range(3)]
 
 
 def test_a_claims_output_folder_must_be_empty(tmp_path: Path) -> None:
@@ -75,7 +73,7 @@ def test_a_claims_output_folder_must_be_empty(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "old.txt").write_text("x")
     with pytest.raises(UsageError) as e:
-        check_out_dirs(p, create_missing=True)
+        check_out_dirs(p)
     assert e.value.message == (
         f"--out-dir {tmp_path / 'out'}: not empty; a result must come from this run alone"
     )

@@ -214,14 +214,39 @@ def test_plan_refuses_missing_inputs(tmp_path: Path) -> None:
         plan(submit_options(tmp_path, m, image=tmp_path / "nope.sif"), NOW)
 
 
-def test_non_empty_out_dir_is_refused_and_missing_one_created(tmp_path: Path) -> None:
+def test_non_empty_out_dir_is_refused_and_a_missing_one_left_to_the_job(tmp_path: Path) -> None:
     m = write_manifest(tmp_path / "m.yaml")
     p = plan(submit_options(tmp_path, m), NOW)
-    check_out_dirs(p, create_missing=True)
-    assert (tmp_path / "out").is_dir()
+    check_out_dirs(p)
+    assert not (tmp_path / "out").exists()  # the job makes it as it starts
+    (tmp_path / "out").mkdir()
+    check_out_dirs(p)  # empty: taken
     (tmp_path / "out" / ".hidden").write_text("x")
     with pytest.raises(UsageError, match="not empty"):
-        check_out_dirs(p, create_missing=True)
+        check_out_dirs(p)
+
+
+def test_a_missing_out_dir_the_job_could_not_make_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = write_manifest(tmp_path / "m.yaml")
+    out = tmp_path / "results" / "new" / "out"
+    (tmp_path / "results").mkdir()
+    p = plan(submit_options(tmp_path, m, out_dir=out), NOW)
+    asked: list[str] = []
+
+    def access(path: str, mode: int) -> bool:  # (root may write anywhere: say it may not)
+        asked.append(str(path))
+        return False
+
+    monkeypatch.setattr("dotlab_hpc.submit.outdirs.os.access", access)
+    with pytest.raises(UsageError) as e:
+        check_out_dirs(p)
+    assert e.value.message == (
+        f"--out-dir {out}: cannot be created ({tmp_path / 'results'} is not writable)"
+    )
+    assert asked == [str(tmp_path / "results")]  # the nearest folder that exists
+    assert not (tmp_path / "results" / "new").exists()
 
 
 # --------------------------------------------------------------------------- execute
@@ -271,8 +296,8 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
     first, second, third = res.runs
     assert first.job_id is None and first.mismatch is not None
     assert first.fixes == ("pin it",) and second.fixes == ()  # the verifier's fix, carried
-    # nothing runs for c0: no output folder is made for it (issue 38, item 6.6)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["c1", "c2"]
+    # no output folder is made by submit: each job makes its own (nothing runs for c0)
+    assert not (tmp_path / "out").exists()
     assert (second.job_id, third.job_id) == ("500_1", "500_2")
     for run, task in ((second, 1), (third, 2)):
         rd = RunDir(run.run_dir)

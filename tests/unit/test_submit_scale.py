@@ -242,21 +242,27 @@ def test_many_runs_are_written_two_at_a_time_and_a_full_disk_midway_leaves_nothi
     assert_nothing_left(tmp_path, fake)
 
 
-def test_many_output_folders_made_beside_the_run_directories_one_refused_leaves_nothing(
+def test_many_claims_make_no_output_folder_and_a_refused_run_directory_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_mkdir = os.mkdir
+    made: list[str] = []
 
     def refuse(path: str | Path, mode: int = 0o777, **kw: object) -> None:
-        if str(path).endswith(f"/out/c{MANY - 2}"):
+        made.append(str(path))
+        if "again" in str(path) and f"-{MANY - 2}." in str(path) and str(path).endswith(".tmp"):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         real_mkdir(path, mode, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "mkdir", refuse)
+    res = submit_many(tmp_path, ArraySlurm())
+    assert len(res.runs) == MANY
+    assert not [m for m in made if "/out" in m]  # each job makes its own output folder
     fake = ArraySlurm()
-    with pytest.raises(UsageError, match=f"out/c{MANY - 2}: cannot be created .Permission denied"):
-        submit_many(tmp_path, fake)
-    assert_nothing_left(tmp_path, fake)
+    (tmp_path / "again").mkdir()
+    with pytest.raises(UsageError, match=r"cannot write \(Permission denied\)"):
+        submit_many(tmp_path / "again", fake)
+    assert_nothing_left(tmp_path / "again", fake)
 
 
 def test_many_runs_where_links_are_refused_each_get_a_copy_of_the_script(
