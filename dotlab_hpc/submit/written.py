@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..fsio.write import write_cache
 from ..render.deffile import render_def
 from ..render.facts import task_facts
 from ..rundir.events import Logger, event
@@ -62,9 +63,10 @@ def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> W
     with taken_back(made, WRITING):
         dirs = made.write(contents)
     good = r.checked.good
-    # (a rerun's runs are a few of its claim's, paired samples one job: status reads run.json)
+    # (a rerun's runs are a few of its claim's, paired samples one job: status reads run.json;
+    # it does so too where it finds no index, or one it cannot read: the index is not synced)
     if p.is_array and good and not p.rerun and not p.paired:
-        made.made_index = write_index(p, good, dirs, now, seams.write_all)
+        made.made_index = write_index(p, good, dirs, now, write_cache)
     if seams.log is not None:
         with taken_back(made, BEFORE_SBATCH):  # --log-file gets the events the folders hold
             _log_all(seams.log, events)
