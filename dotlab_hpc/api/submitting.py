@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 
 
 # --------------------------------------------------------------------------- submit
-def ask_early(
-    code_dir: Path | None, *, many: bool, client: SlurmClient, sync: Path | None = None
-) -> Callable[[], Any]:
+def ask_early(code_dir: Path | None, *, many: bool, client: SlurmClient) -> Callable[[], Any]:
     """Start asking, in a thread, what a submission needs whatever its claims (the
     controller's MaxArraySize when there are ``many``, Slurm's version for --export, the
     checkout's HEAD and changes) while this process imports the models and templates; returns
@@ -37,10 +35,6 @@ def ask_early(
 
     These are programs run (scontrol, sbatch --version, git), which wait without the GIL. A
     question that fails here is asked again where it is needed, which reports it as before.
-
-    ``sync``: a folder on the file system the run directories go to, whose writes still
-    pending (other programs', Slurm's own) are sent to the disk now, in a thread of their own
-    (``_flush``), so that the one sync before sbatch waits for this submission's files alone.
     """
     import threading
 
@@ -62,27 +56,12 @@ def ask_early(
 
     worker = threading.Thread(target=ask, name="dotlab-ask-early", daemon=True)
     worker.start()
-    if sync is not None:
-        threading.Thread(target=_flush, args=(sync,), name="dotlab-flush", daemon=True).start()
 
     def wait() -> dict[str, Any]:
         worker.join()
         return found
 
     return wait
-
-
-def _flush(folder: Path) -> None:
-    """syncfs(2) of the file system holding ``folder`` (or its nearest folder that exists);
-    whatever fails, nothing: the sync before sbatch reports what matters. Nobody waits for it
-    (a daemon thread, gone with the process)."""
-    from ..fsio.write import sync_file_systems
-
-    with contextlib.suppress(Exception):
-        folder = folder.absolute()
-        while not folder.is_dir() and folder.parent != folder:
-            folder = folder.parent
-        sync_file_systems([folder])
 
 
 class RunInputs(SiteInputs, total=False):
@@ -169,7 +148,7 @@ def submission(
 
     manifests = as_path_list(manifests)  # one path is one manifest, never its characters
     _refuse_early(manifests, where)
-    with _asking_early(manifests, where, dry_run=dry_run) as early:  # before the models
+    with _asking_early(manifests, where) as early:  # started before the models are imported
         from ..manifest.models import forget_loaded
 
         forget_loaded()  # each manifest read anew, then once for this submission
@@ -214,9 +193,7 @@ _EARLY: ContextVar[_Early | None] = ContextVar("dotlab_submit_early", default=No
 
 
 @contextlib.contextmanager
-def _asking_early(
-    manifests: Sequence[PathLike], where: RunInputs, *, dry_run: bool
-) -> Iterator[_Early]:
+def _asking_early(manifests: Sequence[PathLike], where: RunInputs) -> Iterator[_Early]:
     """``ask_early`` started for the submission within, unless an outer one did (then its
     answers): its programs (scontrol, sbatch --version, git) run while this process imports the
     models and reads the manifests."""
@@ -228,9 +205,7 @@ def _asking_early(
 
     client = slurm_client()
     code_dir = None if where.get("live") else Path(where["code_dir"])  # live: not inspected
-    # (a dry run writes nothing: no sync; a run directory's folder, else the runs root's)
-    sync = None if dry_run else Path(where.get("run_dir") or where.get("runs_root") or ".")
-    early = _Early(client, ask_early(code_dir, many=len(manifests) > 1, client=client, sync=sync))
+    early = _Early(client, ask_early(code_dir, many=len(manifests) > 1, client=client))
     token = _EARLY.set(early)
     try:
         yield early
