@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..fsio.parallel import each
 from ..rundir.events import event
 from ..rundir.files import submission_file
 from ..slurm.jobids import task_job_id
@@ -20,7 +18,6 @@ from .rollback import Step, taken_back
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from ..rundir.events import Logger
     from .seams import Seams
     from .written import Written
 
@@ -84,46 +81,28 @@ def _submit_array(w: Written, seams: Seams, k: int) -> dict[int, SubmittedRun]:
         # one file for the whole array, hard-linked into each of its run directories
         first = w.dirs[runs[0].index]
         share_file([w.dirs[r.index] for r in runs], submission_file(first, sub), seams.write_all)
-        done = {r.index: _submitted(w, r, job_id) for r in runs}
-        if seams.log is not None:
-            _log_submitted(w, seams.log, runs, done, adopted, seams.clock.now())
-        return done
+        now = seams.clock.now()  # the array's one submission time (to the second)
+        return {r.index: _submitted(w, seams, r, job_id, adopted, now) for r in runs}
 
 
-def _submitted(w: Written, r: PlannedRun, job_id: str) -> SubmittedRun:
-    """One run of a submitted array, with its own job id (``<array>_<task>``)."""
+def _submitted(
+    w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bool, now: datetime
+) -> SubmittedRun:
+    """One run of a submitted array: its own job id (``<array>_<task>``), logged."""
     p, rd = w.plan, w.dirs[r.index]
     arrayed = r.task is not None and not p.paired  # paired samples: one plain job
     own = task_job_id(job_id, r.task) if arrayed and r.task is not None else job_id
-    return SubmittedRun(r.manifest.spec.claim, rd.path, own, None, p.claim_dir)
-
-
-def _log_submitted(
-    w: Written,
-    log: Logger,
-    runs: Sequence[PlannedRun],
-    done: Mapping[int, SubmittedRun],
-    adopted: bool,
-    now: datetime,
-) -> None:
-    """Each run's ``submitted`` event (``now``: the array's one submission time), into its
-    folder with its first events (one write a folder, two folders at a time: ``fsio.parallel``),
-    then to ``--log-file`` in run order."""
-    p = w.plan
-    submitted = {
-        r.index: event(
-            "submitted",
-            now,
-            run_dir=str(done[r.index].run_dir),
-            job_id=done[r.index].job_id,
-            job_name=p.part_name(r.part),
-            adopted=adopted,
+    if seams.log is not None:  # the folder's first events with it: one write
+        seams.log(
+            rd,
+            event(
+                "submitted",
+                now,
+                run_dir=str(rd.path),
+                job_id=own,
+                job_name=p.part_name(r.part),
+                adopted=adopted,
+            ),
+            earlier=w.events.get(r.index, ()),
         )
-        for r in runs
-    }
-    each(
-        lambda r: w.dirs[r.index].log_events((*w.events.get(r.index, ()), submitted[r.index])),
-        runs,
-    )
-    for r in runs:
-        log(None, submitted[r.index])
+    return SubmittedRun(r.manifest.spec.claim, rd.path, own, None, p.claim_dir)
