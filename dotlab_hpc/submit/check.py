@@ -34,8 +34,8 @@ def check(p: Plan, seams: Seams, *, site_bound: int | None = None) -> Checked:
     """Refuse what cannot be submitted before anything is written, then verify the inputs.
 
     A claim over many runs is one array, its task ids below MaxArraySize (and ``site_bound``,
-    the site's own). A non-empty output folder is refused here; a missing one is made only
-    once verification and rendering have passed, so that a refusal leaves nothing behind.
+    the site's own). A non-empty output folder is refused here; a missing one is its job's to
+    make, as it starts.
     ``seams.resolve`` finds the Apptainer the jobs will run (UsageError when they would find
     none).
     """
