@@ -372,14 +372,21 @@ def restore(nodes: Nodes) -> None:
     if subprocess.run(["scontrol", "ping"], env=nodes.env, capture_output=True).returncode:
         nodes.local_cluster("start", "slurmctld")
     # A restarted slurmctld that lost a job's start launches it again on a node where it still
-    # runs: Slurm drains that node ("Duplicate jobid"). Give it back for the next tests.
-    for node, state in nodes.states().items():
-        if state.startswith("drain"):
-            subprocess.run(
+    # runs: Slurm drains that node ("Duplicate jobid"). Give it back for the next tests; a
+    # controller that has just started may refuse the resume until the node has registered
+    # again (CI of e889f57: "scontrol update ... state=resume" exit 1), so ask until it takes.
+    deadline, refused = time.monotonic() + 60, ""
+    while drained := [n for n, state in nodes.states().items() if state.startswith("drain")]:
+        assert time.monotonic() < deadline, f"{drained} stay drained: {refused}"
+        for node in drained:
+            done = subprocess.run(
                 ["scontrol", "update", f"nodename={node}", "state=resume"],
                 env=nodes.env,
-                check=True,
+                capture_output=True,
+                text=True,
             )
+            refused = done.stderr.strip() if done.returncode else refused
+        time.sleep(1)
     # The jobs a restarted controller lost leave their ids free, and the next sbatch gets them
     # again; the node that ran a lost job may still remember it and refuse the new one
     # ("Duplicate jobid", then the job is CANCELLED and the node drained). A test can lose two
