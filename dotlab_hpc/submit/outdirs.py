@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from .plan import missing_parents
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -31,7 +32,7 @@ def check_out_dirs(p: Plan) -> None:
             raise UsageError(f"--out-dir {d}: cannot be read ({e.strerror})") from e
         if st is None:
             if d.parent not in writable:
-                writable[d.parent] = _why_not_writable(d.parent)
+                writable[d.parent] = _why_not_writable(d)
             if (why := writable[d.parent]) is not None:
                 raise UsageError(
                     f"--out-dir {d}: cannot be created ({why})",
@@ -53,22 +54,18 @@ def check_out_dirs(p: Plan) -> None:
             )
 
 
-def _why_not_writable(folder: Path) -> str | None:
-    """Why the job could not make a folder in ``folder`` (the nearest one that exists is not a
-    folder, or not one this user may write), or None: a path the job will find as this
-    process does (the same user, the same shared file system)."""
-    while True:
-        try:
-            st = folder.stat()
-        except FileNotFoundError:
-            if folder.parent == folder:
-                return f"{folder} does not exist"
-            folder = folder.parent
-            continue
-        except OSError as e:
-            return f"{folder}: {e.strerror}"
-        if not stat.S_ISDIR(st.st_mode):
-            return f"{folder} is not a directory"
-        if not os.access(folder, os.W_OK | os.X_OK):
-            return f"{folder} is not writable"
-        return None
+def _why_not_writable(d: Path) -> str | None:
+    """Why the job could not make the missing folder ``d`` (the nearest folder of its path that
+    exists is not a folder, or not one this user may write), or None: a path the job will find
+    as this process does (the same user, the same shared file system)."""
+    missing = missing_parents(d)
+    folder = (missing[-1] if missing else d).parent
+    try:
+        st = folder.stat()
+    except OSError as e:
+        return f"{folder}: {e.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    return None
