@@ -86,7 +86,12 @@ def entry() -> NoReturn:
     ``| head``) changes nothing, as in ``main``. An uncaught exception (a bug) or SystemExit
     (``--help``, an argument error) leaves the usual way, traceback and all. A Ctrl-C once the
     command has returned changes nothing either: its exit code stands.
+
+    The cyclic collector stays off to the end (``main`` turns it back on only for a caller that
+    had it on): every object the command made is still in its youngest generation, so the first
+    allocation after turning it on walked them all, 20 ms after a submission of 500 claims.
     """
+    gc.disable()
     code = main()
     import signal
 

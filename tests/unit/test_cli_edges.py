@@ -374,3 +374,41 @@ def test_with_plugins_on_pydantic_finds_them_as_ever(
     _no_plugin_search()
     assert _PLUGIN_LOADER not in sys.modules
     sys.modules[_PLUGIN_LOADER] = real
+
+
+# --------------------------------------------------------------------------- the collector
+def test_entry_keeps_the_collector_off_to_the_end_and_main_gives_it_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``entry`` leaves by os._exit with the cyclic collector still off: turned on again, its
+    first collection walked every object the command made. ``main`` hands a caller that had
+    it on the collector back on, and one that had it off, off."""
+    import gc
+    import os
+    import sys
+
+    from dotlab_hpc import cli
+
+    seen: list[tuple[int, bool]] = []
+
+    def leave(code: int) -> None:
+        seen.append((code, gc.isenabled()))
+        raise SystemExit(code)
+
+    monkeypatch.setattr(os, "_exit", leave)
+    monkeypatch.setattr(sys, "argv", ["dotlab-hpc", "validate", str(MINIMAL)])
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with pytest.raises(SystemExit):
+            cli.entry()
+        assert seen == [(0, False)]
+        gc.enable()
+        assert main(["validate", str(MINIMAL)]) == 0
+        assert gc.isenabled()
+        gc.disable()
+        assert main(["validate", str(MINIMAL)]) == 0
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert "no tolerance" in capsys.readouterr().err
