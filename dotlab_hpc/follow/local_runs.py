@@ -21,7 +21,6 @@ from ..proc import Runner
 from ..rundir.directory import RunDir
 from ..slurm.client import SlurmClient
 from ..slurm.jobids import is_local_job_id
-from ..slurm.local import process_started
 from ..slurm.states import JobInfo, JobState
 
 if TYPE_CHECKING:  # the models (pydantic) only once a local.json is read: a submission makes
@@ -39,6 +38,8 @@ def local_process(rd: RunDir) -> LocalProcessRecord | None:
 
 def is_alive(rec: LocalProcessRecord) -> bool:
     """Whether the recorded process still runs: its pid, and the start time recorded with it."""
+    from ..slurm.local import process_started  # the local cluster (socket and all) only here
+
     return (
         rec.pid is not None and rec.started is not None and process_started(rec.pid) == rec.started
     )
