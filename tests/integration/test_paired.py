@@ -68,11 +68,19 @@ def paired(kit: Kit, name: str, **targets: object) -> Path:
 def test_thirty_and_thirty_samples_alternate_in_one_job_on_one_node(kit: Kit) -> None:
     args = kit.inputs(paired(kit, "overhead"))
     res = kit.cli("run", *args, timeout=900)
-    assert res.rc == 0, res.stdout + res.stderr
     claim_dir = res.run_dir = Path(args[args.index("--run-dir") + 1])
     rec = res.record
-    assert rec is not None and rec["outcome"] == "reproduced", rec and rec["reason"]
+    assert rec is not None, res.stdout + res.stderr
     runs = rec["over_runs"]["runs"]
+    # the ratio is a measurement of this machine (on a loaded CI runner it has been 8.1, outside
+    # the example's 0.5 … 7.5): the verdict must be the one the recomputed ratio calls for, and
+    # the exit code must follow it
+    direct = [r["values"]["latency_ms"] for r in runs if r["variant"] == "direct"]
+    proxy = [r["values"]["latency_ms"] for r in runs if r["variant"] == "proxy"]
+    ratio = statistics.median(proxy) / statistics.median(direct)
+    within = abs(ratio - 4.0) <= 3.5
+    assert rec["outcome"] == ("reproduced" if within else "not_reproduced"), rec["reason"]
+    assert res.rc == (0 if within else 1), res.stdout + res.stderr
     assert len(runs) == 2 * SAMPLES == rec["over_runs"]["count"]
     # ABAB…: the order they ran in is their index, each sample's own container start after the
     # one before it, all in one job on one node
@@ -95,9 +103,6 @@ def test_thirty_and_thirty_samples_alternate_in_one_job_on_one_node(kit: Kit) ->
     outs = [(claim_dir / f"run-{k}" / "container.out").read_text() for k in range(2 * SAMPLES)]
     assert all(o.startswith("@@dotlab start ") for o in outs)  # one container start each
     # the ratio of the medians, recomputed here, and its bootstrap interval around it
-    direct = [r["values"]["latency_ms"] for r in runs if r["variant"] == "direct"]
-    proxy = [r["values"]["latency_ms"] for r in runs if r["variant"] == "proxy"]
-    ratio = statistics.median(proxy) / statistics.median(direct)
     stat = rec["over_runs"]["statistics"]["overhead"]
     assert rec["targets"]["overhead"]["actual"] == pytest.approx(ratio, rel=1e-12)
     assert stat["compare"] == "ratio" and stat["n"] == 2 * SAMPLES
