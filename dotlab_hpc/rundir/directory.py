@@ -8,6 +8,7 @@ large, not JSON, not the model) is one ``RunDirError`` naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 
 # what fsio.read_regular opens with: never blocking (a FIFO), never following a link
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
+# a file of its own, made new (the step log's start, before it is linked into place)
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 # --------------------------------------------------------------------------- the directory
@@ -265,12 +268,16 @@ class RunDir:
         from ..manifest.parse import parse_document
 
         p = self.file(run.manifest_file)
-        raw = self.read_bytes(run.manifest_file, limit=MAX_MANIFEST_COPY_BYTES)
-        if raw is None:
-            raise RunDirError(f"{one_line(p)}: missing; the run directory is incomplete")
+        text = getattr(run, "manifest_text", None)  # a claim's folder keeps the file
+        if text is not None:  # kept in run.json (``RunRecord.manifest_text``)
+            raw, where = text.encode("utf-8"), f"{one_line(self.file(RUN_FILE))}: manifest_text"
+        else:
+            raw, where = self.read_bytes(run.manifest_file, limit=MAX_MANIFEST_COPY_BYTES), ""
+            if raw is None:
+                raise RunDirError(f"{one_line(p)}: missing; the run directory is incomplete")
+        label = where or one_line(p)
         if hashlib.sha256(raw).hexdigest() != run.manifest_sha256:
-            raise RunDirError(f"{one_line(p)}: changed after submission (sha256 differs)")
-        label = one_line(p)
+            raise RunDirError(f"{label}: changed after submission (sha256 differs)")
         try:
             data = parse_document(raw, p.suffix.lower(), label)
             spec = manifest_mod.validate_data(data, label)
@@ -284,11 +291,56 @@ class RunDir:
 
     def log_events(self, events: Sequence[dict[str, Any]]) -> None:
         """Append event lines to the run's events.jsonl, in one write (whole lines whatever
-        else appends)."""
+        else appends). A submitted run's first events come first, into a log not yet started
+        (``first_events``)."""
+        path = self._prefix + EVENTS
+        if not os.path.lexists(path) and self._start_log(events):
+            return
         try:
-            append_line(self.file(EVENTS), "\n".join(map(json_line, events)), regular_only=True)
+            append_line(Path(path), "\n".join(map(json_line, events)), regular_only=True)
         except FileRefused as e:
             raise RunDirError(f"{one_line(e.path)}: {e.reason}") from e
+
+    def first_events(self) -> list[dict[str, Any]]:
+        """The first events of a submitted run whose events.jsonl is not started yet (verified,
+        rendered, submitted: ``rundir.events.first_events``, from run.json and
+        submission.json); none for a run not submitted, or one whose files cannot be read."""
+        from .events import first_events
+
+        try:
+            run = self.run()
+            sub = self.submission(run)
+        except RunDirError:
+            return []
+        return [] if sub is None else first_events(run, sub)
+
+    def _start_log(self, events: Sequence[dict[str, Any]]) -> bool:
+        """Start events.jsonl with the run's first events, then ``events``: written whole under
+        a name of its own, then linked into place, so that an append racing this one (another
+        command following the run) goes after them. False when there are no first events, or
+        another command started the log first."""
+        first = self.first_events()
+        if not first:
+            return False
+        data = "".join(json_line(ev) + "\n" for ev in (*first, *events)).encode("utf-8")
+        tmp = f"{self._prefix}.{EVENTS}.{os.getpid()}.{os.urandom(4).hex()}"
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
+        )
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.link(tmp, self._prefix + EVENTS)
+        except FileExistsError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink()
+        return True
 
 
 def create(path: Path) -> RunDir:

@@ -42,18 +42,18 @@ def _bookkeeping_bytes(model: BaseModel) -> bytes:
 def new_run_files(
     rd: RunDir,
     run: RunRecord,
-    manifest: Manifest,
     *,
     facts: bytes | None,
     def_text: str | None,
     record: ClaimRecord | None,
     events: Sequence[dict[str, Any]] = (),
 ) -> list[FileBytes]:
-    """Every file ``submit`` puts into a new run directory before sbatch, for one batch write.
+    """Every file ``submit`` puts into a new run directory before sbatch, for one batch write
+    (the manifest's bytes are in run.json: ``RunRecord.manifest_text``).
 
     ``events``: its events.jsonl (a claim refused for its inputs: verified).
     """
-    files: list[FileBytes] = [(rd.file(run.manifest_file), manifest.raw, 0o644)]
+    files: list[FileBytes] = []
     if facts is not None:
         files.append((rd.file(FACTS_FILE), facts, 0o644))
     if def_text is not None:

@@ -68,6 +68,10 @@ class RunRecord(_Frozen):
     # The manifest as validated, every default filled in (what a bundle's manifest.resolved.json
     # holds). None: run directories made before kept it in a file of its own.
     manifest: dict[str, Any] | None = None
+    # The manifest's bytes as submitted (UTF-8, as every manifest is), whose sha256 is
+    # ``manifest_sha256``; a bundle names them ``manifest_file``. None: run directories made
+    # before kept them in that file (one file fewer a claim at submission).
+    manifest_text: str | None = None
     # Where the job was sent: the site settings used and the cluster (None: made before them).
     site: SiteRecord | None = None
     # A run of a claim over many runs (docs/contract.md §11): which one; None: a claim's only run.
@@ -149,6 +153,9 @@ class SubmissionRecord(_Frozen):
     run_index: str | None = None
     # ``run --local``: the job script ran on the submitting machine, no Slurm (slurm.local)
     local: bool = False
+    # when sbatch answered (to the second): the time of each run's ``submitted`` event
+    # (``rundir.events.first_events``); None: made before, the event's time is ``submitted_at``
+    answered_at: str | None = None
 
     @property
     def whole_array(self) -> bool:

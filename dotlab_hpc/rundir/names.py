@@ -2,10 +2,12 @@
 
 Layout (all JSON written atomically; the status file is written by the job itself)::
 
-    manifest.orig.EXT       the manifest's bytes as submitted (their sha256 is the manifest hash)
-    run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs, and
-                            the validated manifest with every default filled in (``manifest``;
-                            run directories from before hold it as manifest.resolved.json)
+    run.json                RunRecord: run id, claim, paths, apptainer, the verified inputs, the
+                            manifest's bytes as submitted (``manifest_text``: their sha256 is
+                            the manifest hash), and the validated manifest with every default
+                            filled in (``manifest``; run directories from before hold it as
+                            manifest.resolved.json)
+    manifest.orig.EXT       the manifest's bytes, in run directories from before (and a claim's)
     task.facts              this task's facts (image, output folder, apptainer argv), NUL-separated
     job.sbatch              the rendered script: one per submission, the same for every task
                             (each run directory of an array holds a hard link to it)
@@ -18,7 +20,8 @@ Layout (all JSON written atomically; the status file is written by the job itsel
     probe.out               the probe's measurement of the sandbox (stdout up to the start)
     slurm.out               Slurm's log of the batch job
     record.json             the record (docs/contract.md, "Record"), written by collect
-    events.jsonl            one JSON object per step
+    events.jsonl            one JSON object per step; a submitted run's first three are built
+                            from run.json and submission.json as the next step starts it
 
 The job also drops an empty file named after the run id into the submission's ends folder
 (``RunRecord.ends_dir``) once ``status.json`` is complete: the follower lists that one folder.

@@ -156,7 +156,6 @@ class NewRuns:
             files += new_run_files(
                 tmp[n.run.index],
                 n.record,
-                n.run.manifest,
                 facts=n.facts,
                 def_text=n.def_text,
                 record=n.mismatch,

@@ -117,6 +117,7 @@ def run_record(
         inputs=inputs_record(m),
         ends_dir=str(p.ends_dir),
         manifest=m.spec.model_dump(mode="json", by_alias=True),
+        manifest_text=m.raw.decode("utf-8"),  # parsed as UTF-8: every manifest is
         site=site,
         run_of=_run_of(p, run),
         attempt=p.attempt,
@@ -221,6 +222,7 @@ def submission_record(
     adopted: bool,
     index: Path | None = None,
     local: bool = False,
+    answered: datetime | None = None,
 ) -> SubmissionRecord:
     """The submission file of a run: a plain job's own, or the one its array's runs share.
 
@@ -239,4 +241,5 @@ def submission_record(
         slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
         run_index=str(index) if whole and index is not None else None,
         local=local,
+        answered_at=None if answered is None else utc_text(answered),
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..rundir.events import event
+from ..clock import utc_text
+from ..rundir.events import submitted_event
 from ..rundir.files import submission_file
 from ..slurm.jobids import task_job_id
 from .files import share_file
@@ -16,8 +17,6 @@ from .result import SubmitResult, SubmittedRun, fixes_of
 from .rollback import Step, taken_back
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from .seams import Seams
     from .written import Written
 
@@ -73,6 +72,7 @@ def _submit_array(w: Written, seams: Seams, k: int) -> dict[int, SubmittedRun]:
         job_id=job_id,
         argv=array.argv,
         now=w.now,
+        answered=seams.clock.now(),  # the array's one submission time (to the second)
         adopted=adopted,
         index=w.index,
         local=seams.client.is_local,
@@ -81,28 +81,24 @@ def _submit_array(w: Written, seams: Seams, k: int) -> dict[int, SubmittedRun]:
         # one file for the whole array, hard-linked into each of its run directories
         first = w.dirs[runs[0].index]
         share_file([w.dirs[r.index] for r in runs], submission_file(first, sub), seams.write_all)
-        now = seams.clock.now()  # the array's one submission time (to the second)
-        return {r.index: _submitted(w, seams, r, job_id, adopted, now) for r in runs}
+        return {r.index: _submitted(w, seams, r, job_id, adopted, sub.answered_at) for r in runs}
 
 
 def _submitted(
-    w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bool, now: datetime
+    w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bool, ts: str | None
 ) -> SubmittedRun:
-    """One run of a submitted array: its own job id (``<array>_<task>``), logged."""
+    """One run of a submitted array: its own job id (``<array>_<task>``), logged to
+    ``--log-file`` (its folder's events.jsonl gets the same from its files: ``first_events``)."""
     p, rd = w.plan, w.dirs[r.index]
     arrayed = r.task is not None and not p.paired  # paired samples: one plain job
     own = task_job_id(job_id, r.task) if arrayed and r.task is not None else job_id
-    if seams.log is not None:  # the folder's first events with it: one write
-        seams.log(
-            rd,
-            event(
-                "submitted",
-                now,
-                run_dir=str(rd.path),
-                job_id=own,
-                job_name=p.part_name(r.part),
-                adopted=adopted,
-            ),
-            earlier=w.events.get(r.index, ()),
+    if seams.log is not None:
+        ev = submitted_event(
+            ts or utc_text(w.now),
+            str(rd.path),
+            job_id=own,
+            job_name=p.part_name(r.part),
+            adopted=adopted,
         )
+        seams.log(None, ev)
     return SubmittedRun(r.manifest.spec.claim, rd.path, own, None, p.claim_dir)

@@ -11,11 +11,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..clock import utc_text
 from ..fsio.write import write_cache
 from ..render.deffile import render_def
 from ..render.facts import task_facts
-from ..rundir.events import Logger, event
-from ..rundir.names import SCRIPT_NAME
+from ..rundir.events import Logger, rendered_event, verified_event
 from .files import Contents, NewRun, NewRuns
 from .plan import Plan
 from .records import claim_runs_record, mismatch_record, run_records, write_index
@@ -23,7 +23,6 @@ from .rendered import Rendered
 from .rollback import BEFORE_SBATCH, WRITING, taken_back
 
 if TYPE_CHECKING:
-    from ..clock import Clock
     from ..manifest.models import Manifest
     from ..rundir.directory import RunDir
     from ..rundir.records import ClaimRecord
@@ -42,9 +41,6 @@ class Written:
     index: Path | None  # the submission's RunIndex file, when written
     made: NewRuns
     now: datetime
-    # each run's first events (verified, rendered): a submitted run's folder gets them after
-    # sbatch, with its ``submitted``, in one write (one file opened a run, not two)
-    events: Mapping[int, Sequence[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> Written:
@@ -56,7 +52,7 @@ def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> W
         for run in p.runs
         if (bad := r.checked.mismatches[run.index])
     }
-    events = _first_events(p, r.checked.mismatches, seams.clock) if seams.log is not None else {}
+    events = _first_events(p, r.checked.mismatches, now) if seams.log is not None else {}
     refused = {i: events[i] for i in mismatches if i in events}  # never submitted: now
     contents = _contents(r, p, now, mismatches, refused)
     made = NewRuns(p, now, write_new=seams.write_new, write_all=seams.write_all, events=events)
@@ -70,7 +66,7 @@ def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> W
     if seams.log is not None:
         with taken_back(made, BEFORE_SBATCH):  # --log-file gets the events the folders hold
             _log_all(seams.log, events)
-    return Written(r, p, dirs, mismatches, made.made_index, made, now, events)
+    return Written(r, p, dirs, mismatches, made.made_index, made, now)
 
 
 def _contents(
@@ -112,26 +108,20 @@ def _def_text(m: Manifest) -> str | None:
 
 
 def _first_events(
-    p: Plan, mismatches: Mapping[int, Sequence[str]], clock: Clock
+    p: Plan, mismatches: Mapping[int, Sequence[str]], now: datetime
 ) -> dict[int, list[dict[str, Any]]]:
-    """Each run's first events (verified; rendered when it passed): in its folder with its
-    ``submitted`` (or its never-submitted mark), with the folder when its inputs were refused."""
+    """Each run's first events (verified; rendered when it passed), at the submission's time
+    (its run.json's ``created_at``): to ``--log-file``; into the folder of a run refused for its
+    inputs, or never submitted. A submitted run's events.jsonl gets them, with its
+    ``submitted``, from its run.json and submission.json (``RunDir.log_events``)."""
     out: dict[int, list[dict[str, Any]]] = {}
-    now = clock.now()  # one step, one time (to the second: ``utc_text``), formatted once
+    ts = utc_text(now)  # one step, one time (to the second), formatted once
     for r in p.runs:
-        bad = list(mismatches[r.index])
-        evs = [
-            event(
-                "verified",
-                now,
-                run_dir=str(r.run_dir),
-                claim=r.manifest.spec.claim,
-                ok=not bad,
-                mismatches=bad,
-            )
-        ]
+        bad = mismatches[r.index]
+        run_dir = str(r.run_dir)
+        evs = [verified_event(ts, run_dir, r.manifest.spec.claim, bad)]
         if not bad:
-            evs.append(event("rendered", now, run_dir=str(r.run_dir), script=SCRIPT_NAME))
+            evs.append(rendered_event(ts, run_dir))
         out[r.index] = evs
     return out
 

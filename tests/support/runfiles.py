@@ -140,8 +140,9 @@ def claim_record(**over: Any) -> ClaimRecord:
     return ClaimRecord.model_validate(data)
 
 
-def complete_run_dir(path: Path, *, with_record: bool = True) -> RunDir:
-    """A run directory as submit, the job and collect leave it (manifest copy included)."""
+def complete_run_dir(path: Path, *, with_record: bool = True, copy: bool = False) -> RunDir:
+    """A run directory as submit, the job and collect leave it: the manifest's bytes in
+    run.json, or (``copy``) as run directories made before kept them, in manifest.orig.yaml."""
     import hashlib
 
     from dotlab_hpc.rundir.records import write_record
@@ -149,8 +150,10 @@ def complete_run_dir(path: Path, *, with_record: bool = True) -> RunDir:
     rd = RunDir(path)
     path.mkdir(parents=True)
     sha = hashlib.sha256(MANIFEST).hexdigest()
-    rd.file("manifest.orig.yaml").write_bytes(MANIFEST)
-    write_run(rd, run_record(manifest_sha256=sha))
+    if copy:
+        rd.file("manifest.orig.yaml").write_bytes(MANIFEST)
+    text = None if copy else MANIFEST.decode()
+    write_run(rd, run_record(manifest_sha256=sha, manifest_text=text))
     write_submission(rd, submission_record())
     write_status(rd, job_status())
     if with_record:

@@ -166,15 +166,17 @@ def test_each_submitted_sample_names_the_one_job(tmp_path: Path) -> None:
         client=SlurmClient(ArraySlurm()),
         clock=NoSleep(),
         verify_run=lambda m, *_: [],
-        log=lambda rd, ev, **_: (
-            logged.append((rd.path.name, ev["job_id"]))
-            if rd is not None and ev["event"] == "submitted"
+        log=lambda rd, ev: (
+            logged.append((Path(ev["run_dir"]).name, ev["job_id"]))
+            if ev["event"] == "submitted"
             else None
         ),
     )
     # one plain job: never an array task id such as 500_3
     assert [r.job_id for r in res.runs] == ["500"] * 4
     assert logged == [(f"run-{k}", "500") for k in range(4)]
+    # and so say the first events each sample's folder's log starts with
+    assert [RunDir(r.run_dir).first_events()[2]["job_id"] for r in res.runs] == ["500"] * 4
 
 
 # --------------------------------------------------------------------------- render_pairs

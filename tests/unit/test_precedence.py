@@ -25,7 +25,7 @@ from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.slurm.states import JobInfo, JobState
 from tests.support.facts import job_facts
 from tests.support.fakes import ScriptedRunner
-from tests.support.runfiles import JOB_NAME, NOW, complete_run_dir, run_record, write_run
+from tests.support.runfiles import JOB_NAME, NOW, complete_run_dir, write_run
 from tests.unit.test_classify import GOOD, spec
 
 S = JobState
@@ -276,7 +276,8 @@ def _finished_run(tmp_path: Path) -> RunDir:
     paths = RunPaths(
         run_dir=str(rd.path), code_dir="/c", data_dir="/d", out_dir=str(out), image="/i"
     )
-    write_run(rd, run_record(manifest_sha256=rd.run().manifest_sha256, paths=paths))
+    run = rd.run()
+    write_run(rd, run.model_copy(update={"paths": paths}))
     return rd
 
 

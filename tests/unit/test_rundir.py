@@ -258,3 +258,25 @@ def test_canonical_json_leaves_the_unusual_to_json_dumps() -> None:
     assert canonical_json({1: [float("1e-05")]}) == '{\n  "1": [\n    1e-05\n  ]\n}\n'
     with pytest.raises(ValueError):
         canonical_json({"x": float("nan")})
+
+
+# --------------------------------------------------------------------------- the manifest's bytes
+@pytest.mark.parametrize("copy", [False, True], ids=["in-run.json", "manifest.orig-file"])
+def test_the_manifest_is_read_from_run_json_or_from_the_copy_of_before(
+    tmp_path: Path, copy: bool
+) -> None:
+    from tests.support.runfiles import MANIFEST
+
+    rd = complete_run_dir(tmp_path / "run", copy=copy)
+    assert rd.file("manifest.orig.yaml").exists() is copy
+    m = rd.manifest(rd.run())
+    assert m.raw == MANIFEST and m.spec.claim == "c0"
+
+
+def test_a_manifest_changed_in_run_json_is_refused_naming_it(tmp_path: Path) -> None:
+    rd = complete_run_dir(tmp_path / "run")
+    data = json.loads(rd.file(RUN_FILE).read_text())
+    data["manifest_text"] = data["manifest_text"].replace("value: 1", "value: 2")
+    rd.file(RUN_FILE).write_text(json.dumps(data))
+    with pytest.raises(RunDirError, match=r"run\.json: manifest_text: changed after submission"):
+        rd.manifest(rd.run())

@@ -64,23 +64,54 @@ def _events(run_dir: Path) -> list[str]:
     ]
 
 
-def test_a_run_gets_its_first_events_after_sbatch_with_its_submitted_in_one_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_submitted_run_gets_no_event_file_and_its_first_events_start_the_log_later(
+    tmp_path: Path,
 ) -> None:
-    import dotlab_hpc.rundir.directory as directory
-    from dotlab_hpc.fsio.write import append_line as real
+    log_file = tmp_path / "steps.jsonl"
+    ms = [write_manifest(tmp_path / f"m{i}.yaml", claim=f"c{i}") for i in range(3)]
+    res = execute(
+        submit_options(tmp_path, *ms, apptainer="/usr/bin/apptainer"),
+        client=SlurmClient(ArraySlurm()),
+        clock=NoSleep(),
+        verify_run=lambda m, *_: [],
+        log=step_logger(log_file),
+    )
+    logged = [json.loads(line) for line in log_file.read_text().splitlines()]
+    for r in res.runs:
+        # one file fewer a claim at submission: neither events.jsonl nor the manifest's copy
+        assert sorted(p.name for p in r.run_dir.iterdir()) == sorted(
+            ["run.json", FACTS_FILE, SCRIPT_NAME, "submission.json"]
+        )
+        mine = [ev for ev in logged if ev["run_dir"] == str(r.run_dir)]
+        assert [ev["event"] for ev in mine] == ["verified", "rendered", "submitted"]
+        # what --log-file got is what the run's files say, to the key and the second
+        assert RunDir(r.run_dir).first_events() == mine
+        assert mine[2]["job_id"] == r.job_id
+        # the first event logged into the folder later starts its log with them, in one write
+        later = {"event": "state", "ts": "2026-01-01T00:00:00Z", "state": "PENDING"}
+        RunDir(r.run_dir).log_events((later,))
+        RunDir(r.run_dir).log_events(({**later, "state": "RUNNING"},))
+        assert [json.loads(x) for x in (r.run_dir / "events.jsonl").read_text().splitlines()] == [
+            *mine,
+            later,
+            {**later, "state": "RUNNING"},
+        ]
+        assert [p.name for p in r.run_dir.iterdir() if p.name.startswith(".")] == []
 
-    appended: list[str] = []
 
-    def append_line(path: Path, line: str, **kw: bool) -> None:
-        appended.append(line)
-        real(path, line, **kw)
-
-    monkeypatch.setattr(directory, "append_line", append_line)
-    res = submit(tmp_path, 3, ArraySlurm())
-    for r in res.runs:  # nothing before sbatch: the three lines come in one write
-        assert _events(r.run_dir) == ["verified", "rendered", "submitted"]
-    assert len(appended) == 3 and all(line.count("\n") == 2 for line in appended)
+def test_a_run_not_submitted_gets_no_first_events_and_a_log_started_elsewhere_is_kept(
+    tmp_path: Path,
+) -> None:
+    res = submit(tmp_path, 1, ArraySlurm())
+    rd = RunDir(res.runs[0].run_dir)
+    (rd.path / "submission.json").rename(tmp_path / "submission.json")
+    assert rd.first_events() == []  # no submission: nothing to say it was submitted
+    rd.log_events(({"event": "x"},))
+    assert _events(rd.path) == ["x"]
+    # a log another command started meanwhile: appended to, never replaced
+    (tmp_path / "submission.json").rename(rd.path / "submission.json")
+    rd.log_events(({"event": "y"},))
+    assert _events(rd.path) == ["x", "y"]
 
 
 def test_array_ranges_are_short() -> None:
@@ -180,7 +211,7 @@ def enospc_on(name: str) -> Writer:
     return write_all
 
 
-@pytest.mark.parametrize("name", ["run.json", "task.facts", "manifest.orig.yaml", SCRIPT_NAME])
+@pytest.mark.parametrize("name", ["run.json", "task.facts", SCRIPT_NAME])
 @pytest.mark.parametrize("n", [1, 3])
 def test_a_full_disk_before_sbatch_leaves_nothing_and_submits_nothing(
     tmp_path: Path, name: str, n: int
