@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DotlabError, RunDirError, UsageError, one_line
 from ..fsio.jsontext import json_line
 from ..fsio.read import FileRefused, read_regular
-from ..fsio.write import append_line
+from ..fsio.write import append_line, write_new_file
 from .heads import RunHead, SubmissionHead, indexed_run_head, shared_submission_head
 from .names import (
     CLAIM_FILE,
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 
 # what fsio.read_regular opens with: never blocking (a FIFO), never following a link
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
-# a file of its own, made new (the step log's start, before it is linked into place)
-_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 # --------------------------------------------------------------------------- the directory
@@ -323,23 +321,15 @@ class RunDir:
         if not first:
             return False
         data = "".join(json_line(ev) + "\n" for ev in (*first, *events)).encode("utf-8")
-        tmp = f"{self._prefix}.{EVENTS}.{os.getpid()}.{os.urandom(4).hex()}"
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
-        )
+        tmp = self.file(f".{EVENTS}.{os.getpid()}.{os.urandom(4).hex()}")
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            write_new_file(tmp, data)
             os.link(tmp, self._prefix + EVENTS)
         except FileExistsError:
             return False
         finally:
             with contextlib.suppress(OSError):
-                Path(tmp).unlink()
+                tmp.unlink()
         return True
 
 

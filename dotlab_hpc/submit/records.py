@@ -219,10 +219,10 @@ def submission_record(
     job_id: str,
     argv: Sequence[str],
     now: datetime,
+    answered_at: str,
     adopted: bool,
     index: Path | None = None,
     local: bool = False,
-    answered: datetime | None = None,
 ) -> SubmissionRecord:
     """The submission file of a run: a plain job's own, or the one its array's runs share.
 
@@ -241,5 +241,5 @@ def submission_record(
         slurm_log=p.slurm_output(run.part) if whole else str(run.run_dir / SLURM_LOG),
         run_index=str(index) if whole and index is not None else None,
         local=local,
-        answered_at=None if answered is None else utc_text(answered),
+        answered_at=answered_at,
     )

@@ -66,13 +66,15 @@ def _submit_array(w: Written, seams: Seams, k: int) -> dict[int, SubmittedRun]:
             clock=seams.clock,
             on_retry=seams.on_retry,
         )
+    # the array's one submission time (to the second), formatted once for all its runs
+    answered = utc_text(seams.clock.now())
     sub = submission_record(
         p,
         runs[0],
         job_id=job_id,
         argv=array.argv,
         now=w.now,
-        answered=seams.clock.now(),  # the array's one submission time (to the second)
+        answered_at=answered,
         adopted=adopted,
         index=w.index,
         local=seams.client.is_local,
@@ -81,11 +83,11 @@ def _submit_array(w: Written, seams: Seams, k: int) -> dict[int, SubmittedRun]:
         # one file for the whole array, hard-linked into each of its run directories
         first = w.dirs[runs[0].index]
         share_file([w.dirs[r.index] for r in runs], submission_file(first, sub), seams.write_all)
-        return {r.index: _submitted(w, seams, r, job_id, adopted, sub.answered_at) for r in runs}
+        return {r.index: _submitted(w, seams, r, job_id, adopted, answered) for r in runs}
 
 
 def _submitted(
-    w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bool, ts: str | None
+    w: Written, seams: Seams, r: PlannedRun, job_id: str, adopted: bool, answered: str
 ) -> SubmittedRun:
     """One run of a submitted array: its own job id (``<array>_<task>``), logged to
     ``--log-file`` (its folder's events.jsonl gets the same from its files: ``first_events``)."""
@@ -94,7 +96,7 @@ def _submitted(
     own = task_job_id(job_id, r.task) if arrayed and r.task is not None else job_id
     if seams.log is not None:
         ev = submitted_event(
-            ts or utc_text(w.now),
+            answered,
             str(rd.path),
             job_id=own,
             job_name=p.part_name(r.part),
