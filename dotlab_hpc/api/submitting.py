@@ -281,7 +281,7 @@ def _one_job(
         clock=SystemClock(),
         verify_run=verify_run,
         dry_run=dry_run,
-        log=step_logger(None if log_file is None else Path(log_file)),
+        log=None if log_file is None else step_logger(Path(log_file)),  # submit: the file only
         on_retry=on_retry,
         resolve=resolve,
     )

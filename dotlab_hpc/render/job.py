@@ -84,7 +84,8 @@ def job_request(job: JobSpec, samples: int = 1) -> JobRequest:
     the site's settings, else the manifests' defaults (``Site.where_for``).
     ``samples``: that many runs one after the other in the one job (paired measurements)."""
     specs = [t.manifest.spec for t in job.tasks]
-    wheres = {job.site.where_for(s.resources) for s in specs}
+    asked = dict.fromkeys(s.resources for s in specs)  # equal requests (frozen: by value) once
+    wheres = {job.site.where_for(r) for r in asked}
     if len(wheres) > 1:
         for i, (option, _) in enumerate(next(iter(wheres))):
             values = {w[i][1] for w in wheres}
@@ -94,12 +95,12 @@ def job_request(job: JobSpec, samples: int = 1) -> JobRequest:
                     f" ({sorted(map(str, values))}); one job array has one {option}",
                     hint=f"submit those claims separately, or give --{option} for all of them",
                 )
-    gpus = max(s.resources.gpus for s in specs)
+    gpus = max(r.gpus for r in asked)
     per_sample = SAMPLE_START_S if samples > 1 else 0
     return JobRequest(
-        time_s=samples * (max(s.resources.time_s for s in specs) + per_sample) + job.margin_s,
-        cpus=max(s.resources.cpus for s in specs),
-        mem_mib=max(s.resources.memory_mib for s in specs),
+        time_s=samples * (max(r.time_s for r in asked) + per_sample) + job.margin_s,
+        cpus=max(r.cpus for r in asked),
+        mem_mib=max(r.memory_mib for r in asked),
         gres=gres_value(specs, gpus, job.site) if gpus else None,
         tmp_mib=max((s.sandbox.scratch_mib or 0) for s in specs) or None,
         where=wheres.pop(),

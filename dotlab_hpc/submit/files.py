@@ -14,7 +14,7 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -121,11 +121,11 @@ class NewRuns:
         *,
         write_new: Writer,
         write_all: Writer,
-        events: Mapping[int, Sequence[dict[str, Any]]] | None = None,
+        events: Callable[[], Mapping[int, Sequence[dict[str, Any]]]] | None = None,
     ) -> None:
         self.plan = plan
         self.now = now  # the submission's time: a never-submitted mark's
-        self.events = events or {}  # each run's first events: a kept folder gets them
+        self.events = events  # each run's first events, made when a kept folder needs them
         self.write_new = write_new
         self.write_all = write_all
         self.folders = NewFolders()
@@ -285,10 +285,9 @@ class NewRuns:
             )
             for r, because in kept
         ]
+        events = {} if self.events is None else self.events()
         files += [
-            events_file(RunDir(r.run_dir), self.events[r.index])
-            for r, _ in kept
-            if self.events.get(r.index)
+            events_file(RunDir(r.run_dir), events[r.index]) for r, _ in kept if events.get(r.index)
         ]
         try:
             self.write_all(files)

@@ -5,7 +5,8 @@ logged; whatever fails takes back all of it (``rollback.taken_back``)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -52,9 +53,10 @@ def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> W
         for run in p.runs
         if (bad := r.checked.mismatches[run.index])
     }
-    events = _first_events(p, r.checked.mismatches, now) if seams.log is not None else {}
-    refused = {i: events[i] for i in mismatches if i in events}  # never submitted: now
+    refused = _first_events(p, r.checked.mismatches, now, mismatches)  # never submitted: now
     contents = _contents(r, p, now, mismatches, refused)
+    # everyone's first events, made only where they go: --log-file, a folder kept unsubmitted
+    events = functools.partial(_first_events, p, r.checked.mismatches, now)
     made = NewRuns(p, now, write_new=seams.write_new, write_all=seams.write_all, events=events)
     with taken_back(made, WRITING):
         dirs = made.write(contents)
@@ -65,7 +67,7 @@ def write(r: Rendered, seams: Seams, now: datetime, *, cluster: str | None) -> W
         made.made_index = write_index(p, good, dirs, now, write_cache)
     if seams.log is not None:
         with taken_back(made, BEFORE_SBATCH):  # --log-file gets the events the folders hold
-            _log_all(seams.log, events)
+            _log_all(seams.log, events())
     return Written(r, p, dirs, mismatches, made.made_index, made, now)
 
 
@@ -108,15 +110,19 @@ def _def_text(m: Manifest) -> str | None:
 
 
 def _first_events(
-    p: Plan, mismatches: Mapping[int, Sequence[str]], now: datetime
+    p: Plan,
+    mismatches: Mapping[int, Sequence[str]],
+    now: datetime,
+    only: Collection[int] | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
     """Each run's first events (verified; rendered when it passed), at the submission's time
     (its run.json's ``created_at``): to ``--log-file``; into the folder of a run refused for its
     inputs, or never submitted. A submitted run's events.jsonl gets them, with its
-    ``submitted``, from its run.json and submission.json (``RunDir.log_events``)."""
+    ``submitted``, from its run.json and submission.json (``RunDir.log_events``). ``only``:
+    the runs (by index) whose events are wanted, else all."""
     out: dict[int, list[dict[str, Any]]] = {}
     ts = utc_text(now)  # one step, one time (to the second), formatted once
-    for r in p.runs:
+    for r in p.runs if only is None else [r for r in p.runs if r.index in only]:
         bad = mismatches[r.index]
         run_dir = str(r.run_dir)
         evs = [verified_event(ts, run_dir, r.manifest.spec.claim, bad)]

@@ -353,3 +353,25 @@ def test_the_license_index_read_from_the_file_is_license_expressions_own() -> No
     from dotlab_hpc.manifest.credit import _license_index
 
     assert _license_index() == get_license_index()
+
+
+def test_a_license_found_from_its_entry_alone_is_what_the_whole_list_says() -> None:
+    """valid_license parses only the entry of the id it is given (``_listed``): for every id the
+    index holds, current or not, in any case, the same answer as the whole list (``spdx_ids``),
+    and the whole list still decides what the entry alone does not."""
+    from dotlab_hpc.manifest.credit import _license_index, _listed, spdx_ids
+
+    current, old = spdx_ids()
+    keys = {e.get("spdx_license_key") or "" for e in _license_index()}
+    keys |= {a for e in _license_index() for a in e.get("other_spdx_license_keys") or ()}
+    checked = 0
+    for key in sorted(k for k in keys if k):
+        for given in (key, key.lower(), key.upper()):
+            assert _listed(given) == current.get(given.lower()), given
+            checked += 1
+    assert checked > 3 * 500 and len(current) > 500
+    assert _listed("MIT") == "MIT" and _listed("not-a-license") is None
+    deprecated = next(k for k in old if k not in current)
+    assert _listed(deprecated) is None  # an old id: the whole list names its successor
+    with pytest.raises(ManifestError, match="is an old SPDX id"):
+        validate_data(_manifest(license=deprecated), "m.json")
