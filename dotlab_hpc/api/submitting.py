@@ -140,11 +140,10 @@ def submission(
     ``DOTLAB_FOLLOW_*`` is refused here, before anything is submitted. ``claim_dirs``: each
     manifest's own folders, one array across artifacts (``evaluate``; ``where``'s: the first's).
     """
-    from ..follow.knobs import Knobs
     from .inputs import as_path_list
 
     if follows:
-        Knobs.from_env()
+        _follow_knobs()
 
     manifests = as_path_list(manifests)  # one path is one manifest, never its characters
     _refuse_early(manifests, where)
@@ -177,6 +176,14 @@ def submission(
         return _one_job(
             manifests, where, asked, early, dry_run=dry_run, log_file=log_file, on_retry=on_retry
         )
+
+
+def _follow_knobs() -> None:
+    """The follower's ``DOTLAB_FOLLOW_*`` checked (UsageError): imported only for a submission
+    followed next."""
+    from ..follow.knobs import Knobs
+
+    Knobs.from_env()
 
 
 @dataclass(frozen=True)

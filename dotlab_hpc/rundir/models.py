@@ -13,9 +13,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
-    model_serializer,
 )
 
 from ..errors import RunDirError, one_line
@@ -27,8 +25,11 @@ from .records import (
     RunOfClaim,
     SiteRecord,
     ToolRecord,
-    without_none,
 )
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 class _Frozen(BaseModel):
@@ -79,12 +80,8 @@ class RunRecord(_Frozen):
     # Its attempt: 2 and more after a preemption (``run --requeue-on-preemption N``)
     attempt: int = Field(default=1, ge=1)
     # live code (``run --local --live``): the work tree as it was; no key for the pinned commit
-    code: CodeRecord | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No ``code`` key for the pinned commit: such run files stay as they were."""
-        return without_none(handler(self), "code")
+    # (no key at all for the pinned commit: such run files stay as they were)
+    code: CodeRecord | None = Field(default=None, exclude_if=_is_none)
 
 
 class ClaimRun(_Frozen):

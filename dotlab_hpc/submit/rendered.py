@@ -10,7 +10,6 @@ from pathlib import Path
 
 from ..render.facts import apptainer_argvs
 from ..render.job import job_request, render_script
-from ..render.pairs import render_pairs
 from ..render.spec import ArrayLayout, JobSpec, TaskSpec
 from ..rundir.names import PAIRS_SCRIPT, SCRIPT_NAME
 from ..slurm.argv import array_value, sbatch_argv
@@ -115,6 +114,8 @@ def render(checked: Checked, *, export: str) -> Rendered:
     script, argvs = render_script(job), apptainer_argvs(job)
     script_path, pairs = good[0].run_dir / SCRIPT_NAME, None
     if p.paired and p.claim_dir is not None:  # paired: one job runs every sample's script
+        from ..render.pairs import render_pairs  # paired claims only
+
         pairs = render_pairs(job, p.claim_dir)
         script_path = p.claim_dir / PAIRS_SCRIPT
     arrays = tuple(

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import utc_text
 from ..fsio.write import write_cache
-from ..render.deffile import render_def
 from ..render.facts import task_facts
 from ..rundir.events import Logger, rendered_event, verified_event
 from .files import Contents, NewRun, NewRuns
@@ -106,7 +105,11 @@ def _contents(
 
 def _def_text(m: Manifest) -> str | None:
     """The .def of a claim whose image is built from one (``image.build``)."""
-    return render_def(m) if m.spec.image.build is not None else None
+    if m.spec.image.build is None:
+        return None
+    from ..render.deffile import render_def  # images built from a .def only
+
+    return render_def(m)
 
 
 def _first_events(
