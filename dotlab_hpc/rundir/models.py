@@ -25,11 +25,8 @@ from .records import (
     RunOfClaim,
     SiteRecord,
     ToolRecord,
+    left_out,
 )
-
-
-def _is_none(value: object) -> bool:
-    return value is None
 
 
 class _Frozen(BaseModel):
@@ -81,7 +78,7 @@ class RunRecord(_Frozen):
     attempt: int = Field(default=1, ge=1)
     # live code (``run --local --live``): the work tree as it was; no key for the pinned commit
     # (no key at all for the pinned commit: such run files stay as they were)
-    code: CodeRecord | None = Field(default=None, exclude_if=_is_none)
+    code: CodeRecord | None = Field(default=None, exclude_if=left_out)
 
 
 class ClaimRun(_Frozen):

@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from .. import TOOL_NAME, __version__
 from ..container.isolation import State
@@ -38,12 +38,10 @@ class TargetRecord(_Frozen):
     within: bool
 
 
-def without_none(data: dict[str, Any], key: str) -> dict[str, Any]:
-    """A model's serialized ``data`` without ``key`` where it is None: an optional part a file
-    did not need leaves no key, so the files written before it stay as they were."""
-    if data.get(key) is None:
-        data.pop(key, None)
-    return data
+def left_out(value: object) -> bool:
+    """A field's ``exclude_if``: an optional part a file did not need (None, or nothing in it)
+    leaves no key, so the files written before it stay as they were."""
+    return value is None or value == []
 
 
 class AfterEndRecord(_Frozen):
@@ -66,12 +64,8 @@ class SlurmRecord(_Frozen):
     exit_code: int | None
     node: str | None
     # Slurm's state when it contradicted the job's status file (None: it agreed, or said nothing)
-    state_after_end: AfterEndRecord | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_agreement(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No ``state_after_end`` key where Slurm agreed: such records stay as they were."""
-        return without_none(handler(self), "state_after_end")
+    # (no key where Slurm agreed: such records stay as they were)
+    state_after_end: AfterEndRecord | None = Field(default=None, exclude_if=left_out)
 
 
 class InputsRecord(_Frozen):
@@ -112,15 +106,8 @@ class EvidenceRecord(_Frozen):
     container_started_at: str | None
     container_ended_at: str | None
     gpus: list[str]
-    files: list[EvidenceFileRecord] = []
-
-    @model_serializer(mode="wrap")
-    def _without_files(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No ``files`` key where none were declared: such records stay as they were."""
-        data: dict[str, Any] = handler(self)
-        if not data.get("files"):
-            data.pop("files", None)
-        return data
+    # (no key where none were declared: such records stay as they were)
+    files: list[EvidenceFileRecord] = Field(default=[], exclude_if=left_out)
 
 
 class ToolRecord(_Frozen):
@@ -298,17 +285,12 @@ class ClaimRecord(_Frozen):
     # after a preemption: the attempt this record is of, and the earlier ones (None: the first)
     attempts: AttemptsRecord | None = None
     # live code (``run --local --live``): never a claim's verdict; no key for the pinned commit
-    code: CodeRecord | None = None
+    code: CodeRecord | None = Field(default=None, exclude_if=left_out)
 
     @property
     def live(self) -> bool:
         """Whether the run ran live code (the work tree as it was, not the pinned commit)."""
         return self.code is not None
-
-    @model_serializer(mode="wrap")
-    def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No ``code`` key for the pinned commit: such records stay as they were."""
-        return without_none(handler(self), "code")
 
 
 class Outcome(StrEnum):
