@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -416,12 +415,16 @@ class Manifest:
 # NUL, or a number literal of more than MAX_NUMBER_CHARS characters (``TooLongNumber``): a JSON
 # integer is that many digits, and a YAML number (``PLAIN_NUMBER_RE``: sign, digits, point,
 # digits, exponent) has at most four other characters, so one run of 33 digits at least. Bytes
-# with none of these need no walk.
-_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % ((MAX_NUMBER_CHARS - 4) // 3 + 1))
+# with none of these need no walk. The run is looked for in the bytes with every digit made a
+# 9 and every other byte a space: two passes in C, a tenth of a regular expression's search.
+_LONG_DIGITS = b"9" * ((MAX_NUMBER_CHARS - 4) // 3 + 1)
+_DIGITS_ONLY = bytes(b if b in b"0123456789" else 32 for b in range(256)).translate(
+    bytes.maketrans(b"0123456789", b"9999999999")
+)
 
 
 def _may_hold_a_bad_value(raw: bytes) -> bool:
-    return b"\\" in raw or b"\0" in raw or _LONG_DIGITS.search(raw) is not None
+    return b"\\" in raw or b"\0" in raw or _LONG_DIGITS in raw.translate(_DIGITS_ONLY)
 
 
 def validate_data(data: Any, label: str, raw: bytes | None = None) -> ManifestSpec:

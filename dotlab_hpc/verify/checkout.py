@@ -138,12 +138,14 @@ def _check_repo(
     head = head_cp.stdout.strip().lower()
     prefix = "" if shown == "." else f"{shown}/"
     try:
-        return head, _changes(git, runner, work_tree, prefix, depth)
+        return head, _changes(git, runner, work_tree, prefix, depth, head)
     except GitFailed as e:
         return head, [f"{shown}: {e}"]
 
 
-def _changes(git: Git, runner: Runner, work_tree: Path, prefix: str, depth: int) -> list[str]:
+def _changes(
+    git: Git, runner: Runner, work_tree: Path, prefix: str, depth: int, head: str
+) -> list[str]:
     status = git_out(
         git,
         "status",
@@ -159,7 +161,9 @@ def _changes(git: Git, runner: Runner, work_tree: Path, prefix: str, depth: int)
         if len(item) > 2 and (item[0].islower() or item[0] == "S"):
             what = "skip-worktree" if item[0] in "Ss" else "assume-unchanged"
             changes.append(f"{what} {show_path(prefix + item[2:])}")
-    for item in git_out(git, "ls-tree", "-r", "-z", "--full-tree", "HEAD").split("\0"):
+    listing = git_out(git, "ls-tree", "-r", "-z", "--full-tree", "HEAD")
+    _keep_listing(head, listing)
+    for item in listing.split("\0"):
         meta, _, path = item.partition("\t")
         parts = meta.split()
         if len(parts) != 3 or parts[1] != "commit":
@@ -197,6 +201,9 @@ def working_dir_problem(
     point out of the checkout, and a missing folder would only fail on the node, where the
     container cannot start in it. Read from the commit, not the work tree.
     """
+    known, problem = _from_listing(commit.lower(), working_dir)
+    if known:
+        return problem
     work_tree = code_dir.absolute()
     git_dir = git_dir_of(work_tree)
     if git_dir is None:
@@ -217,6 +224,43 @@ def working_dir_problem(
     except (Refused, GitFailed) as e:
         return str(e)
     return None
+
+
+# The recursive listing of each commit whose files ``_changes`` listed (``git ls-tree -r -z``),
+# by commit id: a commit's tree never changes, so ``working_dir_problem`` answers from it
+# without running git twice more (one process to vet the config, one ls-tree: ~10 ms of a
+# submission). Only a listing where each entry's one tab is its separator is kept (no path
+# holds a tab), so that a folder is found by its name between a tab and a slash.
+_LISTINGS: dict[str, str] = {}
+_LISTINGS_KEPT = 4
+
+
+def _keep_listing(head: str, listing: str) -> None:
+    text = listing if listing.endswith("\0") else listing + "\0"
+    if text.count("\t") != text.count("\0") or len(_LISTINGS) >= _LISTINGS_KEPT:
+        return
+    _LISTINGS[head] = text
+
+
+def _from_listing(commit: str, working_dir: str) -> tuple[bool, str | None]:
+    """(True, why ``working_dir`` is not a directory of ``commit``, or None) from the kept
+    listing; (False, None) where it cannot say: no listing, a name with a tab, or a part not
+    found (git itself names what is missing)."""
+    text = _LISTINGS.get(commit)
+    if text is None or "\t" in working_dir or "\0" in working_dir:
+        return False, None
+    parts = PurePosixPath(working_dir).parts
+    for i in range(len(parts)):
+        prefix = "/".join(parts[: i + 1])
+        at = text.find(f"\t{prefix}\0")
+        if at >= 0:  # an entry of its own: a file, a link, a submodule, never a folder
+            start = text.rfind("\0", 0, at) + 1
+            mode = text[start : text.index(" ", start)]
+            what = _KINDS.get(mode, f"of mode {mode}")
+            return True, f"{show_path(prefix)} is {what} in commit {commit[:12]}, not a directory"
+        if f"\t{prefix}/" not in text:
+            return False, None
+    return True, None
 
 
 # --------------------------------------------------------------------------- entry point

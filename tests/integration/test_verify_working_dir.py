@@ -15,6 +15,7 @@ import pytest
 from dotlab_hpc.errors import UsageError
 from dotlab_hpc.manifest.models import validate_data
 from dotlab_hpc.proc import SubprocessRunner
+from dotlab_hpc.verify import checkout
 from dotlab_hpc.verify import inputs as verify
 
 from .test_verify_git import git, make_repo
@@ -100,3 +101,38 @@ def test_a_checkout_at_another_commit_is_a_mismatch_not_a_working_dir_error(
     make_repo(code, {"a": "1"})
     report = run_verify(code, "f" * 40, "missing", tmp_path)
     assert not report.ok  # the commit check says why; working_dir is not judged
+
+
+@pytest.mark.parametrize(
+    "working_dir",
+    [
+        "out",
+        "out/ssl",
+        "inside",
+        "analysis/up",
+        "missing",
+        "analysis/missing",
+        "README",
+        "analysis/deep/run.py",
+        "analysis",
+        "analysis/deep",
+        "analysis/deep/run.py/x",
+    ],
+)
+def test_the_listing_kept_from_the_inspection_answers_as_git_itself_does(
+    repo: tuple[Path, str], monkeypatch: pytest.MonkeyPatch, working_dir: str
+) -> None:
+    """The checkout's inspection keeps its commit's recursive listing; a working_dir is then
+    judged from it, with no git run, and the answer is git's own (git is asked where the
+    listing cannot say: a part that is not there)."""
+    code, commit = repo
+    runner = SubprocessRunner()
+    monkeypatch.setattr(checkout, "_LISTINGS", {})
+    by_git = checkout.working_dir_problem(code, commit, working_dir, runner=runner)
+    checkout.inspect_checkout(code, runner=runner)
+    assert commit in checkout._LISTINGS
+    known, problem = checkout._from_listing(commit, working_dir)
+    assert known == ("missing" not in working_dir)
+    if known:
+        assert problem == by_git
+    assert checkout.working_dir_problem(code, commit, working_dir, runner=runner) == by_git
