@@ -27,7 +27,7 @@ from dotlab_hpc.fsio.write import atomic_write_all
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.files import run_file, submission_file
 from dotlab_hpc.rundir.models import RunPaths, RunRecord, SubmissionRecord
-from dotlab_hpc.rundir.records import InputsRecord, ToolRecord
+from dotlab_hpc.rundir.parts import InputsRecord, ToolRecord
 
 QUERIES = ("squeue", "sacct", "scontrol")
 

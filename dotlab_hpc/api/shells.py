@@ -25,7 +25,7 @@ from .where import SiteInputs, site_settings
 if TYPE_CHECKING:
     from ..manifest.models import Manifest
     from ..render.spec import TaskSpec
-    from ..rundir.records import CodeRecord
+    from ..rundir.parts import CodeRecord
     from ..site.settings import Site
     from .inputs import PathLike
 

@@ -16,7 +16,8 @@ from .where import SiteInputs, site_settings
 if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..follow.states import RunState
-    from ..rundir.records import ClaimRecord, CodeRecord
+    from ..rundir.parts import CodeRecord
+    from ..rundir.records import ClaimRecord
     from ..site.settings import Site
     from ..slurm.client import SlurmClient
     from ..submit.execute import SubmitResult
@@ -328,7 +329,7 @@ def live_code(code_dir: Path) -> CodeRecord:
     """The record's ``code`` of a live run: the checkout's HEAD and the digest of its changes
     (``verify.live``); UsageError for a folder that is no git checkout with a commit."""
     from ..proc import SubprocessRunner
-    from ..rundir.records import CodeRecord
+    from ..rundir.parts import CodeRecord
     from ..verify.live import inspect_live
 
     if not code_dir.is_dir():

@@ -35,7 +35,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from ..rundir.names import DEF_NAME, LOG_FILES, MANIFEST_PREFIX, RECORD_FILE, RESOLVED_FILE
-from ..rundir.records import ToolRecord
+from ..rundir.parts import ToolRecord
 
 __all__ = ["LOG_FILES", "MANIFEST_PREFIX"]
 

@@ -29,7 +29,8 @@ from ..fsio.sha256 import sha256_files
 from ..rundir.directory import RunDir, open_existing
 from ..rundir.models import ClaimRuns, RunRecord
 from ..rundir.names import DEF_NAME, LOG_FILES, RESOLVED_FILE
-from ..rundir.records import ClaimRecord, ToolRecord
+from ..rundir.parts import ToolRecord
+from ..rundir.records import ClaimRecord
 from .anonymize import ANON_USER, tree_leaks
 from .check import verify_dir
 from .crate import Author, CrateFacts, credited

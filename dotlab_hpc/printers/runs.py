@@ -19,7 +19,8 @@ from .table import table
 if TYPE_CHECKING:
     from ..collect.collect import Collected
     from ..follow.states import Cancelled, RunState
-    from ..rundir.records import ClaimRecord, LiveCodeRecord
+    from ..rundir.parts import LiveCodeRecord
+    from ..rundir.records import ClaimRecord
     from ..submit.execute import SubmitResult
 
 

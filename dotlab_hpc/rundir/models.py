@@ -19,14 +19,7 @@ from pydantic import (
 from ..errors import RunDirError, one_line
 from ..slurm.jobids import task_job_id
 from .heads import array_without_task
-from .records import (
-    CodeRecord,
-    InputsRecord,
-    RunOfClaim,
-    SiteRecord,
-    ToolRecord,
-    left_out,
-)
+from .parts import CodeRecord, InputsRecord, RunOfClaim, SiteRecord, ToolRecord, left_out
 
 
 class _Frozen(BaseModel):

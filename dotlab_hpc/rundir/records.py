@@ -17,6 +17,7 @@ from .. import TOOL_NAME, __version__
 from ..container.isolation import State
 from ..errors import UsageError
 from ..fsio.write import atomic_write_json
+from .parts import CodeRecord, InputsRecord, RunOfClaim, SiteRecord, ToolRecord, left_out
 
 if TYPE_CHECKING:
     from ..manifest.models import ManifestSpec
@@ -36,12 +37,6 @@ class TargetRecord(_Frozen):
     abs_tol: float
     rel_tol: float
     within: bool
-
-
-def left_out(value: object) -> bool:
-    """A field's ``exclude_if``: an optional part a file did not need (None, or nothing in it)
-    leaves no key, so the files written before it stay as they were."""
-    return value is None or value == []
 
 
 class AfterEndRecord(_Frozen):
@@ -68,29 +63,6 @@ class SlurmRecord(_Frozen):
     state_after_end: AfterEndRecord | None = Field(default=None, exclude_if=left_out)
 
 
-class InputsRecord(_Frozen):
-    """The verified inputs: what was pinned and checked before submission."""
-
-    commit: str
-    image_digest: str
-    datasets: dict[str, str]
-
-
-class LiveCodeRecord(_Frozen):
-    """Live code (``run --local --live``): the checkout as it was, not the pinned commit. Its
-    HEAD, the sha256 of its changes (``verify.live.changes_digest``) and how many paths differ."""
-
-    commit: str
-    changes_sha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
-    changes: int = Field(ge=0)
-
-
-class CodeRecord(_Frozen):
-    """The record's ``code``: present only when the code was not the pinned commit (``live``)."""
-
-    live: LiveCodeRecord
-
-
 class EvidenceFileRecord(_Frozen):
     """A file the manifest's ``evidence`` declared, as collect read it from the output folder."""
 
@@ -108,13 +80,6 @@ class EvidenceRecord(_Frozen):
     gpus: list[str]
     # (no key where none were declared: such records stay as they were)
     files: list[EvidenceFileRecord] = Field(default=[], exclude_if=left_out)
-
-
-class ToolRecord(_Frozen):
-    """The program that wrote the record."""
-
-    name: str
-    version: str
 
 
 class IsolationCheck(BaseModel):
@@ -150,40 +115,6 @@ class IsolationRecord(BaseModel):
     # what the analysis could read of the host that the flags do not hide (docs/escapes.md):
     # name -> where; none of the host's values
     exposed: dict[str, str] = {}
-
-
-class SiteSettingRecord(_Frozen):
-    """One site setting used: its value (None: not set) and where it came from."""
-
-    value: str | None
-    source: str
-
-
-class SiteRecord(_Frozen):
-    """Where the run was sent (SPEC §10), apart from the manifest, whose hash it never changes:
-    the cluster, the site file, and each setting used with its source (``--partition``,
-    ``$SBATCH_ACCOUNT``, ``site file``, ``manifest``, ``default``)."""
-
-    cluster: str | None  # Slurm's ClusterName (scontrol show config); None: run --local
-    name: str | None  # the site file's own name for the site
-    file: str | None  # the site file read, if any
-    # partition, account, qos, constraint, reservation, gres_type, apptainer, scratch_root
-    settings: dict[str, SiteSettingRecord]
-    sbatch_args: tuple[str, ...] = ()
-    prepare: tuple[str, ...] = ()
-
-
-class RunOfClaim(_Frozen):
-    """A run of a claim over many runs (docs/contract.md §11): which one, and where its claim's
-    folder (``claim.json``, the claim's record) is."""
-
-    index: int  # DOTLAB_RUN_INDEX
-    seed: int | None  # DOTLAB_SEED
-    count: int  # how many runs the claim has
-    claim_dir: str
-    # a sample of paired measurements: its variant, and its number among that variant's samples
-    variant: str | None = None
-    sample: int | None = None
 
 
 class IntervalRecord(_Frozen):

@@ -31,7 +31,7 @@ from .sitefile import (
 )
 
 if TYPE_CHECKING:
-    from ..rundir.records import SiteRecord
+    from ..rundir.parts import SiteRecord
 
 # The PATH every job starts with: nothing from the login shell; the site's ``prepare`` lines
 # may add to it (a ``module load`` does), and the Apptainer is looked up after them.
@@ -259,7 +259,7 @@ def site_record(
     apptainer: str | None = None,
 ) -> SiteRecord:
     """What a run's record says of where it was sent: each setting used and its source."""
-    from ..rundir.records import SiteRecord, SiteSettingRecord
+    from ..rundir.parts import SiteRecord, SiteSettingRecord
 
     def rec(s: Setting) -> SiteSettingRecord:
         return SiteSettingRecord(value=s.value or None, source=s.source)

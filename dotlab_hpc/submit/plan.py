@@ -31,7 +31,7 @@ from ..rundir.names import (
     new_batch_id,
     new_run_id,
 )
-from ..rundir.records import CodeRecord
+from ..rundir.parts import CodeRecord
 from ..site.resolve import locate_apptainer
 from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
 from ..slurm.argv import array_task_output, output_path

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import TOOL_NAME, __version__
 from ..clock import utc_text
@@ -17,18 +18,12 @@ from ..manifest.models import Manifest, ManifestSpec
 from ..rundir.directory import RunDir
 from ..rundir.models import ClaimRun, ClaimRuns, RunIndex, RunPaths, RunRecord, SubmissionRecord
 from ..rundir.names import MANIFEST_PREFIX, RUN_FILE, SLURM_LOG, index_path, member_dir_name
-from ..rundir.records import (
-    ClaimRecord,
-    EvidenceRecord,
-    InputsRecord,
-    RunOfClaim,
-    SiteRecord,
-    SlurmRecord,
-    ToolRecord,
-    build_record,
-)
+from ..rundir.parts import InputsRecord, RunOfClaim, SiteRecord, ToolRecord
 from ..site.settings import site_record
 from .plan import Plan, PlannedRun
+
+if TYPE_CHECKING:
+    from ..rundir.records import ClaimRecord
 
 TOOL = ToolRecord(name=TOOL_NAME, version=__version__)
 
@@ -142,7 +137,15 @@ def _run_of(p: Plan, run: PlannedRun) -> RunOfClaim | None:
 def mismatch_record(run: PlannedRun, reasons: Sequence[str], p: Plan | None = None) -> ClaimRecord:
     """The record of a claim whose inputs did not match: nothing was submitted. With the plan,
     it says where the run would have gone, as its ``run.json`` does (``run_record``)."""
-    from ..rundir.records import Outcome, Verdict, empty_targets
+    # (the claim record's models: a submission whose claims all match never creates them)
+    from ..rundir.records import (
+        EvidenceRecord,
+        Outcome,
+        SlurmRecord,
+        Verdict,
+        build_record,
+        empty_targets,
+    )
 
     m = run.manifest
     site = None if p is None else _site_of(p, m)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..fsio.sha256 import sha256_file
-from ..rundir.records import LiveCodeRecord
+from ..rundir.parts import LiveCodeRecord
 from .git import Git, GitFailed, git_dir_of, git_out, vetted_overrides
 from .hashing import Refused, show_path
 

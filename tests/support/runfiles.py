@@ -10,7 +10,8 @@ from dotlab_hpc.fsio.write import atomic_write_all
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.files import run_file, submission_file
 from dotlab_hpc.rundir.models import JobStatus, RunPaths, RunRecord, SubmissionRecord
-from dotlab_hpc.rundir.records import ClaimRecord, InputsRecord, ToolRecord
+from dotlab_hpc.rundir.parts import InputsRecord, ToolRecord
+from dotlab_hpc.rundir.records import ClaimRecord
 
 # the id of every run of run_record() and claim_record(), and the job name it was submitted under
 # (sacct's JobName column)

@@ -16,13 +16,13 @@ from dotlab_hpc.errors import NOT_FINISHED_HINT, NotFinished, OperatorError
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.manifest.models import Manifest
 from dotlab_hpc.rundir.models import ClaimRun, ClaimRuns
+from dotlab_hpc.rundir.parts import ToolRecord
 from dotlab_hpc.rundir.records import (
     ClaimRecord,
     EvidenceRecord,
     Outcome,
     RunValuesRecord,
     StatisticRecord,
-    ToolRecord,
     record_json,
     write_record,
 )

@@ -9,7 +9,7 @@ from dotlab_hpc.errors import RunDirError
 from dotlab_hpc.follow.claims import Group, expand, fold, one_row
 from dotlab_hpc.follow.states import BadRun, Row, RunState
 from dotlab_hpc.rundir.models import ClaimRun, ClaimRuns
-from dotlab_hpc.rundir.records import ToolRecord
+from dotlab_hpc.rundir.parts import ToolRecord
 
 
 def claim_runs(n: int, claim: str = "c1") -> ClaimRuns:

@@ -17,7 +17,7 @@ from dotlab_hpc.cli import main
 from dotlab_hpc.cli.parser import exit_codes_epilog
 from dotlab_hpc.cli.verbs import VERBS, build_parser
 from dotlab_hpc.errors import ERRORS, InputMismatch, UsageError, exit_codes
-from dotlab_hpc.rundir.records import CodeRecord, LiveCodeRecord
+from dotlab_hpc.rundir.parts import CodeRecord, LiveCodeRecord
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 MINIMAL = MANIFESTS / "minimal.yaml"  # three warnings: no tolerance, no license, no code.repo

@@ -16,7 +16,8 @@ from dotlab_hpc.manifest.models import EvidenceSpec
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import RunPaths
-from dotlab_hpc.rundir.records import ClaimRecord, EvidenceRecord, RunOfClaim, record_json
+from dotlab_hpc.rundir.parts import RunOfClaim
+from dotlab_hpc.rundir.records import ClaimRecord, EvidenceRecord, record_json
 from dotlab_hpc.slurm.client import SlurmClient
 from tests.support import runfiles as rf
 from tests.support.fakes import ScriptedRunner

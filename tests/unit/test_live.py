@@ -24,7 +24,8 @@ from dotlab_hpc.printers.runs import collected_lines, live_lines
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import LocalProcessRecord, RunRecord
-from dotlab_hpc.rundir.records import CodeRecord, LiveCodeRecord, record_json, write_record
+from dotlab_hpc.rundir.parts import CodeRecord, LiveCodeRecord
+from dotlab_hpc.rundir.records import record_json, write_record
 from dotlab_hpc.slurm.states import JobInfo, JobState
 from dotlab_hpc.verify import inputs as verify
 from dotlab_hpc.verify.live import changed_paths, changes_digest, inspect_live

@@ -29,7 +29,8 @@ from dotlab_hpc.bundle.tar import (
 )
 from dotlab_hpc.collect.facts import container_facts
 from dotlab_hpc.manifest.models import validate_data
-from dotlab_hpc.rundir.records import ClaimRecord, ToolRecord
+from dotlab_hpc.rundir.parts import ToolRecord
+from dotlab_hpc.rundir.records import ClaimRecord
 from tests.support.runfiles import claim_record, job_status, submission_record
 
 H1 = "a" * 64

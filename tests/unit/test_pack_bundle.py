@@ -17,7 +17,7 @@ from dotlab_hpc.errors import RunDirError, UsageError
 from dotlab_hpc.manifest import models as manifest_mod
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.models import RunPaths
-from dotlab_hpc.rundir.records import InputsRecord
+from dotlab_hpc.rundir.parts import InputsRecord
 from tests.support.runfiles import (
     job_status,
     run_record,

@@ -11,7 +11,7 @@ import pytest
 from dotlab_hpc.api.shells import ShellPlan, plan_shell, shell_env
 from dotlab_hpc.errors import SlurmError
 from dotlab_hpc.render.facts import MAX_PROCESSES, SHELL_WRAPPER
-from dotlab_hpc.rundir.records import CodeRecord, LiveCodeRecord
+from dotlab_hpc.rundir.parts import CodeRecord, LiveCodeRecord
 from dotlab_hpc.site.resolve import prepared_argv
 from dotlab_hpc.site.settings import JOB_PATH, Setting, Site
 from dotlab_hpc.slurm.argv import srun_shell_argv

@@ -22,7 +22,8 @@ from dotlab_hpc.collect.facts import container_facts, read_facts
 from dotlab_hpc.printers import documents
 from dotlab_hpc.printers.reports import side_by_side
 from dotlab_hpc.rundir.directory import RunDir
-from dotlab_hpc.rundir.records import ClaimRecord, SiteRecord, record_json, write_record
+from dotlab_hpc.rundir.parts import SiteRecord
+from dotlab_hpc.rundir.records import ClaimRecord, record_json, write_record
 from dotlab_hpc.site.settings import NO_SITE, Setting, Site
 from dotlab_hpc.submit.plan import Plan, plan
 from dotlab_hpc.submit.records import mismatch_record, run_record
