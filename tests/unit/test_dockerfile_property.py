@@ -21,8 +21,11 @@ SEG = st.sampled_from(["a", "b", "app", "..", ".", "src"])
 PATHS = st.lists(SEG, min_size=1, max_size=3).map("/".join)
 VALUES = st.one_of(
     st.sampled_from(["1", "x y", "", "$A", "${B}", "${V:-d}", "${A:+s}", "$PATH", "'$A'", "\\$A"]),
-    # a value ending in \ would continue the line into the next instruction
-    st.text(alphabet="ab$/{}:-+'\" \\", max_size=8).filter(lambda v: not v.endswith("\\")),
+    # a value ending in \ (even with spaces after it, as Docker reads it) would continue the
+    # line into the next instruction
+    st.text(alphabet="ab$/{}:-+'\" \\", max_size=8).filter(
+        lambda v: not v.rstrip(" \t").endswith("\\")
+    ),
 )
 STEPS = st.one_of(
     st.tuples(st.just("WORKDIR"), st.one_of(PATHS, PATHS.map(lambda p: "/" + p))),
