@@ -418,9 +418,7 @@ class Manifest:
 # with none of these need no walk. The run is looked for in the bytes with every digit made a
 # 9 and every other byte a space: two passes in C, a tenth of a regular expression's search.
 _LONG_DIGITS = b"9" * ((MAX_NUMBER_CHARS - 4) // 3 + 1)
-_DIGITS_ONLY = bytes(b if b in b"0123456789" else 32 for b in range(256)).translate(
-    bytes.maketrans(b"0123456789", b"9999999999")
-)
+_DIGITS_ONLY = bytes(ord("9") if b in b"0123456789" else ord(" ") for b in range(256))
 
 
 def _may_hold_a_bad_value(raw: bytes) -> bool:

@@ -219,11 +219,16 @@ def working_dir_problem(
             if not out:
                 return f"{show_path(prefix)} does not exist in commit {commit[:12]}"
             if mode != "040000":
-                what = _KINDS.get(mode, f"of mode {mode}")
-                return f"{show_path(prefix)} is {what} in commit {commit[:12]}, not a directory"
+                return _not_a_directory(prefix, mode, commit)
     except (Refused, GitFailed) as e:
         return str(e)
     return None
+
+
+def _not_a_directory(prefix: str, mode: str, commit: str) -> str:
+    """What a part of a working_dir is, by its git mode, when it is no directory."""
+    what = _KINDS.get(mode, f"of mode {mode}")
+    return f"{show_path(prefix)} is {what} in commit {commit[:12]}, not a directory"
 
 
 # The recursive listing of each commit whose files ``_changes`` listed (``git ls-tree -r -z``),
@@ -255,9 +260,7 @@ def _from_listing(commit: str, working_dir: str) -> tuple[bool, str | None]:
         at = text.find(f"\t{prefix}\0")
         if at >= 0:  # an entry of its own: a file, a link, a submodule, never a folder
             start = text.rfind("\0", 0, at) + 1
-            mode = text[start : text.index(" ", start)]
-            what = _KINDS.get(mode, f"of mode {mode}")
-            return True, f"{show_path(prefix)} is {what} in commit {commit[:12]}, not a directory"
+            return True, _not_a_directory(prefix, text[start : text.index(" ", start)], commit)
         if f"\t{prefix}/" not in text:
             return False, None
     return True, None
