@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .inputs import PathLike
 
 
-def _loader(preview: bool) -> Callable[[Path], Manifest]:
+def _loader(preview: bool) -> Callable[[PathLike], Manifest]:
     """``manifest.load``, or for a dry run ``manifest.pin.load_preview`` (an image still to be
     built is taken): imported only then, as it brings in PyYAML, which a submission of JSON
     manifests never needs."""
@@ -37,7 +37,7 @@ def by_job(manifests: Sequence[PathLike], *, preview: bool = False) -> list[list
     plain: list[PathLike] = []
     alone: list[list[PathLike]] = []
     for m in manifests:
-        spec = read(Path(m)).spec
+        spec = read(m).spec
         if spec.runs is not None or spec.is_paired:
             alone.append([m])
         else:

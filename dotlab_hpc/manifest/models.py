@@ -442,14 +442,15 @@ def validate_data(data: Any, label: str, raw: bytes | None = None) -> ManifestSp
         raise ManifestError(problem_lines(e, label, ManifestSpec)) from e
 
 
-def load(path: Path | str) -> Manifest:
+def load(path: str | os.PathLike[str]) -> Manifest:
     """Read and validate a manifest file (.yaml, .yml or .json)."""
     seen = _identity(path)
     if seen is not None and (known := _LOADED.get(seen)) is not None:
         return known
     raw, suffix, label = read_raw(path)
     spec = _validated(raw, suffix, label)
-    m = Manifest(spec=spec, path=Path(path), sha256=hashlib.sha256(raw).hexdigest(), raw=raw)
+    where = path if isinstance(path, Path) else Path(path)  # (argparse made it a Path already)
+    m = Manifest(spec=spec, path=where, sha256=hashlib.sha256(raw).hexdigest(), raw=raw)
     if seen is not None and len(_LOADED) < _KEPT:
         # (a file changed while it was read has a newer change time: never this key again)
         _LOADED[seen] = m
@@ -473,7 +474,7 @@ def forget_loaded() -> None:
     _LOADED.clear()
 
 
-def _identity(path: Path | str) -> tuple[str, int, int, int, int, int] | None:
+def _identity(path: str | os.PathLike[str]) -> tuple[str, int, int, int, int, int] | None:
     """What tells a regular file's version apart, or None (not one: ``read_raw`` says why)."""
     try:
         st = os.stat(path)  # noqa: PTH116 (a str or a Path, no Path made)
@@ -481,7 +482,7 @@ def _identity(path: Path | str) -> tuple[str, int, int, int, int, int] | None:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @functools.lru_cache(maxsize=20_000)

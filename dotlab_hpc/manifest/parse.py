@@ -85,6 +85,13 @@ def _not_a_folder(p: Path, label: str) -> None:
         raise ManifestError([f"{label}: is a directory; give the manifest file inside it"])
 
 
+def _suffix(path: str) -> str:
+    """``Path(path).suffix.lower()`` without a Path made (a submission reads thousands)."""
+    name = path.rstrip("/").rpartition("/")[2]
+    i = name.rfind(".")
+    return name[i:].lower() if 0 < i < len(name) - 1 else ""
+
+
 def read_raw(
     path: str | os.PathLike[str], limit: int = MAX_MANIFEST_BYTES
 ) -> tuple[bytes, str, str]:
@@ -93,19 +100,19 @@ def read_raw(
     from ..errors import one_line
     from ..fsio.read import FileRefused, read_regular
 
-    p = Path(path)
-    label = one_line(str(path))
-    suffix = p.suffix.lower()
+    text = os.fspath(path)
+    label = one_line(text)
+    suffix = _suffix(text)
     # (a folder is told apart only on the way to an error: one stat fewer a manifest read)
     if suffix not in (".yaml", ".yml", ".json"):
-        _not_a_folder(p, label)
+        _not_a_folder(Path(text), label)
         raise ManifestError([f"{label}: unknown manifest type; name it .yaml, .yml or .json"])
     try:
-        raw = read_regular(p, limit=limit, follow_symlinks=True)
+        raw = read_regular(text, limit=limit, follow_symlinks=True)
     except FileNotFoundError as e:
         raise ManifestError([f"{label}: no such file"]) from e
     except FileRefused as e:
-        _not_a_folder(p, label)
+        _not_a_folder(Path(text), label)
         if e.reason.startswith("is larger than"):
             reason = f"larger than {limit} bytes; not a manifest"
         else:

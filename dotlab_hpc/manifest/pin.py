@@ -37,7 +37,7 @@ def load_for_build(path: Path) -> tuple[Manifest, bool]:
     return Manifest(spec=spec, path=path, sha256=hashlib.sha256(raw).hexdigest(), raw=raw), missing
 
 
-def load_preview(path: Path) -> Manifest:
+def load_preview(path: str | os.PathLike[str]) -> Manifest:
     """The manifest as ``load`` reads it, or, when its image is still to be built
     (``unbuilt.to_be_built``), with ``to_build`` set and a placeholder digest nothing shows:
     what ``validate``, ``render`` and ``submit --dry-run`` show. Every other field is as strict.

@@ -67,6 +67,11 @@ class RunDir:
         """Path of a file inside the run directory."""
         return self.path / name
 
+    def at(self, name: str) -> str:
+        """The same path as ``file``, as a string: for one handed to the kernel only (a new run
+        directory's files: a Path each cost more than writing the file)."""
+        return self._prefix + name
+
     @property
     def lock_path(self) -> Path:
         """The lock that serializes commands acting on this run."""

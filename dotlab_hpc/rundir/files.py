@@ -55,9 +55,9 @@ def new_run_files(
     """
     files: list[FileBytes] = []
     if facts is not None:
-        files.append((rd.file(FACTS_FILE), facts, 0o644))
+        files.append((rd.at(FACTS_FILE), facts, 0o644))
     if def_text is not None:
-        files.append((rd.file(DEF_NAME), def_text.encode("utf-8"), 0o644))
+        files.append((rd.at(DEF_NAME), def_text.encode("utf-8"), 0o644))
     if record is not None:
         files.append((rd.record_path, _json_bytes(record), 0o644))
     if events:
@@ -69,22 +69,22 @@ def new_run_files(
 def events_file(rd: RunDir, events: Sequence[dict[str, Any]]) -> FileBytes:
     """``events.jsonl`` of a new run directory, holding ``events``."""
     lines = "".join(json_line(ev) + "\n" for ev in events)
-    return (rd.file(EVENTS), lines.encode("utf-8"), 0o644)
+    return (rd.at(EVENTS), lines.encode("utf-8"), 0o644)
 
 
 def run_file(rd: RunDir, run: RunRecord) -> FileBytes:
     """``run.json`` of a run (the last file a new run directory gets)."""
-    return (rd.file(RUN_FILE), _bookkeeping_bytes(run), 0o644)
+    return (rd.at(RUN_FILE), _bookkeeping_bytes(run), 0o644)
 
 
 def submission_file(rd: RunDir, sub: SubmissionRecord) -> FileBytes:
     """``submission.json`` of a run, for one batch write of a whole array's."""
-    return (rd.file(SUBMISSION_FILE), _bookkeeping_bytes(sub), 0o644)
+    return (rd.at(SUBMISSION_FILE), _bookkeeping_bytes(sub), 0o644)
 
 
 def not_submitted_file(rd: RunDir, rec: NotSubmittedRecord) -> FileBytes:
     """``not_submitted.json``: the mark of a run directory kept after sbatch failed."""
-    return (rd.file(NOT_SUBMITTED_FILE), _bookkeeping_bytes(rec), 0o644)
+    return (rd.at(NOT_SUBMITTED_FILE), _bookkeeping_bytes(rec), 0o644)
 
 
 def claim_files(rd: RunDir, claim: ClaimRuns, manifest: Manifest) -> list[FileBytes]:

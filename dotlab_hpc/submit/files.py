@@ -25,6 +25,7 @@ from ..fsio.parallel import each
 from ..fsio.write import (
     FileBytes,
     NewFolders,
+    StrPath,
     WriteFailed,
     Writer,
     write_new_file,
@@ -87,15 +88,16 @@ def share_file(dirs: Sequence[RunDir], file: FileBytes, write_all: Writer) -> No
         write_all(copies)
 
 
-def _linked(source: Path, dirs: Sequence[RunDir]) -> list[Path]:
+def _linked(source: StrPath, dirs: Sequence[RunDir]) -> list[str]:
     """``source`` hard-linked into each of ``dirs`` under its name, two at a time (each link
     goes into a folder of its own: ``fsio.parallel``); the targets where the file system
     refused a link, to be copied instead, in the order of ``dirs``."""
-    refused: list[tuple[int, Path]] = []
+    refused: list[tuple[int, str]] = []
+    name = os.path.basename(source)  # noqa: PTH119 (a string or a Path)
 
     def link(numbered: tuple[int, RunDir]) -> None:
         i, rd = numbered
-        target = rd.file(source.name)
+        target = rd.at(name)
         try:
             os.link(source, target)
         except OSError as e:
@@ -145,13 +147,13 @@ class NewRuns:
         # (the output folders, checked empty before, are made by each job as it starts)
         if p.is_array and not p.rerun:  # a rerun's claim has its end-marker folder
             self._make_ends(p.ends_dir)
-        tmp = {r.index: RunDir(self.folders.add(r.run_dir)) for r in p.runs}
+        tmp = {r.index: RunDir(Path(self.folders.add(r.run_dir))) for r in p.runs}
         if not p.is_array:
             (tmp[0].path / ENDS_SUBDIR).mkdir()
         good = [n.run for n in contents.runs if n.facts is not None]
         first = tmp[good[0].index] if good else None
         if contents.script is not None and first is not None:
-            files.append((first.file(SCRIPT_NAME), contents.script.encode("utf-8"), 0o644))
+            files.append((first.at(SCRIPT_NAME), contents.script.encode("utf-8"), 0o644))
         for n in contents.runs:
             files += new_run_files(
                 tmp[n.run.index],
@@ -204,7 +206,7 @@ class NewRuns:
         """The one script into every other run directory: a hard link each, else a copy."""
         source = first.file(SCRIPT_NAME)
         refused = _linked(source, others)
-        copies = [(target, source.read_bytes(), 0o644) for target in refused]
+        copies: list[FileBytes] = [(target, source.read_bytes(), 0o644) for target in refused]
         if copies:
             self.write_new(copies)
 

@@ -176,7 +176,7 @@ def run_index(
     for r in runs:
         rd = dirs[r.index]
         try:
-            st = os.stat(rd.file(RUN_FILE))  # noqa: PTH116 (the three numbers, one call)
+            st = os.stat(rd.at(RUN_FILE))  # noqa: PTH116 (the three numbers, one call)
         except OSError:
             continue
         if r.task is not None:  # every run of an array has its task

@@ -18,7 +18,7 @@ import pytest
 
 from dotlab_hpc.errors import OperatorError, SlurmError, UsageError
 from dotlab_hpc.fsio.parallel import PARALLEL_FROM
-from dotlab_hpc.fsio.write import Writer, atomic_write_all
+from dotlab_hpc.fsio.write import FileBytes, Writer, atomic_write_all
 from dotlab_hpc.proc import Completed
 from dotlab_hpc.rundir.directory import RunDir
 from dotlab_hpc.rundir.events import step_logger
@@ -196,8 +196,9 @@ def test_the_checkout_is_verified_by_the_caller_once_per_claim_and_a_facts_file_
 def enospc_on(name: str) -> Writer:
     """A writer that fails like a full disk when asked to write a file called ``name``."""
 
-    def write_all(files: Sequence[tuple[Path, bytes, int]]) -> None:
-        for path, _, _ in files:
+    def write_all(files: Sequence[FileBytes]) -> None:
+        for where, _, _ in files:
+            path = Path(where)
             if path.name == name:
                 atomic_write_all(
                     [(path.parent / "ok-before", b"x", 0o644)]
@@ -338,9 +339,9 @@ def test_a_full_disk_after_the_first_of_several_arrays_takes_back_only_the_rest(
     fake = ArraySlurm(max_array_size=2)
     calls = 0
 
-    def second_fails(files: Sequence[tuple[Path, bytes, int]]) -> None:
+    def second_fails(files: Sequence[FileBytes]) -> None:
         nonlocal calls
-        if files and files[0][0].name == "submission.json":
+        if files and Path(files[0][0]).name == "submission.json":
             calls += 1
             if calls == 2:
                 raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), str(files[0][0]))
