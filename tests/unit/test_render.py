@@ -333,9 +333,12 @@ def test_facts_keep_nasty_values_verbatim(nasty: str) -> None:
     assert f"/i/{nasty}" not in render_script(j)
 
 
-def test_facts_refuse_what_no_file_can_hold() -> None:
-    t = replace(task(manifest()), out_dir=Path("/o/a\udcffb"))
-    with pytest.raises(UsageError, match="not valid UTF-8"):
+@pytest.mark.parametrize(
+    ("out", "why"), [("/o/a\udcffb", "not valid UTF-8"), ("/o/a\0b", "contains a NUL byte")]
+)
+def test_facts_refuse_what_no_file_can_hold(out: str, why: str) -> None:
+    t = replace(task(manifest()), out_dir=Path(out))
+    with pytest.raises(UsageError, match=why):
         task_facts(t, job(t))
 
 
