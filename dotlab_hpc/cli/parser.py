@@ -8,6 +8,7 @@ Pure: argparse only (textwrap when a help is shown).
 from __future__ import annotations
 
 import argparse
+import functools
 
 from ..errors import INTERRUPTED, exit_codes, one_line
 
@@ -17,6 +18,19 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 USAGE_ERROR = 2  # argparse's own exit code for an argument error, kept
+
+
+def _translations_kept() -> None:
+    """argparse translates its own words through gettext as it builds each parser (three a
+    parser, some 80 for a command line of 27 verbs), and gettext looks for a catalogue in the
+    locale folders anew each time, keeping no miss: 21 M instructions, 1.5 % of a submission of
+    500 claims. A word has one translation within a process: each is looked up once."""
+    translate = getattr(argparse, "_", None)
+    if callable(translate) and not hasattr(translate, "cache_info"):
+        setattr(argparse, "_", functools.lru_cache(maxsize=256)(translate))  # noqa: B010
+
+
+_translations_kept()
 
 
 class Parser(argparse.ArgumentParser):

@@ -384,3 +384,26 @@ def test_each_verb_of_the_api_stays_a_function_whatever_was_imported_first() -> 
     importlib.import_module("dotlab_hpc.api.sites")
     importlib.import_module("dotlab_hpc.api.shells")
     assert not isinstance(api.site, type(api)) and not isinstance(api.shell, type(api))
+
+
+def test_argparse_looks_up_each_of_its_words_once_a_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # gettext searches the locale folders for every word argparse translates (three a parser,
+    # some 80 a command line): cli.parser keeps each word's answer, the same answer
+    import gettext
+
+    looked: list[str] = []
+    real = gettext.dgettext
+
+    def counting(domain: str, word: str) -> str:
+        looked.append(word)
+        return real(domain, word)
+
+    monkeypatch.setattr(gettext, "dgettext", counting)
+    argparse._.cache_clear()  # type: ignore[attr-defined]
+    build_parser(["submit"])
+    first = len(looked)
+    build_parser(["status"])
+    assert looked and first == len(looked) == len(set(looked))
+    assert argparse._("options") == gettext.gettext("options")  # type: ignore[attr-defined]
