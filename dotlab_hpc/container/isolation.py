@@ -14,12 +14,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-# The least /tmp and the writable overlay must give: Apptainer's default session tmpfs
-# (`sessiondir max size = 64`, in MiB), which docs/contract.md §1 names as what a claim can
-# count on.
-MIN_TMPFS_MIB = 64
-# What the probe exits with (templates/probe.sh) when a property did not hold.
-ISOLATION_FAILED_RC = 4
+from .probe_numbers import ISOLATION_FAILED_RC as ISOLATION_FAILED_RC
+from .probe_numbers import MIN_TMPFS_MIB as MIN_TMPFS_MIB
 
 # How Apptainer begins the line that says why it would not run a container.
 FATAL_PREFIX = "FATAL:"

@@ -19,7 +19,7 @@ from ..container.apptainer import (
     probed_argv,
     shared_prefix,
 )
-from ..container.isolation import MIN_TMPFS_MIB
+from ..container.probe_numbers import MIN_TMPFS_MIB
 from ..errors import UsageError
 from ..manifest.models import Manifest, ManifestSpec
 from ..manifest.unbuilt import placeholder

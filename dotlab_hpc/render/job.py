@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import TOOL_NAME, __version__
-from ..container.isolation import ISOLATION_FAILED_RC
+from ..container.probe_numbers import ISOLATION_FAILED_RC
 from ..errors import UsageError
 from ..manifest.models import ManifestSpec
 from ..rundir.names import (
