@@ -7,7 +7,6 @@ and that ``status``'s reading of heads needs no pydantic.
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,8 @@ from dotlab_hpc.rundir import head_schemas as written
 from dotlab_hpc.rundir._gen_head_schemas import HEAD_FIELDS, head_schemas, schema_of, source
 from dotlab_hpc.rundir.heads import RunHead, SubmissionHead
 from dotlab_hpc.rundir.models import RunIndex, RunRecord, SubmissionRecord
+from tests.support.imports import imported
 from tests.support.runfiles import run_record, submission_record
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_written_file_is_what_the_generator_makes_of_the_models_now() -> None:
@@ -53,32 +51,6 @@ def test_the_schemas_hold_the_fields_the_heads_read_and_the_whole_index() -> Non
     assert [k for k, r in required.items() if not r] == ["ends_dir"]
 
 
-def _imports(module: str) -> set[str]:
-    """The modules ``module`` (of this package) imports, at its top or in its functions."""
-    path = REPO.joinpath(*module.split(".")).with_suffix(".py")
-    if not path.exists():
-        path = path.with_suffix("") / "__init__.py"
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parent = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{parent}.{base}" if base else parent
-            out.add(base)
-            # ``from . import x``: x may be a module of its own
-            out.update(
-                f"{base}.{alias.name}"
-                for alias in node.names
-                if REPO.joinpath(*base.split("."), f"{alias.name}.py").exists()
-            )
-    return out
-
-
 def test_status_reads_heads_and_indexes_without_importing_pydantic() -> None:
     seen: set[str] = set()
     todo = ["dotlab_hpc.rundir.heads", "dotlab_hpc.rundir.head_schemas"]
@@ -90,13 +62,13 @@ def test_status_reads_heads_and_indexes_without_importing_pydantic() -> None:
         # a module's package is imported first
         parts = module.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
-        for imported in _imports(module):
-            top = imported.split(".")[0]
-            assert top != "pydantic", f"{module} imports {imported}"
+        for name in imported(module):
+            top = name.split(".")[0]
+            assert top != "pydantic", f"{module} imports {name}"
             if top == "dotlab_hpc":
-                todo.append(imported)
+                todo.append(name)
     assert "dotlab_hpc.rundir.head_schemas" in seen and "dotlab_hpc.errors" in seen
-    assert "pydantic_core" in _imports("dotlab_hpc.rundir.heads")
+    assert "pydantic_core" in imported("dotlab_hpc.rundir.heads")
 
 
 # ----------------------------------------------------------------- the same verdicts as the models

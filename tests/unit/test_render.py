@@ -489,31 +489,12 @@ def test_a_submission_renders_the_probe_s_numbers_without_importing_its_report_p
     # container.isolation (the probe's report read back: its classes, enum and patterns) is
     # for collect and doctor; rendering needs only the numbers (about 12 M instructions). The
     # modules a submission imports as it starts: each one's top-level imports, followed.
-    import ast
-
-    root = Path(__file__).resolve().parents[2]
+    from tests.support.imports import imported
 
     def top_level(module: str) -> set[str]:
-        path = root.joinpath(*module.split(".")).with_suffix(".py")
-        if not path.exists():
-            path = path.with_suffix("") / "__init__.py"
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        out = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Import):
-                out.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parent = ".".join(package.split(".")[: package.count(".") + 2 - node.level])
-                    base = f"{parent}.{base}" if base else parent
-                out.add(base)
-                out.update(
-                    f"{base}.{a.name}"
-                    for a in node.names
-                    if root.joinpath(*base.split("."), f"{a.name}.py").exists()
-                )
-        return {m for m in out if m.startswith("dotlab_hpc")}
+        parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
+        found = imported(module, top_level=True) | parents  # a module's package comes first
+        return {m for m in found if m.startswith("dotlab_hpc")}
 
     seen: set[str] = set()
     todo = ["dotlab_hpc.api.submitting", "dotlab_hpc.submit.execute"]
