@@ -38,7 +38,7 @@ from ..rundir.records import (
     write_record,
 )
 from ..slurm.client import SlurmClient
-from ..slurm.states import JobInfo
+from ..slurm.states import JobInfo, is_terminal
 from .attempts import attempts_record
 from .classify import JobFacts, OutputFacts, classify, state_after_end
 from .evidence_files import check_evidence
@@ -397,6 +397,10 @@ def _record_of(f: RunFiles, answer: _SlurmAnswer, now: datetime) -> ClaimRecord:
             f" {max(0, int((now - sent).total_seconds()))} s ago)",
             hint=f"{NOT_FINISHED_HINT}; `dotlab-hpc status --watch` follows it",
         )
+    if f.status is None and info is not None and is_terminal(info.state):
+        # the files were read before Slurm was asked: a job that wrote its status file and
+        # ended in between is read again, not taken for one that ended without writing it
+        f = read_facts(f.run_dir)
     return collect_one(f, info, job_id)
 
 

@@ -316,6 +316,31 @@ def test_a_job_the_controller_still_runs_is_not_taken_for_one_that_ended_without
     )
 
 
+def test_a_status_file_written_as_slurm_is_asked_is_read_not_taken_for_one_never_written(
+    tmp_path: Path,
+) -> None:
+    # Seen on Slurm 26.05 (CI, a loaded machine): collect read the run's files, the job wrote its
+    # status file and ended, then accounting said COMPLETED; collect called it "ended without
+    # writing its status file". A run with no status file that Slurm says ended is read again.
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    written = rd.status_path.read_bytes()
+    rd.status_path.unlink()
+    ended = f"1000|1000|{JOB_NAME}|COMPLETED|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+
+    def sacct(argv: tuple[str, ...]) -> Completed:
+        rd.status_path.write_bytes(written)  # the job's last write, before Slurm saw it end
+        return Completed(argv, 0, ended + "\n", "")
+
+    (c,) = collect_runs([rd], SlurmClient(ScriptedRunner[tuple[str, ...]](sacct)), now=NOW)
+    assert c.error is None and c.record is not None, c.error
+    # the same record as that of a run whose status file was there all along
+    same = complete_run_dir(tmp_path / "same", with_record=False)
+    answer = ScriptedRunner[tuple[str, ...]](lambda argv: Completed(argv, 0, ended + "\n", ""))
+    (d,) = collect_runs([same], SlurmClient(answer), now=NOW)
+    assert d.record is not None and c.record.outcome == d.record.outcome
+    assert c.record.reason == d.record.reason
+
+
 # --------------------------------------------------------------------------- job identity
 def _slurm(
     rows: dict[str, str], controller: dict[str, str] | None = None
