@@ -329,7 +329,7 @@ class NewFolders:
 
 
 # (path, data, mode), what fsio.atomic_write_all writes; a new run directory's files are named by
-# strings (``RunDir.name``): a Path each cost more than writing the file
+# strings (``RunDir.at``): a Path each cost more than writing the file
 FileBytes = tuple[StrPath, bytes, int]
 
 
