@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from .errors import ProcFailed, ProcTimeout, ToolMissing
+from .values import frozen
 
 
 def find_program(name: str, path: str | None = None) -> str | None:
@@ -19,7 +20,7 @@ def find_program(name: str, path: str | None = None) -> str | None:
     return shutil.which(name, path=path)
 
 
-@dataclass(frozen=True)
+@frozen
 class Completed:
     """What a finished program left behind."""
 
@@ -108,7 +109,7 @@ class SubprocessRunner:
             raise ToolMissing(f"{args[0]}: program not found") from e
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchDone:
     """How a batch script run here (``run_batch``) ended."""
 

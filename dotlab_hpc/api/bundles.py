@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..values import frozen
 from .arguments import checked
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def verify_bundle(path: PathLike, *, key: PathLike | None = None) -> BundleRepor
     return check(Path(path), public_key=public)
 
 
-@dataclass(frozen=True)
+@frozen
 class Reproduction:
     """A reviewer's rerun: the authors' record, the new submission, and each run collected."""
 

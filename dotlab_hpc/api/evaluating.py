@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ..errors import DotlabError, OperatorError, UsageError, one_line
+from ..values import frozen
 from .arguments import checked
 from .where import SiteInputs
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 OnProgress = Callable[[str, dict[str, int]], None]
 
 
-@dataclass(frozen=True)
+@frozen
 class Evaluation:
     """A track's evaluation: the report folder and what it says of each artifact."""
 
@@ -499,7 +499,7 @@ def _site_of(site: SiteInputs) -> dict[str, Any]:
     return {k: str(v) for k, v in site.items() if v is not None and k != "sbatch_args"}
 
 
-@dataclass(frozen=True)
+@frozen
 class VerdictCheck:
     """A signed verdict, checked: whether its signature holds with the key, and its statement
     (None when it does not)."""

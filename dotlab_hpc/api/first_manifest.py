@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..values import frozen
 from .arguments import checked
 
 TYPE_CHECKING = False
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MAX_RESULTS_BYTES = 1024 * 1024
 
 
-@dataclass(frozen=True)
+@frozen
 class Initialised:
     """What ``init`` wrote, and what the author should look at."""
 

@@ -11,11 +11,11 @@ import contextlib
 import contextvars
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OperatorError, RunDirError, UsageError
+from ..values import frozen
 from .arguments import checked
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def local_jobs() -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- Run
-@dataclass(frozen=True)
+@frozen
 class Run:
     """One submitted claim: its run directory, and its job while it has one.
 

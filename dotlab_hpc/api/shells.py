@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from ..errors import InputMismatch, UsageError
 from ..site.settings import JOB_PATH  # the job's own PATH: the same programs, found the same way
+from ..values import frozen
 from .arguments import checked
 from .where import SiteInputs, site_settings
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .inputs import PathLike
 
 
-@dataclass(frozen=True)
+@frozen
 class ShellPlan:
     """What ``shell`` runs: the argv, its environment, and the output folder it made."""
 

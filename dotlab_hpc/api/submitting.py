@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
 
 from ..errors import DotlabError, OperatorError, Preempted, UsageError
+from ..values import frozen
 from .arguments import checked
 from .where import SiteInputs, site_settings
 
@@ -187,7 +187,7 @@ def _follow_knobs() -> None:
     Knobs.from_env()
 
 
-@dataclass(frozen=True)
+@frozen
 class _Early:
     """What the outermost submission asks at its start (``ask_early``) and the client that
     asked it: every job of that submission (a claim over many runs is one of its own, submitted
@@ -244,7 +244,7 @@ def check_live(live: bool, *, local: bool) -> None:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class _Asked:
     """What ``submission`` was asked beyond ``RunInputs``, and its two folders filled in."""
 
@@ -499,7 +499,7 @@ def collect_as_they_end(
     return on_final
 
 
-@dataclass(frozen=True)
+@frozen
 class _Again:
     """How ``run_all`` submits, follows and collects the new attempts of preempted claims."""
 

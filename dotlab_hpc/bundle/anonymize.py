@@ -24,8 +24,9 @@ import json
 import os
 import pwd
 import re
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from ..values import frozen
 
 ANON_USER = "anonymous"
 ANON_ID = "65534"
@@ -65,7 +66,7 @@ _ID_PATTERNS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Identity:
     """Who a bundle must not name: a login name, its uid and gid, its home folder."""
 
@@ -94,7 +95,7 @@ def identities(run_dir: Path) -> tuple[Identity, ...]:
     return tuple(found)
 
 
-@dataclass(frozen=True)
+@frozen
 class Scrubber:
     """Rewrites text: host paths to placeholders (longest first), then names, then ids."""
 

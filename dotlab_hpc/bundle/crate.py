@@ -21,11 +21,12 @@ import json
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from ..container.registry import SIF_LAYER
+from ..values import frozen
 from .crate_runs import COMPLETED, FAILED, add_run_actions, check_run_actions, describe_files
 from .crate_runs import entity_ids as _ids
 from .layout import CRATE, IMAGE, RECORD
@@ -58,7 +59,7 @@ MEDIA_TYPES = {
 OTHER_MEDIA_TYPE = "application/octet-stream"
 
 
-@dataclass(frozen=True)
+@frozen
 class Author:
     """One author the crate credits: a name and, when known, the ORCID iD (a URL), the name of
     the author's organisation and its ROR id (a URL)."""
@@ -78,7 +79,7 @@ class Named(Protocol):
     def url(self) -> str | None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Organization:
     """An organisation the crate names: its name and, when known, its web address or ROR id."""
 
@@ -86,7 +87,7 @@ class Organization:
     url: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class CrateFacts(ProvenanceFacts):
     """The run's facts and what only the crate's root says: the license (an SPDX id), the
     authors and the publisher (the manifest's)."""

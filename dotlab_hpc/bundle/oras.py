@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.apptainer import pull_argv, push_argv
@@ -29,11 +28,12 @@ from ..container.sif import read_sif
 from ..errors import InputMismatch, OperatorError, SifError, UsageError, one_line
 from ..fsio.sha256 import sha256_file
 from ..proc import StreamingRunner
+from ..values import frozen
 
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Transfer:
     """One .sif pushed or pulled: the file, its digest and size, the reference by digest."""
 

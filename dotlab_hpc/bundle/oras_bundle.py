@@ -16,7 +16,6 @@ import hashlib
 import os
 import tarfile
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.registry import Fetch, fetch_manifest
@@ -24,6 +23,7 @@ from ..container.sif import read_sif
 from ..errors import InputMismatch, OperatorError, SifError, UsageError, one_line
 from ..fsio.sha256 import sha256_file
 from ..proc import StreamingRunner
+from ..values import frozen
 from .layout import SUMS
 from .oras import oras_ref, pull_image, push_image
 from .tar import MAX_BYTES
@@ -34,7 +34,7 @@ GENERIC_RAW_CODE = 0x4007  # the same type as a SIF descriptor records it
 _COPY_CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class BundleTransfer:
     """A bundle's tar pushed or pulled: the tar, its sha256 and size, the pinned reference."""
 

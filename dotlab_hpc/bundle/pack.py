@@ -16,7 +16,7 @@ import re
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from ..rundir.models import ClaimRuns, RunRecord
 from ..rundir.names import DEF_NAME, LOG_FILES, RESOLVED_FILE
 from ..rundir.parts import ToolRecord
 from ..rundir.records import ClaimRecord
+from ..values import frozen
 from .anonymize import ANON_USER, tree_leaks
 from .check import verify_dir
 from .crate import Author, CrateFacts, credited
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
 _URL_OK = re.compile(r"[^\s\x00-\x1f\x7f]{1,2048}")
 
 
-@dataclass(frozen=True)
+@frozen
 class PackOptions:
     """What ``pack`` was asked for."""
 
@@ -82,7 +83,7 @@ class PackOptions:
     anonymize: bool = False  # no login name, uid, home or host path in any file (anonymize.py)
 
 
-@dataclass(frozen=True)
+@frozen
 class PackResult:
     """The bundle written."""
 
@@ -212,7 +213,7 @@ def bundle_license(given: str | None, declared: str | None, manifest: Path) -> s
     return declared
 
 
-@dataclass(frozen=True)
+@frozen
 class _Source:
     """A collected run as pack reads it: its folder, its record (and the record's bytes) and
     its manifest, checked against each other."""

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..rundir.names import member_dir_name
+from ..values import frozen
 from .layout import ENVELOPE, IMAGE, LOGS, RECORD, STATEMENT, SUMS
 from .outputs import is_output_name, output_path
 
@@ -33,7 +33,7 @@ BUILDER_ID = "urn:dotlab-hpc:slurm-apptainer"
 NOT_COVERED = frozenset({STATEMENT, ENVELOPE, SUMS})
 
 
-@dataclass(frozen=True)
+@frozen
 class Dataset:
     """One verified dataset: its manifest name, path below --data-dir, sha256."""
 
@@ -49,7 +49,7 @@ class Dataset:
         return f"https://doi.org/{self.doi}" if self.doi else self.url
 
 
-@dataclass(frozen=True)
+@frozen
 class RunFact:
     """One run of a claim over many runs, as the claim's record lists it (``over_runs.runs``)."""
 
@@ -79,7 +79,7 @@ class RunFact:
         return f"run {self.index}" + ("" if self.seed is None else f" (seed {self.seed})")
 
 
-@dataclass(frozen=True)
+@frozen
 class ProvenanceFacts:
     """What the RO-Crate and the statement say about the run (from the record and evidence)."""
 

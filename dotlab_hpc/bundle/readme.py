@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 from ..manifest.models import DatasetSpec, ManifestSpec
 from ..rundir.records import ClaimRecord
+from ..values import frozen
 from .evidence import site_words
 from .layout import (
     CRATE,
@@ -58,7 +58,7 @@ def _dataset_line(d: DatasetSpec) -> str:
     return f"   - `{d.path}` ({d.name}): `{d.sha256}`{got}"
 
 
-@dataclass(frozen=True)
+@frozen
 class _ImageWords:
     """How the README names the image: in the file list, in the rerun steps, as ``--image``."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.build import build_from_def
@@ -21,11 +20,12 @@ from ..container.sif import read_sif
 from ..container.sif_compare import TreeDiff, compare_images
 from ..errors import UsageError
 from ..proc import StreamingRunner
+from ..values import frozen
 
 SHOWN = 20  # the differing paths printed (the counts say how many in all)
 
 
-@dataclass(frozen=True)
+@frozen
 class Rebuilt:
     """A rebuild's verdict: the bundle's image, the one built again, and what differs."""
 
@@ -60,7 +60,7 @@ class Rebuilt:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class RebuildVerdict:
     """``reproduce --rebuild``'s part: the rebuild's verdict, or the one line that stopped it
     (the reproduction stands either way). The reviewer's: printed, never recorded."""

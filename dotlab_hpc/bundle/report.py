@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..manifest import models as manifest_mod
 from ..rundir.records import ClaimRecord
+from ..values import frozen
 from .layout import BundleIndex
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ Status = Literal["ok", "failed", "skipped"]
 SignatureState = Literal["verified", "not_checked", "not_signed", "invalid"]
 
 
-@dataclass(frozen=True)
+@frozen
 class BundleCheck:
     """One check of verify-bundle."""
 
@@ -36,7 +37,7 @@ class BundleCheck:
         return self.status == "ok"
 
 
-@dataclass(frozen=True)
+@frozen
 class Signature:
     """What the ``signature`` check found: its state and the key ids the envelope names (with
     ``verified``: the id of the key that verified it)."""
@@ -49,7 +50,7 @@ class Signature:
         return {"state": self.state, "key_ids": list(self.key_ids)}
 
 
-@dataclass(frozen=True)
+@frozen
 class BundleReport:
     """Every check of one bundle."""
 

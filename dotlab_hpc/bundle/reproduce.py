@@ -8,7 +8,6 @@ a checked bundle, and the comparison of the authors' record with the new one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -16,11 +15,12 @@ from pydantic import ValidationError
 from ..errors import UsageError, one_line
 from ..fsio.read import FileRefused, read_regular
 from ..rundir.records import ClaimRecord
+from ..values import frozen
 from .layout import INDEX, MAX_TEXT_BYTES, RECORD, BundleIndex
 from .report import BundleReport
 
 
-@dataclass(frozen=True)
+@frozen
 class ReproducePlan:
     """What a checked bundle gives a rerun: its manifest, the image, the authors' record."""
 

@@ -15,7 +15,6 @@ import binascii
 import hashlib
 import json
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from ..errors import UsageError, one_line
 from ..fsio.read import FileRefused, read_regular
 from ..fsio.write import WriteFailed, write_new_file
+from ..values import frozen
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 # a PEM key is a few hundred bytes; anything larger is not one
@@ -126,7 +126,7 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
 
 
 # --------------------------------------------------------------------------- envelopes
-@dataclass(frozen=True)
+@frozen
 class Envelope:
     """A DSSE envelope, decoded: the payload's bytes and each (keyid, signature)."""
 

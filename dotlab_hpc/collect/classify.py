@@ -6,7 +6,6 @@ raises ``OperatorError`` instead: no record, exit 2, and a message saying what t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..container.isolation import FatalCause, promise, remedy
@@ -14,9 +13,10 @@ from ..errors import NOT_FINISHED_HINT, NotFinished, OperatorError, Preempted
 from ..manifest.models import ManifestSpec
 from ..rundir.records import Outcome, TargetResult, Verdict, empty_targets
 from ..slurm.states import JobState, is_terminal
+from ..values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class JobFacts:
     """What the job left behind: its status file, the container's markers, and Slurm's view."""
 
@@ -47,7 +47,7 @@ class JobFacts:
     local: bool = False  # a ``run --local`` job: no Slurm to ask about it
 
 
-@dataclass(frozen=True)
+@frozen
 class OutputFacts:
     """What the output directory held: the numbers, or why there are none."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from ..rundir.records import (
 )
 from ..slurm.client import SlurmClient
 from ..slurm.states import JobInfo, is_terminal
+from ..values import frozen
 from .attempts import attempts_record
 from .classify import JobFacts, OutputFacts, classify, state_after_end
 from .evidence_files import check_evidence
@@ -293,7 +293,7 @@ def _lost_runs(
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Collected:
     """The result of collecting one run: its record, or why there is none."""
 
@@ -304,7 +304,7 @@ class Collected:
     reused: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class _SlurmAnswer:
     """What Slurm said of the runs to collect: each run's job, the jobs' facts, the lost runs."""
 

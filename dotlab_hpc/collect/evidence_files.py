@@ -15,7 +15,6 @@ import hashlib
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..fsio.read import FileRefused, read_regular
@@ -28,12 +27,13 @@ from ..manifest.evidence_rules import (
     is_glob,
 )
 from ..manifest.models import EvidenceSpec
+from ..values import frozen
 
 # how many names one glob may list in all its folders before it is given up on
 MAX_LISTED = 100_000
 
 
-@dataclass(frozen=True)
+@frozen
 class EvidenceFile:
     """One evidence file as collect read it: its path in the output folder, size and sha256."""
 
@@ -42,7 +42,7 @@ class EvidenceFile:
     sha256: str
 
 
-@dataclass(frozen=True)
+@frozen
 class EvidenceFacts:
     """The evidence files read (in the order declared, each once), or the first problem."""
 

@@ -5,7 +5,6 @@ the classifier needs."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from ..rundir.models import JobStatus, RunRecord, SubmissionRecord
 from ..rundir.names import CONTAINER_ERR, CONTAINER_OUT, PROBE_OUT, SLURM_LOG
 from ..slurm.parse import log_says_oom, log_says_time_limit
 from ..slurm.states import JobInfo, slurm_moment
+from ..values import frozen
 from .classify import JobFacts
 
 # The wrapper's first line on the container's stdout (templates/wrapper.sh).
@@ -38,7 +38,7 @@ _UTC_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
 TIMEOUT_CODES = frozenset({124, 137, 143})
 
 
-@dataclass(frozen=True)
+@frozen
 class ContainerFacts:
     """What the tool's own steps reported, on channels nothing the analysis does can alter.
 
@@ -110,7 +110,7 @@ def read_container_facts(rd: RunDir, status: JobStatus | None, limit_s: int) -> 
 
 
 # --------------------------------------------------------------------------- the job
-@dataclass(frozen=True)
+@frozen
 class RunFiles:
     """Everything collect needs about one run, read from its directory."""
 

@@ -10,10 +10,10 @@ as a single run's targets (``classify.within_tolerance``). Pure: the caller read
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from ..manifest.models import ManifestSpec, TargetSpec
 from ..rundir.records import Outcome, Verdict
+from ..values import frozen
 from .classify import JobFacts, OutputFacts, classify, tolerance_text, within_tolerance
 from .statistics import (
     Compare,
@@ -31,7 +31,7 @@ RAN = "ran"
 SHOWN_FAILURES = 3  # the reason names this many failed runs in full, then counts the others
 
 
-@dataclass(frozen=True)
+@frozen
 class RunValues:
     """One run of the claim: its index, its seed, and its values or why it has none."""
 
@@ -47,7 +47,7 @@ class RunValues:
         return f"run {self.index}" + (f" (seed {self.seed})" if self.seed is not None else "")
 
 
-@dataclass(frozen=True)
+@frozen
 class StatTarget:
     """A target over runs: ``statistic`` of the runs' ``of`` values against ``value``."""
 
@@ -61,7 +61,7 @@ class StatTarget:
     compare: Compare | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class StatResult:
     """A target's statistic over the runs, and whether it is within tolerance."""
 
@@ -74,7 +74,7 @@ class StatResult:
     other: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class OverRuns:
     """The claim's outcome over its runs, why, and each target's statistic."""
 

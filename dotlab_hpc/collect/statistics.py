@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 import statistics as stdlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from ..manifest.runs import least_runs, valid_statistic
+from ..values import frozen
 
 CONFIDENCE = 0.95
 RESAMPLES = 9_999
@@ -80,7 +80,7 @@ def compared(how: Compare, baseline: float, other: float) -> float:
     return other / baseline
 
 
-@dataclass(frozen=True)
+@frozen
 class Interval:
     """A confidence interval: its bounds, level and how it was computed."""
 

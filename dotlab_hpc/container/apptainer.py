@@ -8,10 +8,10 @@ https://apptainer.org/docs/user/latest/bind_paths_and_mounts.html.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import UsageError
+from ..values import frozen
 
 CODE_MOUNT = PurePosixPath("/work/code")
 DATA_MOUNT = PurePosixPath("/work/data")
@@ -25,7 +25,7 @@ MAX_ARG_STRLEN = 131072
 MAX_ARGV_BYTES = 1 << 20  # half of the usual ARG_MAX: room for the environment and the wrapper
 
 
-@dataclass(frozen=True)
+@frozen
 class ExecSpec:
     """Everything one `apptainer exec` of a claim needs, as finished values."""
 

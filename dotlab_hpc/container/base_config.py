@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DotlabError, OperatorError
+from ..values import frozen
 from .registry import (
     DOCKER_LIST,
     OCI_INDEX,
@@ -36,7 +36,7 @@ _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "ppc64le": "pp
 FetchBlob = Callable[[ImageRef, str, bool, int], bytes]
 
 
-@dataclass(frozen=True)
+@frozen
 class BaseConfig:
     """The parts of a base image's configuration a Dockerfile builds on."""
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from ..values import frozen
 from .isolation import MIN_TMPFS_MIB
 
 # The bind path entries Apptainer's own apptainer.conf ships with: files, not host folders.
 DEFAULT_BIND_PATHS = frozenset({"/etc/localtime", "/etc/hosts"})
 
 
-@dataclass(frozen=True)
+@frozen
 class ConfFinding:
     """One apptainer.conf setting that drops or weakens what dotlab-hpc asks Apptainer for."""
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..values import frozen
 
 # Python's \s and str.splitlines() are supersets of Go's bufio.isSpace and "\n" line ends, so
 # the check refuses at least everything Apptainer would read as a section or a stage.
@@ -101,7 +101,7 @@ def pinned_ref_problem(ref: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- reading
-@dataclass(frozen=True)
+@frozen
 class DefSection:
     """One ``%name [args]`` section and its body, as Apptainer splits them."""
 
@@ -110,7 +110,7 @@ class DefSection:
     body: str
 
 
-@dataclass(frozen=True)
+@frozen
 class DefStage:
     """One build stage: its header ``key: value`` pairs (keys lower-cased) and its sections."""
 

@@ -17,12 +17,12 @@ import copy
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..fsio.write import atomic_write_all
+from ..values import frozen
 from .deffile import has_full_digest, pinned_ref_problem
 from .dockerfile_copy import STAGING
 from .dockerfile_expand import Scope, expand, fixed, literal
@@ -39,7 +39,7 @@ DEFAULT_DEF_NAME = "claim.def"
 _STAGE_NAME_RE = re.compile(r"[a-z][a-z0-9_.-]*")
 
 
-@dataclass(frozen=True)
+@frozen
 class DefConversion:
     """A converted .def: its text, the pinned base image of each stage, and what was lost."""
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from ..values import frozen
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]")
 _SAFE_RE = re.compile(r"[A-Za-z0-9_./:@%+,=-]+")
@@ -25,7 +26,7 @@ _PLATFORM_EXAMPLE = {"PLATFORM": "linux/amd64", "OS": "linux", "ARCH": "amd64", 
 PLATFORM_ARGS = {f"{w}{p}": v for w in ("TARGET", "BUILD") for p, v in _PLATFORM_EXAMPLE.items()}
 
 
-@dataclass(frozen=True)
+@frozen
 class Ref:
     """A reference to a variable the Dockerfile does not define, kept as shell text."""
 

@@ -11,9 +11,9 @@ table: one measuring code for both.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 
+from ..values import frozen
 from .probe_numbers import ISOLATION_FAILED_RC as ISOLATION_FAILED_RC
 from .probe_numbers import MIN_TMPFS_MIB as MIN_TMPFS_MIB
 
@@ -34,7 +34,7 @@ class State(StrEnum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@frozen
 class Property:
     """One property of docs/contract.md §4: the promise, and what to change when it fails."""
 
@@ -139,7 +139,7 @@ _PROPERTIES = (
 PROPERTIES: dict[str, Property] = {p.name: p for p in _PROPERTIES}
 
 
-@dataclass(frozen=True)
+@frozen
 class FatalCause:
     """An Apptainer refusal the site's apptainer.conf explains: the property and the setting."""
 
@@ -166,7 +166,7 @@ _FATAL_CAUSES = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Measured:
     """One property as the probe measured it: its state and the measured fact in words."""
 
@@ -174,7 +174,7 @@ class Measured:
     measured: str
 
 
-@dataclass(frozen=True)
+@frozen
 class ProbeReport:
     """The probe's output, parsed: facts, checks (in the probe's order), nvidia-smi lines, and
     what the analysis can read of the host that the flags do not hide (``exposed``: name, what;

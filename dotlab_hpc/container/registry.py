@@ -18,10 +18,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputMismatch, OperatorError, UsageError
+from ..values import frozen
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
@@ -47,7 +47,7 @@ _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _BEARER_RE = re.compile(r'(\w+)="([^"]*)"')
 
 
-@dataclass(frozen=True)
+@frozen
 class ImageRef:
     """``scheme://[HOST[:PORT]/]REPO[:TAG][@sha256:HEX]``, read as the distribution reference is."""
 
@@ -132,7 +132,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 # --------------------------------------------------------------------------- reading a manifest
-@dataclass(frozen=True)
+@frozen
 class Manifest:
     """A manifest's bytes as the registry served them, and their digest."""
 
@@ -283,7 +283,7 @@ def check_pinned_manifest(
     return got
 
 
-@dataclass(frozen=True)
+@frozen
 class SifLayer:
     """The SIF file an ORAS artifact carries: its digest (the file's sha256) and size."""
 

@@ -23,12 +23,13 @@ import shutil
 import stat
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import ProcFailed, ProcTimeout, SifError, ToolMissing, UsageError
 from ..fsio.sha256 import sha256_files
 from ..proc import Runner, stream_lines
+from ..values import frozen
 from .sif import read_sif
 
 MAX_ENTRIES = 2_000_000  # two images' listings held: ~300 bytes an entry, ~1.2 GB at most
@@ -57,7 +58,7 @@ class ImageCompareError(UsageError):
     """An image that cannot be compared: say which and why (exit 2)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Entry:
     """One entry of an image's tree, as compared: its type and mode, its numeric owner, its
     size (``major,minor`` for a device), a link's target, a regular file's sha256."""
@@ -69,7 +70,7 @@ class Entry:
     sha256: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class TreeDiff:
     """What differs between two images' trees (paths relative to their roots, sorted)."""
 

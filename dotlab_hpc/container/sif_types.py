@@ -4,10 +4,11 @@ sylabs/sif and ``siftool list`` give them), times as UTC."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from ..values import frozen
 
 MAGIC = b"SIF_MAGIC\x00"
 
@@ -119,7 +120,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- models
-@dataclass(frozen=True)
+@frozen
 class SifHeader:
     """The 128-byte global header."""
 
@@ -139,7 +140,7 @@ class SifHeader:
     data_size: int
 
 
-@dataclass(frozen=True)
+@frozen
 class Link:
     """What an object links to: another object, or (``is_group``) a group of objects."""
 
@@ -147,7 +148,7 @@ class Link:
     is_group: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class PartitionInfo:
     """Extra fields of a partition (FS) object."""
 
@@ -159,7 +160,7 @@ class PartitionInfo:
     arch: str
 
 
-@dataclass(frozen=True)
+@frozen
 class SignatureInfo:
     """Extra fields of a signature object; ``fingerprint`` is upper-case hex or None."""
 
@@ -168,7 +169,7 @@ class SignatureInfo:
     fingerprint: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class CryptoMessageInfo:
     """Extra fields of a cryptographic message object."""
 
@@ -178,7 +179,7 @@ class CryptoMessageInfo:
     message: str
 
 
-@dataclass(frozen=True)
+@frozen
 class SifObject:
     """One used descriptor: a data object and where its bytes lie in the file."""
 
@@ -216,7 +217,7 @@ class SifObject:
         return self.type_name
 
 
-@dataclass(frozen=True)
+@frozen
 class SifImage:
     """Everything ``inspect`` reports about one SIF file."""
 

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import jinja2
 
 from ..errors import UsageError
 from ..fsio.write import atomic_write_all
+from ..values import frozen
 from .badges import BADGES, Badge, ClaimResult, row_outcome
 
 INDEX = "index.html"
@@ -46,7 +46,7 @@ CSV_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class ArtifactReport:
     """Everything the report says of one artifact."""
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, one_line
 from ..fsio.read import FileRefused, read_regular
+from ..values import frozen
 
 # an artifact's name names its page and its folders in the report
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -47,7 +47,7 @@ KEYS = {"name", "bundle", "bundles", "code", "data", "key", "note"}
 ORAS = "oras://"
 
 
-@dataclass(frozen=True)
+@frozen
 class Artifact:
     """One paper's artifact: its bundles (one a claim: a folder or .tar, or the ``oras://``
     reference of one pushed, as text), its inputs, the authors' key."""
@@ -60,7 +60,7 @@ class Artifact:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@frozen
 class Track:
     """The artifacts of a track, in the order given (a folder's: by name)."""
 

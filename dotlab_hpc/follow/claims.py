@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DotlabError, RunDirError, one_line
 from ..rundir.directory import RunDir
+from ..values import frozen
 from .lost import LOST
 from .states import BadRun, Row, RunState
 from .unwritten import NO_STATUS
@@ -20,7 +20,7 @@ from .unwritten import NO_STATUS
 _SHOWN = ("RUNNING", "COMPLETING", "PENDING", "REQUEUED", "SUSPENDED", "UNKNOWN")
 
 
-@dataclass(frozen=True)
+@frozen
 class Group:
     """Where a claim over many runs sits among the rows: its folder, name and runs' rows."""
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..fsio.notice import notice_choice
+from ..values import frozen
 
 SLURM_S_ENV = "DOTLAB_FOLLOW_SLURM_S"
 LOST_S_ENV = "DOTLAB_FOLLOW_LOST_S"
@@ -19,7 +20,7 @@ DEFAULT_LOST_S = 300.0
 DEFAULT_GRACE_S = 30.0
 
 
-@dataclass(frozen=True)
+@frozen
 class Knobs:
     """How often the follower looks: files, the controller, and when a silent job is lost."""
 

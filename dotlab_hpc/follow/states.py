@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from ..errors import DotlabError, one_line
 from ..rundir.directory import RunDir
 from ..slurm.states import JobState
+from ..values import frozen
 
 UNKNOWN = JobState.UNKNOWN.value
 
@@ -138,7 +139,7 @@ class Local(NamedTuple):
         return self.submitted_at or self.created_at
 
 
-@dataclass(frozen=True)
+@frozen
 class Cancelled:
     """What ``cancel`` did: the job ids cancelled, the runs never submitted, the unreadable,
     the ``run --local`` jobs that had ended already (nothing was signalled), and those it
@@ -152,7 +153,7 @@ class Cancelled:
     claims: Mapping[str, str] = field(default_factory=dict)  # job id -> its claim
 
 
-@dataclass(frozen=True)
+@frozen
 class LocalCancelled:
     """A ``run --local`` job ``cancel`` ended: its claim, its (invented) id, its process group."""
 

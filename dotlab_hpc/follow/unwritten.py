@@ -13,13 +13,13 @@ and the last lines of ``slurm.out``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import one_line
 from ..fsio.read import read_window
 from ..rundir.names import SLURM_LOG
+from ..values import frozen
 
 if TYPE_CHECKING:
     from ..slurm.states import JobInfo
@@ -33,7 +33,7 @@ TAIL_LINES = 3
 TAIL_CHARS = 160
 
 
-@dataclass(frozen=True)
+@frozen
 class Space:
     """What ``df`` says of the file system holding a folder: bytes free (for its user) and in
     all, and whether no inode is left."""

@@ -13,8 +13,8 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from ..values import frozen
 from .rules import NAME_RE
 
 # What init writes for each target taken from an earlier results.json: the author must confirm
@@ -22,7 +22,7 @@ from .rules import NAME_RE
 DRAFT_REL_TOL = 0.01
 
 
-@dataclass(frozen=True)
+@frozen
 class DraftDataset:
     """One dataset found in --data-dir."""
 
@@ -31,7 +31,7 @@ class DraftDataset:
     sha256: str
 
 
-@dataclass(frozen=True)
+@frozen
 class DraftFacts:
     """What ``init`` found, ready to be written."""
 

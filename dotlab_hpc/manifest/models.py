@@ -11,7 +11,6 @@ import functools
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,6 +28,7 @@ from pydantic import (
 
 from ..errors import ManifestError, one_line
 from ..slurm.units import parse_memory_mib, parse_time_limit
+from ..values import frozen
 from .credit_spec import AuthorSpec, PublisherSpec
 from .credit_spec import Frozen as _Frozen
 from .evidence_rules import (
@@ -395,7 +395,7 @@ class ManifestSpec(_Frozen):
 
 
 # --------------------------------------------------------------------------- loading
-@dataclass(frozen=True)
+@frozen
 class Manifest:
     """A validated manifest and where it came from (its sha256 goes into labels and records)."""
 

@@ -13,13 +13,13 @@ import functools
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 from ..container.deffile import TOOL_LABEL_PREFIX, pinned_ref_problem, text_problem
 from ..errors import one_line
 from ..slurm.units import parse_memory_mib, parse_time_limit
+from ..values import frozen
 from .credit import valid_author_name as valid_author_name
 from .credit import valid_license as valid_license
 from .credit import valid_orcid as valid_orcid
@@ -34,7 +34,7 @@ from .runs import valid_seeds as valid_seeds
 from .runs import valid_statistic as valid_statistic
 
 
-@dataclass(frozen=True)
+@frozen
 class TooLongNumber:
     """A number literal too long to convert (int() refuses over 4300 digits, and is slow before).
 

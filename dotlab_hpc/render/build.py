@@ -31,7 +31,6 @@ nothing usable).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,7 @@ from ..fsio.write import atomic_write_json, atomic_write_text
 from ..manifest.models import Manifest
 from ..proc import StreamingRunner, find_program
 from ..site.resolve import locate_apptainer
+from ..values import frozen
 from .deffile import build_folder, def_view, local_base_path, render_def
 
 LOCK_VERSION = 1
@@ -62,7 +62,7 @@ LOCK_SUFFIX = ".lock.json"
 INSTALL_URL = "https://apptainer.org/docs/admin/latest/installation.html"
 
 
-@dataclass(frozen=True)
+@frozen
 class BuildResult:
     """What one build produced."""
 

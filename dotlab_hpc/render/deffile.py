@@ -4,7 +4,6 @@ rendered text is read back as Apptainer reads it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.deffile import GO_SPACE as _GO_SPACE
@@ -18,10 +17,11 @@ from ..container.deffile import (
 from ..errors import UsageError
 from ..manifest.models import Manifest
 from ..manifest.pin import unpinned_sha256
+from ..values import frozen
 from .templates import environment, view_fields
 
 
-@dataclass(frozen=True)
+@frozen
 class DefView:
     """What ``claim.def.j2`` lays out: the From line, labels and user sections, all finished."""
 

@@ -6,7 +6,6 @@ Python decides and quotes everything; the Jinja templates in ``templates/`` only
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import TOOL_NAME, __version__
@@ -25,6 +24,7 @@ from ..rundir.names import (
 )
 from ..site.settings import JOB_PATH, NO_SITE, Site
 from ..slurm.directives import JobRequest, directive_lines, gres_gpus
+from ..values import frozen
 from .spec import JobSpec
 from .templates import environment, probe_script, sh_quote, view_fields
 
@@ -37,7 +37,7 @@ USR1_LEAD_S = 90
 SAMPLE_START_S = 60
 
 
-@dataclass(frozen=True)
+@frozen
 class ScriptView:
     """What ``job.sbatch.j2`` lays out: nothing in it is about one claim of an array."""
 

@@ -4,17 +4,17 @@ a job array (``render.job``), so that each sample is a run of its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import TOOL_NAME, __version__
 from ..rundir.names import SCRIPT_NAME, member_dir_name
+from ..values import frozen
 from .job import job_directives
 from .spec import JobSpec
 from .templates import environment, sh_quote, view_fields
 
 
-@dataclass(frozen=True)
+@frozen
 class PairsView:
     """What ``pairs.sbatch.j2`` lays out: the request for all samples, and where they are."""
 

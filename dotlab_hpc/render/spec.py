@@ -3,18 +3,18 @@ manifest and where everything lives on the cluster), and the job of one task or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..manifest.models import Manifest
 from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
+from ..values import frozen
 
 # Time the job needs beyond the entrypoint's own limit: the image digest check on the node and
 # the container's start. Slurm's resolution is one minute (sbatch --time rounds seconds up).
 DEFAULT_MARGIN_S = 300
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskSpec:
     """One claim of a submission: its manifest and where everything lives on the cluster."""
 
@@ -33,7 +33,7 @@ class TaskSpec:
     sample: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ArrayLayout:
     """Where the tasks of a job array find their run directories.
 
@@ -46,7 +46,7 @@ class ArrayLayout:
     batch: str
 
 
-@dataclass(frozen=True)
+@frozen
 class JobSpec:
     """One sbatch submission: one task, or a job array of many (one script for all of them)."""
 

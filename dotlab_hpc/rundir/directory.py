@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from ..errors import DotlabError, RunDirError, UsageError, one_line
 from ..fsio.jsontext import json_line
 from ..fsio.read import FileRefused, read_regular
 from ..fsio.write import append_line, write_new_file
+from ..values import frozen
 from .heads import RunHead, SubmissionHead, indexed_run_head, shared_submission_head
 from .names import (
     CLAIM_FILE,
@@ -57,7 +57,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NO
 
 
 # --------------------------------------------------------------------------- the directory
-@dataclass(frozen=True)
+@frozen
 class RunDir:
     """A run directory on disk: the one place its files are named, read and written."""
 

@@ -6,7 +6,6 @@ reads, and never the manifest's models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,6 +16,7 @@ from .. import TOOL_NAME, __version__
 from ..container.isolation import State
 from ..errors import UsageError
 from ..fsio.write import atomic_write_json
+from ..values import frozen
 from .parts import CodeRecord, InputsRecord, RunOfClaim, SiteRecord, ToolRecord, left_out
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ class Outcome(StrEnum):
     INPUT_MISMATCH = "input_mismatch"
 
 
-@dataclass(frozen=True)
+@frozen
 class TargetResult:
     """One target compared with what the analysis produced."""
 
@@ -245,7 +245,7 @@ class TargetResult:
     within: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     """An outcome, one sentence a person can act on, and the per-target comparison."""
 

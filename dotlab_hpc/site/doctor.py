@@ -18,7 +18,6 @@ import os
 import stat
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.apptainer import buildcfg_argv, version_argv
@@ -44,6 +43,7 @@ from ..slurm.argv import (
 )
 from ..slurm.parse import parse_sbatch_version, parse_scontrol_show_config
 from ..slurm.partitions import gpu_count, parse_partitions
+from ..values import frozen
 from .probe_image import ProbeImageError, RootPlan, make_probe_image
 from .report import FIX_SLURM, FIX_SUBMIT, SANDBOX, not_measured
 from .report import HELD as HELD
@@ -65,7 +65,7 @@ PROBE_ENTRYPOINT = "printf '{\"probe\": 1}' > /work/out/results.json"
 _STATE = {State.HELD: HELD, State.NOT_HELD: NOT_HELD, State.UNKNOWN: UNKNOWN}
 
 
-@dataclass(frozen=True)
+@frozen
 class DoctorOptions:
     """What ``doctor`` was asked: ``site``, the settings jobs get (the Apptainer resolved from
     it here); ``site_argv``, the options that give the probe's ``dotlab-hpc run`` the same."""

@@ -13,12 +13,12 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..container.build import build_from_folder
 from ..errors import DotlabError
 from ..proc import Runner, find_program
+from ..values import frozen
 
 # every program run inside the container by templates/probe.sh, templates/wrapper.sh and the
 # probe claim's entrypoint (the rest are sh builtins)
@@ -66,7 +66,7 @@ def parse_ldd(text: str) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class RootPlan:
     """What goes into the image's root: each destination (relative) and the file it copies."""
 

@@ -4,9 +4,10 @@ to: the exit code and ``--json``; and ``dotlab-hpc site``'s report."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from ..container.isolation import PROPERTIES
+from ..values import frozen
 
 HELD = "held"
 NOT_HELD = "not held"
@@ -19,7 +20,7 @@ FIX_SLURM = "fix Slurm first (`sinfo` should answer)"
 FIX_SUBMIT = "fix this first (sbatch must accept the probe job), then run doctor again"
 
 
-@dataclass(frozen=True)
+@frozen
 class Row:
     """One line of the doctor's table."""
 
@@ -30,7 +31,7 @@ class Row:
     remedy: str = ""
 
 
-@dataclass(frozen=True)
+@frozen
 class NotMeasured(Row):
     """The probe job never ran: why (``detail``), what to fix first (``remedy``), and the
     properties it would have measured, shown once instead of a row each."""
@@ -66,7 +67,7 @@ def report_json(rows: Sequence[Row]) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True)
+@frozen
 class DoctorReport:
     """Every row of the doctor's check, and what they add up to."""
 
@@ -82,7 +83,7 @@ class DoctorReport:
         return report_json(self.rows)
 
 
-@dataclass(frozen=True)
+@frozen
 class SiteRow:
     """One setting in force: its name, its value ('' when unset) and where it came from."""
 
@@ -91,7 +92,7 @@ class SiteRow:
     source: str
 
 
-@dataclass(frozen=True)
+@frozen
 class SiteReport:
     """``dotlab-hpc site``: the settings in force, where each came from, and whether the jobs
     would find their Apptainer (``problem`` says why not; the exit code is then 1)."""

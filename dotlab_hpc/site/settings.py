@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..slurm.directives import parse_extra_sbatch_arg
+from ..values import frozen
 from .sitefile import (
     MAX_SBATCH_ARGS,
     PREEMPTIBLE_ATTEMPTS,
@@ -49,7 +50,7 @@ DEFAULT_SCRATCH_ROOT = "/tmp"  # noqa: S108 - the job makes its folder with mkdi
 ENV_OF = {f: f"SBATCH_{f.upper()}" for f in WHERE}
 
 
-@dataclass(frozen=True)
+@frozen
 class SiteOptions:
     """What the command line gave: ``--site``; ``where``, the options of ``WHERE`` given
     (``--partition`` …; '' for "none": the cluster's default, not the manifest's);
@@ -62,7 +63,7 @@ class SiteOptions:
     requeue_on_preemption: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Setting:
     """One setting in force and where it came from (``--partition``, ``$SBATCH_ACCOUNT``,
     ``site file``, ``manifest``, ``default``)."""
@@ -71,7 +72,7 @@ class Setting:
     source: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Site:
     """The site settings in force for a command, before any manifest's defaults."""
 

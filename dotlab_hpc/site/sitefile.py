@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, one_line
 from ..manifest.rules import GPU_TYPE_RE
 from ..slurm.directives import parse_extra_sbatch_arg, plain_directive_value
+from ..values import frozen
 
 SITE_FILE_LIMIT = 1 << 20  # a site file is a few lines; a bigger one is not a site file
 MAX_PREPARE = 32
@@ -46,7 +47,7 @@ PREEMPTIBLE_ATTEMPTS = 3
 MAX_REQUEUES = 20
 
 
-@dataclass(frozen=True)
+@frozen
 class SiteSpec:
     """A site file, as declared (docs/site.md); every setting optional. ``where``: those of
     ``WHERE`` it gives ('' for "none")."""

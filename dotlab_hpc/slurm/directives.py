@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..values import frozen
 from .units import slurm_minutes
 
 # The only options a rendered script may carry as #SBATCH lines.
@@ -173,7 +173,7 @@ def gres_gpus(count: int, gpu_type: str | None = None) -> str:
     return f"gpu:{gpu_type}:{count}" if gpu_type else f"gpu:{count}"
 
 
-@dataclass(frozen=True)
+@frozen
 class JobRequest:
     """What one job asks Slurm for, beyond one node and one task (``request_options``)."""
 

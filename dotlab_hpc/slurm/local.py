@@ -18,13 +18,13 @@ import re
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
 from ..errors import SlurmError
 from ..proc import BatchDone, Completed, run_batch
+from ..values import frozen
 from .client import SlurmClient
 from .states import JobInfo, JobState
 from .units import parse_time_limit
@@ -51,7 +51,7 @@ def process_started(pid: int) -> str | None:
     return f"{boot}:{fields[19]}" if len(fields) > 19 else None
 
 
-@dataclass(frozen=True)
+@frozen
 class SbatchRequest:
     """What an ``sbatch_argv`` asks for (the options dotlab-hpc writes; ``--opt=value`` form)."""
 

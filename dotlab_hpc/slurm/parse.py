@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 
 from ..errors import SlurmError
+from ..values import frozen
 from .argv import SACCT_FIELDS, SQUEUE_FIELDS
 from .failures import AccountingDisabled, accounting_disabled
 from .jobids import task_job_id
@@ -215,7 +215,7 @@ def parse_squeue(stdout: str) -> dict[str, JobInfo]:
 _UNUSABLE_NODE = re.compile(r"^(down|drained|draining|drain|fail|failing)\W*$")
 
 
-@dataclass(frozen=True)
+@frozen
 class NodeStates:
     """What sinfo says of the nodes: each drained, down or failed one with its state and reason
     (``Duplicate jobid``), by name, and how many others could start a job."""

@@ -4,10 +4,11 @@ parsers)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from ..values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class PartitionFacts:
     """A partition's limits as ``scontrol show partition -o`` and ``sinfo`` say them."""
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
 
+from ..values import frozen
 from .jobids import base_job_id
 
 
@@ -106,7 +107,7 @@ def is_terminal(state: JobState) -> bool:
     return state in TERMINAL_STATES
 
 
-@dataclass(frozen=True)
+@frozen
 class JobInfo:
     """One job or array task as Slurm reported it; ``job_id`` is the user-facing id (``12_3``)."""
 

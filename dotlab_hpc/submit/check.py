@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..values import frozen
 from .outdirs import check_out_dirs
 from .plan import Plan, PlannedRun, check_runs_fit
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .seams import Seams, VerifyRun
 
 
-@dataclass(frozen=True)
+@frozen
 class Checked:
     """A plan whose checks passed, and what each run's inputs did not match (by run index;
     empty: they all match)."""

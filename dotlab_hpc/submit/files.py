@@ -15,7 +15,6 @@ import errno
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from ..fsio.write import (
 from ..rundir.directory import RunDir
 from ..rundir.files import claim_files, events_file, new_run_files, not_submitted_file
 from ..rundir.names import ENDS_SUBDIR, PAIRS_SCRIPT, SCRIPT_NAME
+from ..values import frozen
 from .plan import missing_parents
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .plan import Plan, PlannedRun
 
 
-@dataclass(frozen=True)
+@frozen
 class NewRun:
     """What one new run directory holds before sbatch: its run.json, its task's facts (None:
     its inputs did not match, and ``mismatch`` is its record, ``events`` its events), its
@@ -56,7 +56,7 @@ class NewRun:
     events: tuple[dict[str, Any], ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class Contents:
     """Every file of a submission's new run directories, decided before any is written."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -35,6 +34,7 @@ from ..rundir.parts import CodeRecord
 from ..site.resolve import locate_apptainer
 from ..site.settings import DEFAULT_SCRATCH_ROOT, NO_SITE, Site
 from ..slurm.argv import array_task_output, output_path
+from ..values import frozen
 from ..verify.overlap import check_overlaps
 
 
@@ -48,7 +48,7 @@ def missing_parents(path: Path) -> list[Path]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class ClaimDirs:
     """One claim's own inputs and output, where the claims of one array come from different
     checkouts (``evaluate``: one array per image across a track's artifacts)."""
@@ -58,7 +58,7 @@ class ClaimDirs:
     out_dir: Path
 
 
-@dataclass(frozen=True)
+@frozen
 class SubmitOptions:
     """What the command line asked for."""
 
@@ -122,7 +122,7 @@ def env_knobs(env: Mapping[str, str] | None = None) -> EnvKnobs:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class PlannedRun:
     """One claim of the submission, before anything is written.
 
@@ -147,7 +147,7 @@ class PlannedRun:
     sample: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """The whole submission: runs, the job names, and where Slurm writes its logs."""
 
@@ -209,7 +209,7 @@ def _existing_dir(p: Path, flag: str) -> Path:
     return _safe_path(p.absolute(), flag)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Paths:
     """The folders and the image a submission names, checked and made absolute; ``claims``:
     each manifest's own folders (``SubmitOptions.claim_dirs``), else empty."""

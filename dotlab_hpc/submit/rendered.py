@@ -5,7 +5,6 @@ written; a dry run ends here."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..render.facts import apptainer_argvs
@@ -14,13 +13,14 @@ from ..render.spec import ArrayLayout, JobSpec, TaskSpec
 from ..rundir.names import PAIRS_SCRIPT, SCRIPT_NAME
 from ..slurm.argv import array_value, sbatch_argv
 from ..slurm.directives import request_options
+from ..values import frozen
 from .check import Checked
 from .plan import Plan, PlannedRun
 from .records import mismatch_record
 from .result import SubmitResult, SubmittedRun, fixes_of
 
 
-@dataclass(frozen=True)
+@frozen
 class Array:
     """One sbatch of the submission: the runs it submits (an array's tasks, or the one run)
     and its exact argv."""
@@ -29,7 +29,7 @@ class Array:
     argv: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class Rendered:
     """A checked submission, rendered: nothing is written yet. ``job`` is None when no claim
     passed verification (nothing is submitted)."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..values import frozen
 
 if TYPE_CHECKING:
     from ..rundir.records import ClaimRecord
@@ -17,7 +19,7 @@ def fixes_of(mismatches: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for m in mismatches if (f := getattr(m, "fix", ""))))
 
 
-@dataclass(frozen=True)
+@frozen
 class SubmittedRun:
     """One claim after ``execute``: its run directory and job, or its input_mismatch record."""
 
@@ -29,7 +31,7 @@ class SubmittedRun:
     fixes: tuple[str, ...] = ()  # what fixes its mismatch, one line each (``fixes_of``)
 
 
-@dataclass(frozen=True)
+@frozen
 class SubmitResult:
     """What ``execute`` did (or, for a dry run, would do)."""
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from ..errors import DotlabError, OperatorError, SlurmError, UsageError, one_line
 from ..fsio.write import WriteFailed
+from ..values import frozen
 from .files import NewRuns
 from .once import NotSubmitted
 from .plan import PlannedRun
 
 
-@dataclass(frozen=True)
+@frozen
 class Step:
     """Where a submission is when something fails, which decides what is taken back.
 

@@ -4,9 +4,10 @@ client, the clock, the inputs' verifier, the site's resolver, the writers and th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..values import frozen
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 VerifyRun = Callable[["Manifest", Path, Path], list[str]]
 
 
-@dataclass(frozen=True)
+@frozen
 class Seams:
     """The side effects of ``execute``, injected (its keywords, see there)."""
 

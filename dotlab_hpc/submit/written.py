@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from ..clock import utc_text
 from ..fsio.write import write_cache
 from ..render.facts import task_facts
 from ..rundir.events import Logger, rendered_event, verified_event
+from ..values import frozen
 from .files import Contents, NewRun, NewRuns
 from .plan import Plan
 from .records import claim_runs_record, mismatch_record, run_records, write_index
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .seams import Seams
 
 
-@dataclass(frozen=True)
+@frozen
 class Written:
     """The run directories of a submission, written, before any sbatch: what sbatch needs,
     and ``made``, what a failure takes back."""

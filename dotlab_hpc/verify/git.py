@@ -7,10 +7,10 @@ on the command line; see ``Git``."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..values import frozen
 from .hashing import Refused
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _override_for(key: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class Git:
     """Runs git on one repository with nothing from it executed."""
 

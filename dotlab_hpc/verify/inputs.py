@@ -18,6 +18,7 @@ from shlex import quote
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
+from ..values import frozen
 from .checkout import checkout_key, inspect_checkout, working_dir_problem
 from .fixes import dataset_fix, refused_fix, worktree_fix
 from .hashing import HashCache, Refused, Tree, hash_trees, scan
@@ -33,7 +34,7 @@ MAX_LISTED_CHANGES = 5
 
 
 # --------------------------------------------------------------------------- results
-@dataclass(frozen=True)
+@frozen
 class Check:
     """One pre-flight check: what the manifest pins, what was found, and why they differ."""
 
@@ -77,7 +78,7 @@ class Mismatch(str):
         return self
 
 
-@dataclass(frozen=True)
+@frozen
 class VerifyReport:
     """Every pre-flight check, in the order datasets, code, image."""
 

@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("progress", "the progress line of long work"),
     ("clock", "time, injected"),
     ("errors", "one exception hierarchy, each error with its exit code"),
+    ("values", "`@frozen`: the frozen value class each stage hands the next"),
     ("", "the version and the tool's name"),
 )
 # What the command line (every module of cli/) may import: the verbs, the errors, the printers,
