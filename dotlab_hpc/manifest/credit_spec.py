@@ -4,7 +4,8 @@ Here too is the base of every manifest model, ``Frozen``: the light schema needs
 every model shares (``manifest._gen_light_schema``).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would eval each field's annotation
+# from its string as it builds the models, a cost every command that imports them pays.
 
 from typing import Annotated
 

@@ -5,7 +5,8 @@ Reading the file's YAML or JSON is ``manifest.parse``; wording pydantic's errors
 lines is ``manifest.problems``.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would eval each field's annotation
+# from its string as it builds the models, a cost every command that imports them pays.
 
 import functools
 import hashlib
@@ -338,7 +339,7 @@ class ManifestSpec(_Frozen):
     """How the container is isolated."""
 
     @model_validator(mode="after")
-    def _unique_datasets(self) -> ManifestSpec:
+    def _unique_datasets(self) -> "ManifestSpec":
         # the manifest's rules across fields (rules.unique_datasets applies the same)
         check_unique_datasets(d.name for d in self.data)
         check_gpu_type_needs_gpus(self.resources.gpu_type, self.resources.gpus)

@@ -4,7 +4,8 @@ Kept apart from ``rundir`` so that ``status`` over runs that have not ended read
 (``rundir.RunHead``, ``rundir.SubmissionHead``) without importing pydantic at all.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would eval each field's annotation
+# from its string as it builds the models, a cost every command that imports them pays.
 
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -149,7 +150,7 @@ class SubmissionRecord(_Frozen):
         """Whether this names a whole array (the file its runs share), not one run's job."""
         return self.array_job_id is not None and self.task_index is None
 
-    def for_task(self, task_index: int | None, source: str, slurm_log: str) -> SubmissionRecord:
+    def for_task(self, task_index: int | None, source: str, slurm_log: str) -> "SubmissionRecord":
         """This submission as the run's own: task ``task_index`` of the array, its slurm.out."""
         if not self.whole_array:
             return self

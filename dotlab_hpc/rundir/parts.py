@@ -6,7 +6,8 @@ claim record's other models (twenty: 26 M instructions, 1.6 % of a submission of
 docs/benchmarks.md). A run refused for its inputs gets its record from there.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would eval each field's annotation
+# from its string as it builds the models, a cost every command that imports them pays.
 
 from pydantic import BaseModel, ConfigDict, Field
 
