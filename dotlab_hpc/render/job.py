@@ -26,7 +26,7 @@ from ..site.settings import JOB_PATH, NO_SITE, Site
 from ..slurm.directives import JobRequest, directive_lines, gres_gpus
 from ..values import frozen
 from .spec import JobSpec
-from .templates import environment, probe_script, sh_quote, view_fields
+from .templates import probe_script, sh_quote, template, view_fields
 
 # Slurm sends USR1 to the batch shell this long before the job's limit (`--signal=B:USR1@N`);
 # its resolution is coarse (up to 60 s early, see the notes), so stay well inside the margin.
@@ -168,5 +168,4 @@ def script_view(job: JobSpec) -> ScriptView:
 
 def render_script(job: JobSpec) -> str:
     """The sbatch script for ``job``: the same text whatever the number of its claims."""
-    template = environment().get_template("job.sbatch.j2")
-    return template.render(**view_fields(script_view(job)))
+    return template("job.sbatch.j2").render(**view_fields(script_view(job)))

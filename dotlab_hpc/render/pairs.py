@@ -11,7 +11,7 @@ from ..rundir.names import SCRIPT_NAME, member_dir_name
 from ..values import frozen
 from .job import job_directives
 from .spec import JobSpec
-from .templates import environment, sh_quote, view_fields
+from .templates import sh_quote, template, view_fields
 
 
 @frozen
@@ -39,4 +39,4 @@ def render_pairs(job: JobSpec, claim_dir: Path) -> str:
         task_script=sh_quote(str(claim_dir / member_dir_name(0) / SCRIPT_NAME)),
         count=str(len(job.tasks)),
     )
-    return environment().get_template("pairs.sbatch.j2").render(**view_fields(view))
+    return template("pairs.sbatch.j2").render(**view_fields(view))

@@ -5,10 +5,13 @@ typo fails loudly)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -35,7 +38,7 @@ def sh_quote(value: str) -> str:
 
 
 # --------------------------------------------------------------------------- templates
-def _template_dir() -> Path:
+def template_dir() -> Path:
     here = Path(__file__).resolve().parent / "templates"  # shipped inside the package
     if here.is_dir():
         return here
@@ -45,7 +48,7 @@ def _template_dir() -> Path:
 @cache
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_template_dir()),
+        loader=jinja2.FileSystemLoader(template_dir()),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # noqa: S701 - shell scripts and .def files, not HTML
         trim_blocks=True,
@@ -54,16 +57,47 @@ def environment() -> jinja2.Environment:
     )
 
 
+@cache
+def template(name: str) -> jinja2.Template:
+    """The packaged template ``name`` (templates/), compiled once a process.
+
+    The job scripts' templates come compiled ahead (``render.compiled``, made by
+    ``render._gen_compiled``) where that was made by this jinja2 from this very text; any other
+    template, or one whose text or jinja2 differ, jinja2 compiles now.
+    """
+    env = environment()
+    made = _made_ahead(name)
+    if made is None:
+        return env.get_template(name)
+    namespace = made(env)
+    namespace["__file__"] = str(template_dir() / name)
+    return env.template_class.from_module_dict(env, namespace, env.make_globals(None))
+
+
+def _made_ahead(name: str) -> Callable[[jinja2.Environment], dict[str, Any]] | None:
+    from . import compiled
+
+    entry = compiled.TEMPLATES.get(name)
+    if entry is None or jinja2.__version__ != compiled.JINJA2:
+        return None
+    sha256, made = entry
+    try:
+        text = (template_dir() / name).read_bytes()
+    except OSError:
+        return None  # jinja2's loader says what is wrong
+    return made if hashlib.sha256(text).hexdigest() == sha256 else None
+
+
 # the line of wrapper.sh and probe.sh that templates/hostenv.sh replaces: one clear_host_env for
 # both, so that the probe measures the environment exactly as the analysis will find it
 HOSTENV_LINE = "# @@hostenv: templates/hostenv.sh goes here\n"
 
 
 def _sh_template(name: str) -> str:
-    text = (_template_dir() / name).read_text(encoding="utf-8")
+    text = (template_dir() / name).read_text(encoding="utf-8")
     if text.count(HOSTENV_LINE) != 1:
         raise UsageError(f"dotlab-hpc's templates/{name} is damaged; reinstall it")
-    hostenv = (_template_dir() / "hostenv.sh").read_text(encoding="utf-8")
+    hostenv = (template_dir() / "hostenv.sh").read_text(encoding="utf-8")
     return text.replace(HOSTENV_LINE, hostenv)
 
 

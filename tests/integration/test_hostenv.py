@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dotlab_hpc.render.templates import _template_dir
+from dotlab_hpc.render.templates import template_dir
 
 PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\n"
@@ -29,7 +29,7 @@ def hide(tmp_path: Path, passwd: str, group: str) -> tuple[str, str]:
     files = {"passwd": passwd, "group": group, "status": STATUS}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    script = (_template_dir() / "hostenv.sh").read_text()
+    script = (template_dir() / "hostenv.sh").read_text()
     for real, copy in (
         ("/etc/passwd", "passwd"),
         ("/etc/group", "group"),
