@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..container.deffile import TOOL_LABEL_PREFIX, pinned_ref_problem, text_problem
 from ..errors import one_line
 from ..slurm.units import parse_memory_mib, parse_time_limit
 from ..values import frozen
@@ -112,7 +111,11 @@ def valid_image_digest(v: str) -> str:
     return "sha256:" + hexpart
 
 
+# The .def rules below are container.deffile's, imported where a manifest builds its image: a
+# manifest of a built image never needs them (nor their patterns, compiled as it is imported).
 def valid_pinned_from(v: str) -> str:
+    from ..container.deffile import pinned_ref_problem
+
     problem = pinned_ref_problem(v)
     if problem:
         raise ValueError(problem)
@@ -211,6 +214,8 @@ def check_gpu_type_needs_gpus(gpu_type: str | None, gpus: int | None) -> None:
 
 
 def valid_section_text(v: str) -> str:
+    from ..container.deffile import text_problem
+
     problem = text_problem(v)
     if problem:
         raise ValueError(problem)
@@ -220,6 +225,8 @@ def valid_section_text(v: str) -> str:
 def valid_label_key(k: str) -> str:
     if not LABEL_KEY_RE.fullmatch(k):
         raise ValueError("must hold only letters, digits, '.', '_', '-' (at most 128 characters)")
+    from ..container.deffile import TOOL_LABEL_PREFIX
+
     if k.lower().startswith(TOOL_LABEL_PREFIX):
         raise ValueError(
             f"{TOOL_LABEL_PREFIX}* labels are dotlab-hpc's own (dotlab.claim,"

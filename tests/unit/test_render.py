@@ -485,10 +485,11 @@ def test_scratch_root_must_be_absolute_and_bindable() -> None:
         apptainer_argvs(replace(job(task(m)), scratch_root="scratch:here"))
 
 
-def test_a_submission_renders_the_probe_s_numbers_without_importing_its_report_parser() -> None:
+def test_a_submission_imports_neither_the_probe_s_report_parser_nor_the_def_rules() -> None:
     # container.isolation (the probe's report read back: its classes, enum and patterns) is
-    # for collect and doctor; rendering needs only the numbers (about 12 M instructions). The
-    # modules a submission imports as it starts: each one's top-level imports, followed.
+    # for collect and doctor; rendering needs only the numbers (about 12 M instructions); the
+    # .def rules (container.deffile, its patterns) only a manifest that builds its image (7 M).
+    # The modules a submission imports as it starts: each one's top-level imports, followed.
     from tests.support.imports import imported
 
     def top_level(module: str) -> set[str]:
@@ -505,3 +506,5 @@ def test_a_submission_renders_the_probe_s_numbers_without_importing_its_report_p
     assert {"dotlab_hpc.render.facts", "dotlab_hpc.render.job"} <= seen
     assert "dotlab_hpc.container.probe_numbers" in seen
     assert "dotlab_hpc.container.isolation" not in seen
+    assert "dotlab_hpc.manifest.rules" in seen
+    assert "dotlab_hpc.container.deffile" not in seen
