@@ -18,7 +18,7 @@ from ..errors import UsageError
 from ..manifest.models import Manifest
 from ..manifest.pin import unpinned_sha256
 from ..values import frozen
-from .templates import environment, view_fields
+from .templates import template, view_fields
 
 
 @frozen
@@ -100,7 +100,7 @@ def render_def(manifest: Manifest) -> str:
     labels meant, whatever the manifest's values are.
     """
     view = def_view(manifest)
-    text = environment().get_template("claim.def.j2").render(**view_fields(view))
+    text = template("claim.def.j2").render(**view_fields(view))
     header = (("bootstrap", view.bootstrap), ("from", view.from_ref))
     names = ("labels", *(name for name, _ in view.sections))
     source = f"{manifest.path}: image.build"

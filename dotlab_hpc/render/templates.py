@@ -66,15 +66,17 @@ def template(name: str) -> jinja2.Template:
     template, or one whose text or jinja2 differ, jinja2 compiles now.
     """
     env = environment()
-    made = _made_ahead(name)
+    path = template_dir() / name
+    made = _made_ahead(name, path)
     if made is None:
         return env.get_template(name)
     namespace = made(env)
-    namespace["__file__"] = str(template_dir() / name)
+    namespace["__file__"] = str(path)
     return env.template_class.from_module_dict(env, namespace, env.make_globals(None))
 
 
-def _made_ahead(name: str) -> Callable[[jinja2.Environment], dict[str, Any]] | None:
+def _made_ahead(name: str, path: Path) -> Callable[[jinja2.Environment], dict[str, Any]] | None:
+    """``name``'s compiled namespace from ``render.compiled``, where ``path`` is still its text."""
     from . import compiled
 
     entry = compiled.TEMPLATES.get(name)
@@ -82,7 +84,7 @@ def _made_ahead(name: str) -> Callable[[jinja2.Environment], dict[str, Any]] | N
         return None
     sha256, made = entry
     try:
-        text = (template_dir() / name).read_bytes()
+        text = path.read_bytes()
     except OSError:
         return None  # jinja2's loader says what is wrong
     return made if hashlib.sha256(text).hexdigest() == sha256 else None

@@ -16,6 +16,11 @@ from dotlab_hpc.render.templates import environment, template, template_dir, vie
 from tests.unit.test_render import array_job, job, manifest, task
 
 
+def _ahead(name: str) -> object:
+    """What ``template`` would take for ``name`` from ``render.compiled`` (None: not taken)."""
+    return templates._made_ahead(name, templates.template_dir() / name)
+
+
 def _fresh(name: str) -> jinja2.Template:
     """``name`` as jinja2 compiles it from its text now, in an environment like the tool's."""
     env = environment().overlay()
@@ -32,7 +37,7 @@ def test_the_module_is_what_its_generator_makes_now() -> None:
         )
     else:  # another jinja2 than the one it was made with: never taken
         for name in _gen_compiled.AHEAD:
-            assert templates._made_ahead(name) is None
+            assert _ahead(name) is None
     assert set(compiled.TEMPLATES) == set(_gen_compiled.AHEAD)
     for name, (sha256, _) in compiled.TEMPLATES.items():
         assert hashlib.sha256((template_dir() / name).read_bytes()).hexdigest() == sha256
@@ -52,7 +57,7 @@ def test_the_job_script_is_the_same_bytes_both_ways(which: str) -> None:
     made = template("job.sbatch.j2")
     assert made.render(**fields) == _fresh("job.sbatch.j2").render(**fields)
     if jinja2.__version__ == compiled.JINJA2:
-        assert templates._made_ahead("job.sbatch.j2") is not None  # the compiled one was used
+        assert _ahead("job.sbatch.j2") is not None  # the compiled one was used
 
 
 def test_the_pairs_script_is_the_same_bytes_both_ways() -> None:
@@ -73,19 +78,15 @@ def test_a_missing_value_still_fails_loudly() -> None:
 def test_a_changed_text_or_another_jinja2_is_compiled_by_jinja2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert templates._made_ahead("job.sbatch.j2") is not None or (
-        jinja2.__version__ != compiled.JINJA2
-    )
+    assert _ahead("job.sbatch.j2") is not None or (jinja2.__version__ != compiled.JINJA2)
     shutil.copytree(template_dir(), tmp_path / "templates")
     edited = tmp_path / "templates" / "job.sbatch.j2"
     edited.write_text(edited.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
     monkeypatch.setattr(templates, "template_dir", lambda: tmp_path / "templates")
-    assert templates._made_ahead("job.sbatch.j2") is None
-    assert templates._made_ahead("pairs.sbatch.j2") is not None or (
-        jinja2.__version__ != compiled.JINJA2
-    )
+    assert _ahead("job.sbatch.j2") is None
+    assert _ahead("pairs.sbatch.j2") is not None or (jinja2.__version__ != compiled.JINJA2)
     monkeypatch.setattr(compiled, "JINJA2", "0.0")
-    assert templates._made_ahead("pairs.sbatch.j2") is None
-    assert templates._made_ahead("claim.def.j2") is None  # never made ahead
+    assert _ahead("pairs.sbatch.j2") is None
+    assert _ahead("claim.def.j2") is None  # never made ahead
     edited.unlink()
-    assert templates._made_ahead("job.sbatch.j2") is None
+    assert _ahead("job.sbatch.j2") is None
