@@ -242,7 +242,7 @@ def render(
     """
     from ..manifest.pin import load_preview
     from ..render.deffile import render_def
-    from ..render.facts import task_facts
+    from ..render.facts import facts_file, task_facts
     from ..render.job import render_script
     from ..render.spec import JobSpec
     from ..rundir.names import DEF_NAME, FACTS_FILE, SCRIPT_NAME
@@ -271,7 +271,7 @@ def render(
     )
     files = [
         (out / SCRIPT_NAME, render_script(job).encode(), 0o755),
-        (out / FACTS_FILE, task_facts(task, job), 0o644),
+        (out / FACTS_FILE, facts_file({0: task_facts(task, job)}), 0o644),
     ]
     if m.spec.image.build is not None:
         files.append((out / DEF_NAME, render_def(m).encode(), 0o644))

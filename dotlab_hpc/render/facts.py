@@ -1,12 +1,13 @@
-"""Each task's facts file and apptainer argv: the container's environment, working directory,
-scratch folder, the wrapper and the probe, as finished strings (``rundir.names.FACTS_FILE``)."""
+"""Each task's facts and apptainer argv: the container's environment, working directory,
+scratch folder, the wrapper and the probe, as finished strings; and the one facts file of a job
+that holds every task's (``rundir.names.FACTS_FILE``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from ..container.apptainer import (
@@ -23,7 +24,7 @@ from ..container.probe_numbers import MIN_TMPFS_MIB
 from ..errors import UsageError
 from ..manifest.models import Manifest, ManifestSpec
 from ..manifest.unbuilt import placeholder
-from ..rundir.names import FACTS_END, FACTS_MAGIC
+from ..rundir.names import FACTS_DIGITS, FACTS_END, FACTS_MAGIC, FACTS_TABLE_MAGIC
 from .spec import JobSpec, TaskSpec
 from .templates import probe_script, script_value, wrapper_script
 
@@ -136,7 +137,7 @@ def digest_fact(m: Manifest) -> str:
 
 
 def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) -> bytes:
-    """The facts file of one task (``rundir.FACTS_FILE``): what its job reads by task id.
+    """The facts of one task, its record in the job's facts file (``facts_file``).
 
     NUL-separated fields, read by the script with ``mapfile -d ''`` and never run or expanded:
     the magic, image, its digest, the output folder, the scratch folder ('' for none) and its
@@ -175,6 +176,42 @@ def task_facts(task: TaskSpec, job: JobSpec, argv: Sequence[str] | None = None) 
         except UnicodeEncodeError:
             pass
     return b"".join(_fact(f) for f in fields)
+
+
+def facts_file(records: Mapping[int, bytes]) -> bytes:
+    """The facts file of a job (``rundir.FACTS_FILE``): every task's record (``task_facts``),
+    by its task id (a single job's: 0), in one file that each run directory of the array holds
+    a hard link to, instead of one file each (an inode a claim fewer: a 500-claim submission
+    creates a third fewer files).
+
+    The first line is ``FACTS_TABLE_MAGIC``, a space, and how many entries the table has (the
+    highest task id + 1), in ``FACTS_DIGITS`` digits; then the table: for each task id in
+    turn, the offset of its record from the file's start and its length, ``FACTS_DIGITS``
+    digits each (both 0 for an id that is no task's); then the records, each its task id and a
+    NUL before the task's fields. The job script reads its entry and its record by offset
+    (``tail -c +N | head -c L``, never the whole file) and refuses a record whose task id is
+    not its own, so a wrong entry cannot hand a task another's facts.
+    """
+    if not records or min(records) < 0:
+        raise ValueError("a facts file holds at least one task, by task ids from 0")
+    count = max(records) + 1
+    header = f"{FACTS_TABLE_MAGIC} {count:0{FACTS_DIGITS}d}\n".encode("ascii")
+    offset = len(header) + count * 2 * FACTS_DIGITS
+    table: list[bytes] = []
+    body: list[bytes] = []
+    empty = b"0" * (2 * FACTS_DIGITS)
+    for task_id in range(count):
+        record = records.get(task_id)
+        if record is None:
+            table.append(empty)
+            continue
+        data = b"%d\0%b" % (task_id, record)
+        table.append(b"%0*d%0*d" % (FACTS_DIGITS, offset, FACTS_DIGITS, len(data)))
+        body.append(data)
+        offset += len(data)
+    if offset >= 10**FACTS_DIGITS:
+        raise ValueError(f"a facts file of {offset} bytes: its table holds {FACTS_DIGITS} digits")
+    return b"".join((header, *table, *body))
 
 
 def apptainer_argvs(job: JobSpec) -> tuple[tuple[str, ...], ...]:

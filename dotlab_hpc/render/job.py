@@ -16,9 +16,11 @@ from ..rundir.names import (
     CONTAINER_ERR,
     CONTAINER_OUT,
     ENDS_SUBDIR,
+    FACTS_DIGITS,
     FACTS_END,
     FACTS_FILE,
     FACTS_MAGIC,
+    FACTS_TABLE_MAGIC,
     PROBE_OUT,
     STATUS_FILE,
 )
@@ -53,6 +55,8 @@ class ScriptView:
     ends_dir: str
     # the names of the run files the job reads and writes (rundir.py is where they are named)
     facts_file: str
+    facts_table_magic: str
+    facts_digits: str
     facts_magic: str
     facts_end: str
     status_file: str
@@ -153,6 +157,8 @@ def script_view(job: JobSpec) -> ScriptView:
         run_dir="''" if array else sh_quote(str(job.tasks[0].run_dir)),
         ends_dir=sh_quote(str(ends_dir(job))),
         facts_file=sh_quote(FACTS_FILE),
+        facts_table_magic=sh_quote(FACTS_TABLE_MAGIC),
+        facts_digits=str(FACTS_DIGITS),
         facts_magic=sh_quote(FACTS_MAGIC),
         facts_end=sh_quote(FACTS_END),
         status_file=sh_quote(STATUS_FILE),

@@ -13,7 +13,6 @@ from .names import (
     CLAIM_FILE,
     DEF_NAME,
     EVENTS,
-    FACTS_FILE,
     NOT_SUBMITTED_FILE,
     RUN_FILE,
     SUBMISSION_FILE,
@@ -43,7 +42,6 @@ def new_run_files(
     rd: RunDir,
     run: RunRecord,
     *,
-    facts: bytes | None,
     def_text: str | None,
     record: ClaimRecord | None,
     events: Sequence[dict[str, Any]] = (),
@@ -54,8 +52,6 @@ def new_run_files(
     ``events``: its events.jsonl (a claim refused for its inputs: verified).
     """
     files: list[FileBytes] = []
-    if facts is not None:
-        files.append((rd.at(FACTS_FILE), facts, 0o644))
     if def_text is not None:
         files.append((rd.at(DEF_NAME), def_text.encode("utf-8"), 0o644))
     if record is not None:

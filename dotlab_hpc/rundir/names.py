@@ -8,7 +8,9 @@ Layout (all JSON written atomically; the status file is written by the job itsel
                             filled in (``manifest``; run directories from before hold it as
                             manifest.resolved.json)
     manifest.orig.EXT       the manifest's bytes, in run directories from before (and a claim's)
-    task.facts              this task's facts (image, output folder, apptainer argv), NUL-separated
+    task.facts              the facts of every task of its array (image, output folder, apptainer
+                            argv), each task's found by its task id; NUL-separated (each run
+                            directory of an array holds a hard link to one file)
     job.sbatch              the rendered script: one per submission, the same for every task
                             (each run directory of an array holds a hard link to it)
     ends/                   a single run's end-marker folder (an array's: <runs root>/.ends/<batch>)
@@ -95,12 +97,19 @@ CONTAINER_ERR = "container.err"
 PROBE_OUT = "probe.out"  # the probe's output (every claim), before the analysis ran
 
 
-# The task's own facts (image, output folder, apptainer argv…), NUL-separated: the job script,
-# the same for every task of an array, reads them by task id (render.task_facts has the layout).
+# The facts of every task of an array (image, output folder, apptainer argv…): one file, a table
+# of where each task's record is, by task id, then the records, NUL-separated; the job script,
+# the same for every task, reads its own (render.facts_file and render.task_facts: the layout).
 FACTS_FILE = "task.facts"
 
 
-FACTS_MAGIC = "dotlab-task-facts-1"
+FACTS_TABLE_MAGIC = "dotlab-job-facts-1"  # the file's first line: this, a space, the count
+
+
+FACTS_DIGITS = 12  # the digits of the count and of each offset and length in the table (< 1 TB)
+
+
+FACTS_MAGIC = "dotlab-task-facts-1"  # a task's record, after its task id
 
 
 FACTS_END = "end"

@@ -11,6 +11,7 @@ run.json stays, and its name finds it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import shutil
@@ -31,7 +32,7 @@ from ..fsio.write import (
 )
 from ..rundir.directory import RunDir
 from ..rundir.files import claim_files, events_file, new_run_files, not_submitted_file
-from ..rundir.names import ENDS_SUBDIR, PAIRS_SCRIPT, SCRIPT_NAME
+from ..rundir.names import ENDS_SUBDIR, FACTS_FILE, PAIRS_SCRIPT, SCRIPT_NAME
 from ..values import frozen
 from .plan import missing_parents
 
@@ -44,13 +45,13 @@ if TYPE_CHECKING:
 
 @frozen
 class NewRun:
-    """What one new run directory holds before sbatch: its run.json, its task's facts (None:
-    its inputs did not match, and ``mismatch`` is its record, ``events`` its events), its
-    image's .def."""
+    """What one new run directory holds before sbatch: its run.json, whether its task is in its
+    array's facts file (``good``; else its inputs did not match, and ``mismatch`` is its
+    record, ``events`` its events), its image's .def."""
 
     run: PlannedRun
     record: RunRecord
-    facts: bytes | None
+    good: bool
     def_text: str | None
     mismatch: ClaimRecord | None
     events: tuple[dict[str, Any], ...] = ()
@@ -62,6 +63,8 @@ class Contents:
 
     runs: tuple[NewRun, ...]  # in the plan's order
     script: str | None  # the job script: in the first good run directory, linked elsewhere
+    # each array's facts file (by its part): in its first good run directory, linked elsewhere
+    facts: Mapping[int, bytes] = dataclasses.field(default_factory=dict)
     claim: ClaimRuns | None = None  # claim.json of a new claim over many runs
     pairs: str | None = None  # paired measurements: the one job's script, in the claim's folder
 
@@ -150,22 +153,29 @@ class NewRuns:
         tmp = {r.index: RunDir(Path(self.folders.add(r.run_dir))) for r in p.runs}
         if not p.is_array:
             (tmp[0].path / ENDS_SUBDIR).mkdir()
-        good = [n.run for n in contents.runs if n.facts is not None]
+        good = [n.run for n in contents.runs if n.good]
         first = tmp[good[0].index] if good else None
         if contents.script is not None and first is not None:
             files.append((first.at(SCRIPT_NAME), contents.script.encode("utf-8"), 0o644))
+        # each array's facts: one file in its first run directory, hard links in the others
+        by_part: dict[int, list[RunDir]] = {}
+        for r in good:
+            by_part.setdefault(r.part, []).append(tmp[r.index])
+        for part, data in contents.facts.items():
+            files.append((by_part[part][0].at(FACTS_FILE), data, 0o644))
         for n in contents.runs:
             files += new_run_files(
                 tmp[n.run.index],
                 n.record,
-                facts=n.facts,
                 def_text=n.def_text,
                 record=n.mismatch,
                 events=n.events,
             )
         self.write_new(files)
         if first is not None:
-            self._link_script(first, [tmp[r.index] for r in good[1:]])
+            self._link_shared(SCRIPT_NAME, first, [tmp[r.index] for r in good[1:]])
+        for part in contents.facts:
+            self._link_shared(FACTS_FILE, by_part[part][0], by_part[part][1:])
         self.folders.commit()
         self.made_dirs = {r.index: r.run_dir for r in p.runs}
         return {r.index: RunDir(r.run_dir) for r in p.runs}
@@ -202,9 +212,10 @@ class NewRuns:
         path.mkdir(parents=True)
         self.made_ends += reversed(missing)
 
-    def _link_script(self, first: RunDir, others: Sequence[RunDir]) -> None:
-        """The one script into every other run directory: a hard link each, else a copy."""
-        source = first.file(SCRIPT_NAME)
+    def _link_shared(self, name: str, first: RunDir, others: Sequence[RunDir]) -> None:
+        """The one file ``name`` (the script, an array's facts) into every other run
+        directory: a hard link each, else a copy."""
+        source = first.file(name)
         refused = _linked(source, others)
         copies: list[FileBytes] = [(target, source.read_bytes(), 0o644) for target in refused]
         if copies:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import utc_text
 from ..fsio.write import write_cache
-from ..render.facts import task_facts
+from ..render.facts import facts_file, task_facts
 from ..rundir.events import Logger, rendered_event, verified_event
 from ..values import frozen
 from .files import Contents, NewRun, NewRuns
@@ -77,20 +77,22 @@ def _contents(
     mismatches: Mapping[int, ClaimRecord],
     events: Mapping[int, Sequence[dict[str, Any]]],
 ) -> Contents:
-    """Every file of the new run directories: run.json, the facts of each task that passed
-    verification, the .def of an image built from one, the records (and ``events``) of those
-    that did not."""
-    facts: dict[int, bytes] = {}
+    """Every file of the new run directories: run.json, the facts of the tasks that passed
+    verification (one file an array: ``render.facts_file``), the .def of an image built from
+    one, the records (and ``events``) of those that did not."""
+    records: dict[int, dict[int, bytes]] = {}  # array (part) -> task id -> the task's facts
     if r.job is not None:
         tasks = zip(r.checked.good, r.job.tasks, r.apptainer_argvs, strict=True)
-        facts = {run.index: task_facts(t, r.job, argv) for run, t, argv in tasks}
-    records = run_records(p, now)
+        for run, t, argv in tasks:
+            records.setdefault(run.part, {})[run.task or 0] = task_facts(t, r.job, argv)
+    run_json = run_records(p, now)
+    good = {run.index for run in r.checked.good} if r.job is not None else set()
     return Contents(
         runs=tuple(
             NewRun(
                 run,
-                records[run.index],
-                facts.get(run.index),
+                run_json[run.index],
+                run.index in good,
                 _def_text(run.manifest),
                 mismatches.get(run.index),
                 tuple(events.get(run.index, ())),
@@ -98,6 +100,7 @@ def _contents(
             for run in p.runs
         ),
         script=r.script,
+        facts={part: facts_file(tasks) for part, tasks in records.items()},
         claim=claim_runs_record(p, now) if p.claim_dir is not None and not p.rerun else None,
         pairs=r.pairs,
     )

@@ -27,7 +27,7 @@ import pytest
 from dotlab_hpc.errors import NOT_FINISHED_HINT
 from tests.support import platform
 from tests.support.claims import Kit, Result, jobs_named, run_dirs, submission
-from tests.support.expect import parse_task_facts
+from tests.support.expect import parse_facts_file
 from tests.support.sif import make_sif
 from tests.support.standin import gpu_wrapper
 
@@ -41,8 +41,8 @@ def kit(tmp_path: Path, slurm_env: dict[str, str]) -> Kit:
 
 
 def scratch_of(run_dir: Path) -> Path:
-    """The scratch folder the run's job used: a field of its task's facts."""
-    return Path(parse_task_facts((run_dir / "task.facts").read_bytes())[4])
+    """The scratch folder the run's job used: a field of its task's facts (a single job's)."""
+    return Path(parse_facts_file((run_dir / "task.facts").read_bytes())[4])
 
 
 def wait_for(predicate: object, timeout: float = 60.0) -> None:

@@ -14,6 +14,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from dotlab_hpc.container.apptainer import exec_argv
 from dotlab_hpc.errors import ManifestError, UsageError
 from dotlab_hpc.manifest import models as manifest_mod
-from dotlab_hpc.render.facts import apptainer_argvs, task_facts
+from dotlab_hpc.render.facts import apptainer_argvs, facts_file, task_facts
 from dotlab_hpc.render.job import render_script
 from dotlab_hpc.render.spec import ArrayLayout, JobSpec, TaskSpec
 from dotlab_hpc.rundir.names import FACTS_FILE
@@ -175,7 +176,7 @@ def test_hostile_values_never_run(
     except UsageError as e:  # refused before anything is written: a path --bind cannot hold
         assert "\n" not in e.message
         return
-    (run / FACTS_FILE).write_bytes(facts)
+    (run / FACTS_FILE).write_bytes(facts_file({1 if array else 0: facts}))
     (root / "fake-apptainer").write_text(FAKE_APPTAINER)
     (root / "fake-apptainer").chmod(0o755)
     script = render_script(job)
@@ -280,6 +281,47 @@ def test_hostile_values_never_run(
 def test_a_damaged_facts_file_stops_the_job_before_anything_runs(
     tmp_path: Path, damage: object
 ) -> None:
+    def damaged(good: bytes) -> bytes:
+        kept = damage(good[:-1].decode().split("\0"))  # type: ignore[operator]
+        return facts_file({0: "".join(f + "\0" for f in kept).encode()})
+
+    _assert_refused(tmp_path, damaged)
+
+
+def _table_damages(good: bytes) -> list[bytes]:
+    """A single job's facts file (task 0's record ``good``) damaged in its first line, its
+    table or its record's task id: each must stop the job as a damaged record does."""
+    whole = facts_file({0: good})
+    first, _, rest = whole.partition(b"\n")
+    entry, records = rest[:24], rest[24:]
+    offset, length = int(entry[:12]), int(entry[12:])
+    return [
+        b"",
+        good,  # a record without the table around it (a facts file of before)
+        first.replace(b"dotlab-job-facts-1", b"dotlab-job-facts-0") + b"\n" + rest,
+        first[:-1] + b"\n" + rest,  # the count one digit short
+        first[:-12] + b"000000000000\n" + rest,  # no task in the table
+        first + b"\n" + entry[:23],  # the table cut off
+        first + b"\n" + b"%012d%012d" % (offset, length - 2) + records,  # the record cut short
+        first + b"\n" + b"%012d%012d" % (offset + 2, length - 2) + records,  # not at its start
+        first + b"\n" + b"%012d%012d" % (offset, 0) + records,
+        first + b"\n" + b"00000000000x%012d" % length + records,
+        first + b"\n" + entry + b"1" + records[1:],  # another task's id
+        facts_file({1: good}).replace(b"000000000002\n", b"000000000001\n", 1),  # task 1's
+        facts_file({0: good + good}),  # two records in one: more fields than it names
+    ]
+
+
+@pytest.mark.parametrize("which", range(13))
+def test_a_damaged_facts_table_stops_the_job_before_anything_runs(
+    tmp_path: Path, which: int
+) -> None:
+    _assert_refused(tmp_path, lambda good: _table_damages(good)[which])
+
+
+def _assert_refused(tmp_path: Path, damaged: Callable[[bytes], bytes]) -> None:
+    """A single job whose facts file is ``damaged(its task's record)`` stops before anything
+    runs: exit 2, the reason said, no container, no status file."""
     CANARY_DIR.mkdir(exist_ok=True)
     CANARY.unlink(missing_ok=True)
     m = make_manifest("true", "a", "t")
@@ -293,18 +335,12 @@ def test_a_damaged_facts_file_stops_the_job_before_anything_runs(
         job_name="dotlab-x",
         apptainer=str(tmp_path / "fake-apptainer"),
     )
-    fields = task_facts(job.tasks[0], job)[:-1].decode().split("\0")
-    kept = damage(fields)  # type: ignore[operator]
-    (run / FACTS_FILE).write_bytes("".join(f + "\0" for f in kept).encode())
+    (run / FACTS_FILE).write_bytes(damaged(task_facts(job.tasks[0], job)))
     (tmp_path / "job.sbatch").write_text(render_script(job))
     dump = tmp_path / "argv.json"
     env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "7", "DOTLAB_ARGV_DUMP": str(dump)}
     done = subprocess.run(
-        ["bash", str(tmp_path / "job.sbatch")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
+        ["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, timeout=30
     )
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "cannot read this task's facts" in done.stderr

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import platform
 from tests.support.claims import Kit, submission
-from tests.support.expect import parse_task_facts
+from tests.support.expect import parse_facts_file
 
 
 @pytest.fixture
@@ -154,13 +154,15 @@ def test_many_claims_share_one_small_script_and_each_run_holds_only_its_own_fact
         scripts = {os.stat(d / "job.sbatch").st_ino for d in dirs}
         assert len(scripts) == 1  # one file, hard-linked into every run directory
         size = (dirs[0] / "job.sbatch").stat().st_size
-        assert size < 24_500  # the probe script (about 11 KB) is in it once
+        assert size < 25_500  # the probe script (about 11 KB) is in it once
+        assert len({os.stat(d / "task.facts").st_ino for d in dirs}) == 1  # one, linked
         for i, d in enumerate(dirs):
-            facts = parse_task_facts((d / "task.facts").read_bytes())
+            facts = parse_facts_file((d / "task.facts").read_bytes(), i)
             claims = [f for f in facts if f.startswith("DOTLAB_CLAIM=")]
             assert claims == [f"DOTLAB_CLAIM=wide{i}"] * 1
             assert facts[3] == str(kit.root / "outs" / f"wide{i}")
-        total = sum(p.stat().st_size for p in dirs[-1].iterdir() if p.name != "job.sbatch")
+        shared = ("job.sbatch", "task.facts")  # one file each, linked into every run directory
+        total = sum(p.stat().st_size for p in dirs[-1].iterdir() if p.name not in shared)
         assert total < 16_000  # a run directory does not grow with the submission
     finally:
         subprocess.run(["scancel", sub["array_job_id"]], env=slurm_env, check=True)

@@ -21,7 +21,7 @@ from dotlab_hpc.rundir.names import DEF_NAME, FACTS_FILE, SCRIPT_NAME
 from dotlab_hpc.site.settings import Site
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.submit.execute import execute
-from tests.support.expect import parse_task_facts
+from tests.support.expect import parse_facts_file
 from tests.support.submits import submit_options
 from tests.unit.test_submit import ArraySlurm, NoSleep
 
@@ -122,7 +122,7 @@ def test_render_writes_the_def_script_and_facts_with_a_placeholder(
     assert code == 0
     assert err.splitlines()[0] == f"dotlab-hpc: warning: {not_pinned(m)}"
     assert sorted(p.name for p in job.iterdir()) == sorted([SCRIPT_NAME, FACTS_FILE, DEF_NAME])
-    facts = parse_task_facts((job / FACTS_FILE).read_bytes())
+    facts = parse_facts_file((job / FACTS_FILE).read_bytes())
     sif = m.with_suffix(".sif")
     assert facts[2] == f"<to be built: dotlab-hpc build {m} -o {sif} --pin>"
     assert f"From: {BASE.removeprefix('docker://')}" in (job / DEF_NAME).read_text()

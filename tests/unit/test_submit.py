@@ -19,7 +19,7 @@ from dotlab_hpc.submit.once import NotSubmitted, backoff_delays, submit_once
 from dotlab_hpc.submit.outdirs import check_out_dirs
 from dotlab_hpc.submit.plan import SubmitOptions, plan
 from dotlab_hpc.verify.inputs import Mismatch
-from tests.support.expect import parse_task_facts
+from tests.support.expect import parse_facts_file
 from tests.support.fakes import ScriptedRunner
 from tests.support.submits import submit_options, write_manifest
 
@@ -308,9 +308,10 @@ def test_execute_records_each_run_s_own_array_task_when_an_earlier_claim_fails(
         assert rd.run().job_name == sbatch[2].removeprefix("--job-name=")
         # task T's run directory is the one the script computes: <runs root>/<batch>-T
         assert run.run_dir.name == f"{rd.run().job_name.removeprefix('dotlab-')}-{task}"
-        # every run directory holds the one script (a hard link), and its own facts
+        # every run directory holds the one script and the array's facts (hard links each)
         assert rd.file(SCRIPT_NAME).samefile(RunDir(second.run_dir).file(SCRIPT_NAME))
-        fields = parse_task_facts(rd.file(FACTS_FILE).read_bytes())
+        assert rd.file(FACTS_FILE).samefile(RunDir(second.run_dir).file(FACTS_FILE))
+        fields = parse_facts_file(rd.file(FACTS_FILE).read_bytes(), task)
         assert fields[3] == str(tmp_path / "out" / f"c{task}")
     rd0 = RunDir(first.run_dir)
     assert rd0.submission() is None

@@ -26,7 +26,7 @@ from dotlab_hpc.rundir.names import FACTS_FILE, SCRIPT_NAME, ended_in
 from dotlab_hpc.slurm.argv import array_ranges
 from dotlab_hpc.slurm.client import SlurmClient
 from dotlab_hpc.submit.execute import SubmitResult, execute
-from tests.support.expect import parse_task_facts
+from tests.support.expect import facts_record, parse_facts_file
 from tests.support.submits import submit_options, write_manifest
 
 from .test_submit import ArraySlurm, NoSleep
@@ -169,26 +169,32 @@ def test_one_array_keeps_its_plain_name_and_no_script_argument(tmp_path: Path) -
     assert [RunDir(r.run_dir).run().job_name for r in res.runs] == [name] * 3
 
 
-def test_the_run_directories_hold_no_other_claim(tmp_path: Path) -> None:
+def test_each_task_finds_its_own_claim_in_the_one_facts_file(tmp_path: Path) -> None:
     res = submit(tmp_path, 50, ArraySlurm())
     sizes = set()
+    shared = (SCRIPT_NAME, FACTS_FILE)  # one file each, linked: the same inode everywhere
     for i, run in enumerate(res.runs):
         rd = RunDir(run.run_dir)
-        facts = rd.file(FACTS_FILE).read_bytes()
-        assert b"DOTLAB_CLAIM=c%d\0" % i in facts
-        assert sum(b"DOTLAB_CLAIM=" in f for f in facts.split(b"\0")) == 1
-        sizes.add(sum(p.stat().st_size for p in run.run_dir.iterdir()))
-        # one script, linked: the same inode everywhere
-        assert rd.file(SCRIPT_NAME).samefile(res.runs[0].run_dir / SCRIPT_NAME)
+        record = facts_record(rd.file(FACTS_FILE).read_bytes(), i)
+        assert b"DOTLAB_CLAIM=c%d\0" % i in record
+        assert sum(b"DOTLAB_CLAIM=" in f for f in record.split(b"\0")) == 1
+        sizes.add(sum(p.stat().st_size for p in run.run_dir.iterdir() if p.name not in shared))
+        for name in shared:
+            assert rd.file(name).samefile(res.runs[0].run_dir / name)
     assert max(sizes) - min(sizes) < 64  # no run directory grows with the number of claims
+    # the one facts file: every claim's once, and no task's entry points at another's record
+    data = RunDir(res.runs[0].run_dir).file(FACTS_FILE).read_bytes()
+    assert sum(f.startswith(b"DOTLAB_CLAIM=") for f in data.split(b"\0")) == 50
+    with pytest.raises(ValueError, match="not in the table"):
+        facts_record(data, 50)
 
 
-def test_the_checkout_is_verified_by_the_caller_once_per_claim_and_a_facts_file_per_task(
+def test_the_checkout_is_verified_by_the_caller_once_per_claim_and_each_task_has_facts(
     tmp_path: Path,
 ) -> None:
     res = submit(tmp_path, 3, ArraySlurm())
-    for run in res.runs:
-        fields = parse_task_facts((run.run_dir / FACTS_FILE).read_bytes())
+    for i, run in enumerate(res.runs):
+        fields = parse_facts_file((run.run_dir / FACTS_FILE).read_bytes(), i)
         assert fields[0] == "dotlab-task-facts-1" and fields[-1] == "end"
 
 
@@ -249,9 +255,10 @@ def assert_nothing_left(tmp_path: Path, fake: ArraySlurm) -> None:
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("victim", ["run.json", "task.facts"])
+# a run's own run.json; the array's one facts file, in its first run directory
+@pytest.mark.parametrize(("victim", "run"), [("run.json", MANY - 3), ("task.facts", 0)])
 def test_many_runs_are_written_two_at_a_time_and_a_full_disk_midway_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, victim: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, victim: str, run: int
 ) -> None:
     real_open = os.open
     writers: set[int] = set()
@@ -259,7 +266,7 @@ def test_many_runs_are_written_two_at_a_time_and_a_full_disk_midway_leaves_nothi
     def full(path: str | Path, flags: int, mode: int = 0o777, **kw: object) -> int:
         if flags & os.O_EXCL and ".tmp/" in str(path):  # a file of a new run directory
             writers.add(threading.get_ident())
-            if f"-{MANY - 3}." in str(path) and str(path).endswith("/" + victim):
+            if f"-{run}." in str(path) and str(path).endswith("/" + victim):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         return real_open(path, flags, mode, **kw)  # type: ignore[arg-type]
 
