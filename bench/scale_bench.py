@@ -467,7 +467,15 @@ def _status_once(
     states = json.loads(done.stdout)
     rows = states if isinstance(states, list) else states.get("runs", [])
     pending = sum(1 for s in rows if isinstance(s, dict) and s.get("state") == "PENDING")
-    return wall, len(counted.calls()), pending
+    calls = counted.calls()
+    if len(calls) > 1:  # which ones, and what the runs said: to find out why
+        reasons = sorted({str(s.get("reason")) for s in rows if isinstance(s, dict)})[:3]
+        print(
+            f"bench/scale: status over {len(dirs)} runs made {len(calls)} Slurm calls"
+            f" ({', '.join(name for name, _ in calls)}); reasons: {'; '.join(reasons)}",
+            file=sys.stderr,
+        )
+    return wall, len(calls), pending
 
 
 def bench_status(
