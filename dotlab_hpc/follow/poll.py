@@ -96,6 +96,7 @@ def read_local(rd: RunDir, listings: Listings | None = None) -> Local:
         done,
         status_read,
         live,
+        sub is not None and sub.held,
     )
 
 
@@ -184,6 +185,21 @@ def _without_slurm(local: Local, reason: str, *, pending: bool = False) -> RunSt
 def _live_reason(reason: str, local: Local) -> str:
     """``reason``, and ``live code`` after it for a live run still going (``local.json``)."""
     return "; ".join(filter(None, (reason, "live code"))) if local.live else reason
+
+
+# the reason given a job submitted held whose pending reason Slurm's accounting does not give
+HELD_UNSAID = "submitted held (--hold); Slurm's accounting gives no reason"
+
+
+def _held_unsaid(state: RunState, local: Local) -> RunState:
+    """``state``, its reason the hold when the run was submitted held and Slurm's answer (sacct:
+    ``status``'s one query) has it pending with no reason. slurmdbd may keep a held array's
+    reason empty for as long as it waits (measured: a 10,000-task array submitted with
+    ``--hold`` on a fresh cluster, in 2 of 15 bench/scale runs); such a job waits for its
+    release, so ``status`` does not take it for one that may wait on nodes and ask sinfo."""
+    if state.state != JobState.PENDING.value or state.reason or not local.held:
+        return state
+    return replace(state, reason=HELD_UNSAID)
 
 
 def from_slurm(local: Local, info: JobInfo | None, now: datetime) -> RunState:
@@ -278,7 +294,7 @@ def poll_rows(rows: Sequence[Local | BadRun], client: SlurmClient, *, now: datet
         else:
             info = infos.get(lo.job_id)
             info = info.of(lo.job_name, lo.since) if info is not None else None
-            state = from_slurm(lo, info, now)
+            state = _held_unsaid(from_slurm(lo, info, now), lo)
             alive = info is not None and info.is_named(lo.job_name) and not state.finished
             if not lo.status_read and not (alive and state.state != UNKNOWN):
                 # Slurm does not say it is alive: its job may have ended without its marker

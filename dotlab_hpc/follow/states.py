@@ -127,6 +127,8 @@ class Local(NamedTuple):
     status_read: bool = True
     # a ``run --local --live`` job still running, as its ``local.json`` says
     live: bool = False
+    # submitted held (sbatch --hold, as its submission.json says)
+    held: bool = False
 
     @property
     def orphan(self) -> bool:

@@ -28,7 +28,14 @@ from pydantic_core import core_schema
 # models' order: a field missing from the model stops the generator.
 HEAD_FIELDS: dict[str, tuple[str, ...]] = {
     "RunRecord": ("run_id", "claim", "created_at", "task_index", "job_name", "ends_dir"),
-    "SubmissionRecord": ("job_id", "array_job_id", "task_index", "submitted_at", "run_index"),
+    "SubmissionRecord": (
+        "job_id",
+        "array_job_id",
+        "task_index",
+        "submitted_at",
+        "sbatch_argv",
+        "run_index",
+    ),
 }
 
 # keys that describe how to build, serialise or document a value, never whether it is valid

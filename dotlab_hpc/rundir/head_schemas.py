@@ -128,6 +128,21 @@ SUBMISSION_HEAD: dict[str, Any] = {
             },
             "required": True,
         },
+        "sbatch_argv": {
+            "type": "typed-dict-field",
+            "schema": {
+                "type": "tuple",
+                "items_schema": [
+                    {
+                        "type": "str",
+                        "strict": True,
+                    },
+                ],
+                "variadic_item_index": 0,
+                "strict": True,
+            },
+            "required": True,
+        },
         "run_index": {
             "type": "typed-dict-field",
             "schema": {

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from ..errors import RunDirError, one_line
 from ..fsio.read import FileRefused, read_regular
+from ..slurm.argv import HOLD_FLAG
 from ..slurm.jobids import task_job_id
 from .names import MAX_JSON_BYTES
 
@@ -122,12 +123,14 @@ def array_without_task(source: str, array_job_id: str | None) -> RunDirError:
 
 
 class SubmissionHead(NamedTuple):
-    """What ``status`` needs of ``submission.json``: the job id and when it was submitted."""
+    """What ``status`` needs of ``submission.json``: the job id, when it was submitted, and
+    its sbatch argv (whether it was submitted held: ``held``)."""
 
     job_id: str
     array_job_id: str | None
     task_index: int | None
     submitted_at: str
+    sbatch_argv: tuple[str, ...]
     # an array's shared file: the path of its submission's index (``RunIndex``, ``RunDir.heads``)
     run_index: str | None = None
 
@@ -135,6 +138,11 @@ class SubmissionHead(NamedTuple):
     def parse(cls, data: bytes, source: str) -> SubmissionHead:
         """``submission.json``'s bytes; a RunDirError naming ``source`` and the first bad field."""
         return cls(**_head("SubmissionRecord", data, source))
+
+    @property
+    def held(self) -> bool:
+        """Whether the job was submitted held (``sbatch --hold``)."""
+        return HOLD_FLAG in self.sbatch_argv
 
     @property
     def whole_array(self) -> bool:
@@ -148,7 +156,9 @@ class SubmissionHead(NamedTuple):
         if task_index is None:
             raise array_without_task(source, self.array_job_id)
         job_id = task_job_id(self.array_job_id or "", task_index)
-        return SubmissionHead(job_id, self.array_job_id, task_index, self.submitted_at)
+        return SubmissionHead(
+            job_id, self.array_job_id, task_index, self.submitted_at, self.sbatch_argv
+        )
 
 
 def indexed_run_head(sub: SubmissionHead, name: str, run_json: str) -> RunHead | None:

@@ -10,6 +10,9 @@ from ..errors import SlurmError
 from .jobids import check_job_ids
 from .units import slurm_minutes, slurm_time
 
+# sbatch's flag for a job submitted held (nothing runs until `scontrol release`)
+HOLD_FLAG = "--hold"
+
 # sacct -P columns, in this order (parse.parse_sacct reads them by position)
 SACCT_FIELDS: tuple[str, ...] = (
     "JobID",
@@ -76,7 +79,7 @@ def sbatch_argv(
     if chdir is not None:
         argv.append(f"--chdir={_no_option(str(chdir), '--chdir path')}")
     if hold:
-        argv.append("--hold")
+        argv.append(HOLD_FLAG)
     argv.extend(extra)
     path = str(script)
     # a script path starting with "-" would be read as an option

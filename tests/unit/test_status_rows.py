@@ -220,3 +220,43 @@ def test_a_bad_follow_knob_is_refused_before_anything_is_submitted(
     err = capsys.readouterr().err
     assert err.startswith("dotlab-hpc: DOTLAB_FOLLOW_GRACE_S='abc': must be a number"), err
     assert not run_dir.exists() and not (tmp_path / "o").exists()
+
+
+def held_or_not(path: Path, *, held: bool) -> RunDir:
+    """A run whose job waits (no status file), submitted with ``--hold`` or without."""
+    argv = ("sbatch", "--parsable", *(("--hold",) if held else ()), "/runs/r/job.sbatch")
+    return new_run_dir(path, run_record(), submission_record(sbatch_argv=argv))
+
+
+def pending_without_reason(argv: tuple[str, ...]) -> Completed:
+    """sacct: job 1000 pending, no reason (slurmdbd keeps a held array's so at times); sinfo:
+    every node drained."""
+    if argv[0] == "sacct":
+        name = run_record().job_name
+        row = f"1000|1000|{name}|PENDING|0:0|00:00:00|Unknown|Unknown|None assigned|None\n"
+        return Completed(argv, 0, row, "")
+    assert argv[0] == "sinfo", argv
+    data = Path(__file__).resolve().parents[1] / "data" / "slurm-nodes"
+    return Completed(argv, 0, (data / "sinfo_nodes_all_drained.stdout").read_text(), "")
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_held_run_that_accounting_gives_no_reason_is_said_held_without_asking_sinfo(
+    tmp_path: Path, held: bool
+) -> None:
+    from dotlab_hpc.follow.nodes import rows_with_nodes
+    from dotlab_hpc.follow.poll import HELD_UNSAID
+
+    rd = held_or_not(tmp_path / "r", held=held)
+    runner = ScriptedRunner[tuple[str, ...]](pending_without_reason)
+    client = SlurmClient(runner)
+    (state,) = rows_with_nodes(
+        poll_rows(read_rows([rd.path]), client, now=NOW), client.unusable_nodes
+    )
+    assert isinstance(state, RunState) and state.state == "PENDING"
+    if held:  # it waits for its release: the one Slurm call status makes
+        assert state.reason == HELD_UNSAID
+        assert [c[0] for c in runner.calls] == ["sacct"]
+    else:  # it may wait on nodes: sinfo is asked, and says none can run it
+        assert state.reason.startswith("no node can run it: ")
+        assert [c[0] for c in runner.calls] == ["sacct", "sinfo"]
