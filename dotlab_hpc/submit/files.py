@@ -34,7 +34,7 @@ from ..rundir.directory import RunDir
 from ..rundir.files import claim_files, events_file, new_run_files, not_submitted_file
 from ..rundir.names import ENDS_SUBDIR, FACTS_FILE, PAIRS_SCRIPT, SCRIPT_NAME
 from ..values import frozen
-from .plan import missing_parents
+from .plan import by_part, missing_parents
 
 if TYPE_CHECKING:
     from ..rundir.models import ClaimRuns, RunRecord
@@ -158,11 +158,13 @@ class NewRuns:
         if contents.script is not None and first is not None:
             files.append((first.at(SCRIPT_NAME), contents.script.encode("utf-8"), 0o644))
         # each array's facts: one file in its first run directory, hard links in the others
-        by_part: dict[int, list[RunDir]] = {}
-        for r in good:
-            by_part.setdefault(r.part, []).append(tmp[r.index])
-        for part, data in contents.facts.items():
-            files.append((by_part[part][0].at(FACTS_FILE), data, 0o644))
+        arrays = [
+            (contents.facts[runs[0].part], [tmp[r.index] for r in runs])
+            for runs in by_part(good)
+            if runs[0].part in contents.facts
+        ]
+        for data, dirs in arrays:
+            files.append((dirs[0].at(FACTS_FILE), data, 0o644))
         for n in contents.runs:
             files += new_run_files(
                 tmp[n.run.index],
@@ -174,8 +176,8 @@ class NewRuns:
         self.write_new(files)
         if first is not None:
             self._link_shared(SCRIPT_NAME, first, [tmp[r.index] for r in good[1:]])
-        for part in contents.facts:
-            self._link_shared(FACTS_FILE, by_part[part][0], by_part[part][1:])
+        for _, dirs in arrays:
+            self._link_shared(FACTS_FILE, dirs[0], dirs[1:])
         self.folders.commit()
         self.made_dirs = {r.index: r.run_dir for r in p.runs}
         return {r.index: RunDir(r.run_dir) for r in p.runs}

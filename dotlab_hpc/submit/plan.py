@@ -464,3 +464,11 @@ def check_runs_fit(p: Plan, size: int) -> None:
             f" cluster takes task ids below {size} only (MaxArraySize)",
             hint="ask for fewer runs, or ask the cluster's admins to raise MaxArraySize",
         )
+
+
+def by_part(runs: Sequence[PlannedRun]) -> list[tuple[PlannedRun, ...]]:
+    """The runs of each array (``PlannedRun.part``), in order."""
+    parts: dict[int, list[PlannedRun]] = {}
+    for r in runs:
+        parts.setdefault(r.part, []).append(r)
+    return [tuple(parts[k]) for k in sorted(parts)]

@@ -15,7 +15,7 @@ from ..slurm.argv import array_value, sbatch_argv
 from ..slurm.directives import request_options
 from ..values import frozen
 from .check import Checked
-from .plan import Plan, PlannedRun
+from .plan import Plan, PlannedRun, by_part
 from .records import mismatch_record
 from .result import SubmitResult, SubmittedRun, fixes_of
 
@@ -120,19 +120,11 @@ def render(checked: Checked, *, export: str) -> Rendered:
         script_path = p.claim_dir / PAIRS_SCRIPT
     arrays = tuple(
         Array(runs, submission_argv(p, script_path, runs, export, runs[0].part))
-        for runs in _by_part(good)
+        for runs in by_part(good)
     )
     request = request_options(job_request(job))
     pairs_request = {} if pairs is None else request_options(job_request(job, len(job.tasks)))
     return Rendered(checked, job, script, argvs, pairs, arrays, request, pairs_request)
-
-
-def _by_part(runs: Sequence[PlannedRun]) -> list[tuple[PlannedRun, ...]]:
-    """The runs of each array (``PlannedRun.part``), in order."""
-    parts: dict[int, list[PlannedRun]] = {}
-    for r in runs:
-        parts.setdefault(r.part, []).append(r)
-    return [tuple(parts[k]) for k in sorted(parts)]
 
 
 def dry_run_result(r: Rendered) -> SubmitResult:
