@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,17 +123,29 @@ def check_all(
 ) -> list[ArtifactCheck | None]:
     """Every artifact's check, ``workers`` at once (default: the CPUs), in the requests'
     order; ``on_done`` hears of each as it ends (the progress line, the state file). A check
-    that was interrupted (None) is not heard of: it is made again next time."""
+    that was interrupted (None) is not heard of: it is made again next time.
 
-    def one(req: CheckRequest) -> ArtifactCheck | None:
-        done = run_check(req, runner, timeout_s=timeout_s)
-        if done is not None and on_done is not None:
-            on_done(done)
-        return done
-
+    ``on_done`` is called in this (the main) thread, never in a worker: a Ctrl-C reaches the
+    check processes with this one (one process group), and one stopped while Python was still
+    starting ends by exit 1 and a KeyboardInterrupt, like a check that failed. The signal was
+    delivered here before such a process could end, so the KeyboardInterrupt it raises in this
+    thread comes before that process's end is heard of, and nothing ended by a Ctrl-C is kept.
+    """
     n = workers or os.cpu_count() or 1
-    with ThreadPoolExecutor(max_workers=max(1, min(n, len(requests) or 1))) as pool:
-        return list(pool.map(one, requests))
+    out: list[ArtifactCheck | None] = [None] * len(requests)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(n, len(requests) or 1)))
+    try:
+        futures = {
+            pool.submit(run_check, req, runner, timeout_s=timeout_s): k
+            for k, req in enumerate(requests)
+        }
+        for fut in as_completed(futures):
+            done = out[futures[fut]] = fut.result()
+            if done is not None and on_done is not None:
+                on_done(done)
+    finally:  # interrupted: the checks not started never start; those running end with it
+        pool.shutdown(wait=True, cancel_futures=True)
+    return out
 
 
 # a check process that ended by one of these was stopped (a Ctrl-C reaches the whole process

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from dotlab_hpc.errors import ProcTimeout, UsageError
 from dotlab_hpc.evaluate.badges import ClaimResult, badges, row_outcome
-from dotlab_hpc.evaluate.checks import ArtifactCheck, BundleFacts, CheckRequest, run_check
+from dotlab_hpc.evaluate.checks import (
+    ArtifactCheck,
+    BundleFacts,
+    CheckRequest,
+    check_all,
+    run_check,
+)
 from dotlab_hpc.evaluate.groups import (
     ADOPTED,
     adopted,
@@ -248,6 +256,42 @@ def test_a_check_past_its_bound_or_one_that_dies_marks_its_artifact_alone() -> N
     runner = _Runner(Completed(("python",), 0, good.model_dump_json(), ""))
     assert run_check(REQ, runner, timeout_s=5) == good
     assert runner.stdin is not None and json.loads(runner.stdin)["artifact"] == "a"
+
+
+class _CtrlC:
+    """Check processes: each request's verdict, and for artifact ``b`` a Ctrl-C to this whole
+    process group then the end a check stopped while Python was starting has (exit 1)."""
+
+    def run(
+        self, argv: object, *, timeout: float, stdin: str | None = None, **_: object
+    ) -> Completed:
+        name = json.loads(stdin or "{}")["artifact"]
+        if name == "b":
+            os.kill(os.getpid(), signal.SIGINT)
+            return Completed(("python",), 1, "", "Traceback ...\nKeyboardInterrupt\n")
+        return Completed(("python",), 0, ArtifactCheck(name=name).model_dump_json(), "")
+
+
+def test_a_check_stopped_by_a_ctrl_c_is_never_kept_each_heard_of_in_the_main_thread() -> None:
+    heard: list[tuple[str, str]] = []
+
+    def on_done(c: ArtifactCheck) -> None:
+        heard.append((c.name, threading.current_thread().name))
+
+    reqs = [REQ.model_copy(update={"artifact": n}) for n in ("a", "c")]
+    got = check_all(reqs, _CtrlC(), workers=2, on_done=on_done)
+    assert [c.name for c in got if c] == ["a", "c"]  # in the requests' order
+    main = threading.main_thread().name
+    assert sorted(heard) == [("a", main), ("c", main)]
+    heard.clear()
+    stopped = [REQ.model_copy(update={"artifact": n}) for n in ("b", "d", "e", "f")]
+    ctrl_c = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            check_all(stopped, _CtrlC(), workers=1, on_done=on_done)
+    finally:
+        signal.signal(signal.SIGINT, ctrl_c)
+    assert heard == []  # b ended by the Ctrl-C and was not kept; d, e, f never started
 
 
 def test_an_interrupted_groups_runs_are_adopted_with_what_only_slurm_can_tell(
