@@ -156,9 +156,7 @@ class SubmissionHead(NamedTuple):
         if task_index is None:
             raise array_without_task(source, self.array_job_id)
         job_id = task_job_id(self.array_job_id or "", task_index)
-        return SubmissionHead(
-            job_id, self.array_job_id, task_index, self.submitted_at, self.sbatch_argv
-        )
+        return self._replace(job_id=job_id, task_index=task_index, run_index=None)
 
 
 def indexed_run_head(sub: SubmissionHead, name: str, run_json: str) -> RunHead | None:
