@@ -59,6 +59,10 @@ FS_SYSCALLS = (
     "stat,lstat,fstat,newfstatat,statx,access,faccessat,faccessat2,open,openat,"
     "getdents64,readlink,readlinkat"
 )
+# traced only to tell the command's own threads from the programs it starts (sacct, squeue):
+# those are counted by their own target, as Slurm calls, and their start-up (the loader,
+# nsswitch.conf, munge's socket) is no file-system work of the follower's
+EXEC_SYSCALLS = "execve,execveat"
 
 
 @dataclass
@@ -514,7 +518,7 @@ def _watch(
         "-qq",
         "-ttt",
         "-e",
-        f"trace={FS_SYSCALLS}",
+        f"trace={FS_SYSCALLS},{EXEC_SYSCALLS}",
         "-o",
         str(trace),
         *_dotlab(),
@@ -548,19 +552,31 @@ def _watch(
 
 
 def _trace_stamps(trace: Path) -> tuple[list[float], float]:
-    """Every traced call's time, and when start-up ended (the last run.json or event write)."""
-    stamps: list[float] = []
-    started = 0.0
-    text = trace.read_text(errors="replace") if trace.exists() else ""
-    for line in text.splitlines():
+    """Every call the command's own threads made, and when start-up ended.
+
+    Start-up ends with the last run.json or event write. A process that runs another program
+    (a Slurm command) is left out from its start: every line of a pid that calls execve, other
+    than the command's own first one, is dropped.
+    """
+    lines: list[tuple[str, float, str]] = []
+    for line in (trace.read_text(errors="replace") if trace.exists() else "").splitlines():
         parts = line.split(None, 2)
         if len(parts) < 3:
             continue
         with contextlib.suppress(ValueError):
-            t = float(parts[1])
-            stamps.append(t)
-            if "run.json" in parts[2] or "events.jsonl" in parts[2]:
-                started = t
+            lines.append((parts[0], float(parts[1]), parts[2]))
+    root = lines[0][0] if lines else ""
+    others = {
+        pid for pid, _, call in lines if pid != root and call.startswith(("execve(", "execveat("))
+    }
+    stamps: list[float] = []
+    started = 0.0
+    for pid, t, call in lines:
+        if pid in others or call.startswith(("execve(", "execveat(")):
+            continue
+        stamps.append(t)
+        if "run.json" in call or "events.jsonl" in call:
+            started = t
     return stamps, max(started, stamps[0] if stamps else 0.0)
 
 
