@@ -49,6 +49,9 @@ from .over_runs import RAN, run_verdict
 
 # How long collect waits for Slurm to agree that a job whose status file says it ended has ended.
 SETTLE_S = 60.0
+# its first pause before asking again: accounting hears of an end tens of milliseconds after the
+# job's last write on a quiet cluster, a few hundred on a busy one; the pauses grow 1.5 times
+SETTLE_FIRST_S = 0.25
 
 
 def after_end_record(job: JobFacts, info: JobInfo | None) -> AfterEndRecord | None:
@@ -150,7 +153,7 @@ def _settle(
     First the controller, once: a job it no longer holds (purged on a restart, or ended long
     ago while slurmdbd was away) will never change in accounting, so its non-final state there
     is dropped (the record says Slurm's state is unknown) and not waited for."""
-    waited, pause, asked = 0.0, 1.0, False
+    waited, pause, asked = 0.0, SETTLE_FIRST_S, False
     while True:
         lagging = [
             job_id

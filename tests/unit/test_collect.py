@@ -230,7 +230,7 @@ def test_collect_waits_for_slurm_to_agree_that_an_ended_job_has_ended(tmp_path: 
     (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append)
     assert c.record is not None and c.record.slurm.state == "COMPLETED"
     assert [a[0] for a in runner.calls] == ["sacct", "squeue", "sacct", "sacct"]
-    assert naps == [1.0, 1.5]
+    assert naps == [0.25, 0.375]
 
 
 def _held() -> str:
