@@ -12,7 +12,8 @@ user, in interleaved pairs (the tool first in one pair, the bare array first in 
 - **span**: the bare array's own time in Slurm, from the moment `sbatch` was called to the end
   of its last task (each task writes the time it ended, to the nanosecond).
 
-It prints each pair, the medians, the ratios, and where the tool's time went on the claim that
+It prints each pair, the medians, the machine's busy CPU time over each round (tool against
+bare: what the 2 CPUs spend), the ratios, and where the tool's time went on the claim that
 ended last: verify (and render, and the run directories written), submit (sbatch), queue (to
 the job's start: Slurm made its slurm.out), start (the job script, to its container's start:
 the image's sha256 included), probe (Apptainer's start and the probe), analysis (to the status
@@ -150,7 +151,16 @@ def host(claims: int, pairs: int) -> int:
 class Round:
     wall_s: float
     span_s: float | None = None
+    cpu_s: float = float("nan")  # the whole machine's busy CPU time over the round
     phases: dict[str, float] = field(default_factory=dict)
+
+
+def _busy_s() -> float:
+    """The machine's busy CPU time so far, all CPUs (/proc/stat: every field but idle and
+    iowait): over a round, the tool's or the bare array's work, Slurm's and Apptainer's included
+    (nothing else runs here)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _btime(path: Path) -> float:
@@ -168,7 +178,7 @@ def _tool(kit: Kit, name: str, claims: int) -> Round:
     )
     io = kit.batch_args(kit.root / f"out-{name}", runs_root)
     env = {**kit.env, "DOTLAB_FOLLOW_TRACE": str(trace)}
-    t0 = time.time()
+    c0, t0 = _busy_s(), time.time()
     done = subprocess.run(
         [sys.executable, "-m", "dotlab_hpc", "run", *manifests, *io, "--log-file", str(log)],
         env=env,
@@ -177,7 +187,7 @@ def _tool(kit: Kit, name: str, claims: int) -> Round:
         cwd=kit.root,
         timeout=900,
     )
-    t1 = time.time()
+    t1, c1 = time.time(), _busy_s()
     if done.returncode != 0:
         raise SystemExit(
             f"bench/e2e: dotlab-hpc run failed ({done.returncode}): {done.stderr[-1500:]}"
@@ -186,7 +196,7 @@ def _tool(kit: Kit, name: str, claims: int) -> Round:
     outcomes = {json.loads((d / "record.json").read_text())["outcome"] for d in dirs}
     if len(dirs) != claims or outcomes != {"reproduced"}:
         raise SystemExit(f"bench/e2e: {len(dirs)} runs, outcomes {outcomes}")
-    return Round(t1 - t0, phases=_phases(t0, t1, dirs, trace))
+    return Round(t1 - t0, phases=_phases(t0, t1, dirs, trace), cpu_s=c1 - c0)
 
 
 def _phases(t0: float, t1: float, dirs: list[Path], trace: Path) -> dict[str, float]:
@@ -254,14 +264,14 @@ def _bare(kit: Kit, name: str, claims: int) -> Round:
         f"--output={folder}/slurm-%a.out",
         str(script),
     ]
-    t0 = time.time()
+    c0, t0 = _busy_s(), time.time()
     done = subprocess.run(argv, env=kit.env, capture_output=True, text=True, timeout=900)
-    t1 = time.time()
+    t1, c1 = time.time(), _busy_s()
     results = [folder / f"out-{i}" / "results.json" for i in range(claims)]
     if done.returncode != 0 or not all(r.exists() for r in results):
         raise SystemExit(f"bench/e2e: the bare array failed: {done.stderr[-800:]}")
     span = max(float((folder / f"end.{i}").read_text()) for i in range(claims)) - t0
-    return Round(t1 - t0, span_s=span)
+    return Round(t1 - t0, span_s=span, cpu_s=c1 - c0)
 
 
 def inside(claims: int, pairs: int) -> int:
@@ -278,12 +288,16 @@ def inside(claims: int, pairs: int) -> int:
                 tool.append(_tool(kit, f"t{p}", claims))
                 r = tool[-1]
                 split = "  ".join(f"{k} {v:.2f}" for k, v in r.phases.items())
-                print(f"pair {p + 1}  tool  {r.wall_s:6.2f} s   ({split})", flush=True)
+                print(
+                    f"pair {p + 1}  tool  {r.wall_s:6.2f} s   cpu {r.cpu_s:5.1f} s   ({split})",
+                    flush=True,
+                )
             else:
                 bare.append(_bare(kit, f"b{p}", claims))
                 r = bare[-1]
                 print(
-                    f"pair {p + 1}  bare  {r.wall_s:6.2f} s   span in Slurm {r.span_s:.2f} s",
+                    f"pair {p + 1}  bare  {r.wall_s:6.2f} s   cpu {r.cpu_s:5.1f} s   span in Slurm"
+                    f" {r.span_s:.2f} s",
                     flush=True,
                 )
     return report(tool, bare, claims)
@@ -298,6 +312,10 @@ def report(tool: list[Round], bare: list[Round], claims: int) -> int:
     print(f"{'dotlab-hpc run':28}{t:8.2f} s")
     print(f"{'sbatch --wait, bare array':28}{b:8.2f} s")
     print(f"{'its span in Slurm':28}{s:8.2f} s")
+    tc = statistics.median(r.cpu_s for r in tool)
+    bc = statistics.median(r.cpu_s for r in bare)
+    print(f"{'CPU time, tool':28}{tc:8.2f} s")
+    print(f"{'CPU time, bare array':28}{bc:8.2f} s   ({tc / bc:.2f}x; {os.cpu_count()} CPUs)")
     print()
     print("where the tool's time went (median, the claim that ended last):")
     for name in PHASES:
