@@ -13,7 +13,7 @@ user, in interleaved pairs (the tool first in one pair, the bare array first in 
   of its last task (each task writes the time it ended, to the nanosecond).
 
 It prints each pair, the medians, the machine's busy CPU time over each round (tool against
-bare: what the 2 CPUs spend), the ratios, and where the tool's time went on the claim that
+bare: what all its CPUs spent), the ratios, and where the tool's time went on the claim that
 ended last: verify (and render, and the run directories written), submit (sbatch), queue (to
 the job's start: Slurm made its slurm.out), start (the job script, to its container's start:
 the image's sha256 included), probe (Apptainer's start and the probe), analysis (to the status

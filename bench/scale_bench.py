@@ -63,6 +63,7 @@ FS_SYSCALLS = (
 # those are counted by their own target, as Slurm calls, and their start-up (the loader,
 # nsswitch.conf, munge's socket) is no file-system work of the follower's
 EXEC_SYSCALLS = "execve,execveat"
+EXEC_CALLS = tuple(f"{name}(" for name in EXEC_SYSCALLS.split(","))  # how a trace line starts
 
 
 @dataclass
@@ -566,13 +567,11 @@ def _trace_stamps(trace: Path) -> tuple[list[float], float]:
         with contextlib.suppress(ValueError):
             lines.append((parts[0], float(parts[1]), parts[2]))
     root = lines[0][0] if lines else ""
-    others = {
-        pid for pid, _, call in lines if pid != root and call.startswith(("execve(", "execveat("))
-    }
+    others = {pid for pid, _, call in lines if pid != root and call.startswith(EXEC_CALLS)}
     stamps: list[float] = []
     started = 0.0
     for pid, t, call in lines:
-        if pid in others or call.startswith(("execve(", "execveat(")):
+        if pid in others or call.startswith(EXEC_CALLS):
             continue
         stamps.append(t)
         if "run.json" in call or "events.jsonl" in call:
