@@ -34,6 +34,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -275,8 +276,8 @@ def _bare(kit: Kit, name: str, claims: int) -> Round:
 
 
 def inside(claims: int, pairs: int) -> int:
-    root = Path(os.environ.get("TMPDIR", "/tmp")) / f"dotlab-e2e-{os.getpid()}"
-    root.mkdir()
+    # a new folder each time: the root's /tmp outlives its processes, and a pid comes again
+    root = Path(tempfile.mkdtemp(prefix="dotlab-e2e-"))
     kit = Kit(root, dict(os.environ))
     tool: list[Round] = []
     bare: list[Round] = []
