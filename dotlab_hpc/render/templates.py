@@ -90,8 +90,8 @@ def _made_ahead(name: str, path: Path) -> Callable[[jinja2.Environment], dict[st
     return made if hashlib.sha256(text).hexdigest() == sha256 else None
 
 
-# the line of wrapper.sh and probe.sh that templates/hostenv.sh replaces: one clear_host_env for
-# both, so that the probe measures the environment exactly as the analysis will find it
+# the line of wrapper.sh that templates/hostenv.sh replaces: its clear_host_env runs before the
+# probe, so that the probe measures the environment exactly as the analysis will find it
 HOSTENV_LINE = "# @@hostenv: templates/hostenv.sh goes here\n"
 
 
@@ -112,7 +112,7 @@ def wrapper_script() -> str:
 @cache
 def probe_script() -> str:
     """The POSIX sh probe the wrapper runs first in the analysis's container (probe.sh)."""
-    return _without_comments(_sh_template("probe.sh"))
+    return _without_comments((template_dir() / "probe.sh").read_text(encoding="utf-8"))
 
 
 def _without_comments(text: str) -> str:

@@ -4,13 +4,20 @@
 # environment_and_metadata.rst, "--cleanenv"); HOME is the host user's home folder's name. Kept:
 # only the names whose values are Apptainer's own (exec, the image's file name, a script in
 # /.singularity.d). Then hide_login. The wrapper runs it before the analysis, the probe before
-# it measures.
+# it measures. Only sh builtins, here and in hide_login: no process is started.
 clear_host_env() {
-  for _v in $(export -p | sed -n -e 's/^declare -x /export /' \
-    -e 's/^export \(APPTAINER_[A-Za-z0-9_]*\)=.*/\1/p' \
-    -e 's/^export \(SINGULARITY_[A-Za-z0-9_]*\)=.*/\1/p'); do
+  while IFS= read -r _line; do
+    case "$_line" in
+      "export APPTAINER_"* | "export SINGULARITY_"*) _v=${_line#export } ;;
+      "declare -x APPTAINER_"* | "declare -x SINGULARITY_"*) _v=${_line#declare -x } ;;
+      *) continue ;;
+    esac
+    case "$_v" in *=*) _v=${_v%%=*} ;; *) continue ;; esac
+    case "$_v" in *[!A-Za-z0-9_]*) continue ;; esac
     case "${_v#*_}" in COMMAND | NAME | APPNAME | ENVIRONMENT) ;; *) unset "$_v" ;; esac
-  done
+  done <<EOF
+$(export -p)
+EOF
   HOME=/tmp
   export HOME
   hide_login
@@ -19,18 +26,66 @@ clear_host_env() {
 # /etc/group (`config passwd`, `config group`): the host's login name and home folder. Where
 # those files are the container's to write (Apptainer's generated copies), the entries of this
 # uid and gid stay, named `user`, with /tmp as home: programs still find who they run as.
+# Fields are cut by the shell; a name is compared whole, never made into a pattern.
 hide_login() {
   _uid='' _gid='' _login=''
   while read -r _k _v _rest; do
     case "$_k" in Uid:) _uid=$_v ;; Gid:) _gid=$_v ;; esac
   done </proc/self/status
   case "$_uid$_gid" in '' | *[!0-9]*) return 0 ;; esac
-  [ -w /etc/passwd ] && _login=$(sed -n "s/^\([^:]*\):[^:]*:$_uid:.*/\1/p" /etc/passwd | tail -n 1)
+  [ -w /etc/passwd ] || return 0
+  # the login: the last entry NAME:PASSWORD:UID:... of this uid
+  while IFS= read -r _line || [ -n "$_line" ]; do
+    _r=${_line#*:}
+    case "${_r#*:}" in "$_uid":*) _login=${_line%%:*} ;; esac
+  done </etc/passwd
   case "$_login" in '' | user | *[!A-Za-z0-9._-]*) return 0 ;; esac
-  _t=$(sed -e "s/^[^:]*:\([^:]*\):$_uid:\([^:]*\):[^:]*:[^:]*:/user:\1:$_uid:\2::\/tmp:/" /etc/passwd) &&
-    printf '%s\n' "$_t" >/etc/passwd
+  # each entry of this uid (seven fields): NAME and HOME become user and /tmp, GECOS empty
+  _t=
+  while IFS= read -r _line || [ -n "$_line" ]; do
+    case "$_line" in *:*:*:*:*:*:*)
+      _r=${_line#*:}
+      _p=${_r%%:*}
+      _r=${_r#*:}
+      _u=${_r%%:*}
+      _r=${_r#*:}
+      _g=${_r%%:*}
+      _r=${_r#*:}
+      _r=${_r#*:}
+      [ "$_u" = "$_uid" ] && _line="user:$_p:$_uid:$_g::/tmp:${_r#*:}"
+      ;;
+    esac
+    _t="$_t$_line
+"
+  done </etc/passwd
+  printf '%s' "$_t" >/etc/passwd
   [ -w /etc/group ] || return 0
-  _t=$(sed -e "s/^[^:]*:\([^:]*\):$_gid:/user:\1:$_gid:/" -e "s/\([:,]\)$_login,/\1user,/" \
-    -e "s/\([:,]\)$_login\$/\1user/" /etc/group) && printf '%s\n' "$_t" >/etc/group
+  # the group of this gid is named user; the login, among any group's members, too
+  _t=
+  while IFS= read -r _line || [ -n "$_line" ]; do
+    case "$_line" in *:*:*:*)
+      _n=${_line%%:*}
+      _r=${_line#*:}
+      _p=${_r%%:*}
+      _r=${_r#*:}
+      _g=${_r%%:*}
+      _r=${_r#*:}
+      [ "$_g" = "$_gid" ] && _n=user
+      _m=
+      while :; do
+        _one=${_r%%,*}
+        [ "$_one" = "$_login" ] && _one=user
+        _m="$_m$_one"
+        [ "$_r" = "${_r#*,}" ] && break
+        _r=${_r#*,}
+        _m="$_m,"
+      done
+      _line="$_n:$_p:$_g:$_m"
+      ;;
+    esac
+    _t="$_t$_line
+"
+  done </etc/group
+  printf '%s' "$_t" >/etc/group
   return 0
 }

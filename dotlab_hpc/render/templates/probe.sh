@@ -11,8 +11,8 @@
 # WHAT-WAS-MEASURED`, `@@iso exposed NAME WHAT` (what the analysis can read of the host that the
 # flags do not hide: recorded, never a reason to stop) and `@@gpu LINE` (nvidia-smi -L). Exit 4: a
 # property did not hold (the analysis must not run); exit 3: a GPU claim found no usable GPU. Only
-# sh builtins, /proc and the most common tools (df, readlink, sed, sort); a tool missing from the
-# image gives `unknown`.
+# sh builtins, /proc and the most common tools (df, readlink, rm; sed, grep and cut for a GPU); a
+# tool missing from the image gives `unknown`.
 gpu=$1 writable=$2 min_tmp_mib=$3 gpu_type=$4 scratch=$5
 out_pid_ns=$6 out_ipc_ns=$7 out_uid=$8 out_gid=$9
 shift 9
@@ -33,14 +33,16 @@ check() {
     esac
   fi
 }
-# try_write DIR: whether a new file can be made in DIR (it is removed again at once)
+# try_write DIR: whether a new file can be made in DIR, in $wrote: accepted or refused (a file
+# made is removed again at once). No subshell: `true` is no special builtin, so a redirection it
+# cannot make fails the command and never ends this shell.
 try_write() {
   _f="$1/.dotlab-probe-$$"
-  if (: >"$_f") 2>/dev/null; then
+  if { true >"$_f"; } 2>/dev/null; then
     rm -f -- "$_f" 2>/dev/null
-    echo accepted
+    wrote=accepted
   else
-    echo refused
+    wrote=refused
   fi
 }
 # size_kib DIR: the size of the file system holding DIR, in KiB (df -P's second field)
@@ -50,11 +52,10 @@ size_kib() {
   done
 }
 
-# @@hostenv: templates/hostenv.sh goes here
-# the environment is measured as the wrapper leaves it for the analysis; the mounts with
-# Apptainer's HOME (--workdir makes it a folder of the claim's scratch)
-container_home=${HOME-}
-clear_host_env
+# the environment is measured as the wrapper leaves it for the analysis: it ran clear_host_env
+# (templates/hostenv.sh) first, and kept Apptainer's HOME as container_home for the mounts
+# (--workdir makes it a folder of the claim's scratch)
+container_home=${container_home-}
 
 # what runs the container: the stand-in says so in its version (tests/bin/apptainer)
 case "$runtime" in
@@ -78,10 +79,14 @@ case "$ifaces" in
 esac
 
 # read-only binds, the only writable one, and the image's root: by trying
-code_w=$(try_write /work/code)
-data_w=$(try_write /work/data)
-out_w=$(try_write /work/out)
-root_w=$(try_write /)
+try_write /work/code
+code_w=$wrote
+try_write /work/data
+data_w=$wrote
+try_write /work/out
+out_w=$wrote
+try_write /
+root_w=$wrote
 fact code_write "$code_w"
 fact data_write "$data_w"
 fact out_write "$out_w"
@@ -130,13 +135,25 @@ case "$cap_eff" in
     ;;
 esac
 
-# PID and IPC namespaces: their own, not the job's (the job script read its own outside)
+# PID and IPC namespaces: their own, not the job's (the job script read its own outside); one
+# readlink for the PID, IPC and UTS links, each link told by its own text (`pid:[4026531836]`),
+# and a link it did not give (busybox's readlink takes one file) asked alone
+ns_pid=
+ns_ipc=
+ns_uts=
+while IFS= read -r link; do
+  case "$link" in pid:*) ns_pid=$link ;; ipc:*) ns_ipc=$link ;; uts:*) ns_uts=$link ;; esac
+done <<EOF
+$(readlink /proc/self/ns/pid /proc/self/ns/ipc /proc/self/ns/uts 2>/dev/null)
+EOF
+[ -n "$ns_pid" ] || ns_pid=$(readlink /proc/self/ns/pid 2>/dev/null)
+[ -n "$ns_ipc" ] || ns_ipc=$(readlink /proc/self/ns/ipc 2>/dev/null)
+[ -n "$ns_uts" ] || ns_uts=$(readlink /proc/self/ns/uts 2>/dev/null)
 pid1=
 read -r pid1 </proc/1/comm 2>/dev/null
 fact pid1 "${pid1:-unknown}"
 for ns in pid ipc; do
-  inside=$(readlink /proc/self/ns/$ns 2>/dev/null)
-  if [ "$ns" = pid ]; then outside=$out_pid_ns; else outside=$out_ipc_ns; fi
+  if [ "$ns" = pid ]; then inside=$ns_pid outside=$out_pid_ns; else inside=$ns_ipc outside=$out_ipc_ns; fi
   fact ${ns}_ns "${inside:-unknown}"
   if [ -z "$inside" ] || [ -z "$outside" ]; then
     check ${ns}_namespace unknown "namespace inside ${inside:-?}, outside ${outside:-?}"
@@ -150,12 +167,28 @@ done
 # the environment: names only, never values; nothing of the job's (Slurm's) may be there, no
 # value may hold a host path given, nor an APPTAINER_*/SINGULARITY_* one name a path outside
 # /.singularity.d (Apptainer's own): what Apptainer sets from the host must be cleared
-names=$(export -p | sed -n -e 's/^export \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' \
-  -e 's/^declare -x \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' 2>/dev/null | sort -u | sed -e :a -e '$!N;s/\n/,/;ta')
+# (`export -p` lists them sorted, as `export NAME...` or bash's `declare -x NAME...`: the name is
+# the longest run of name characters after it, each kept once, in the order listed)
+names=
+words=
+while IFS= read -r line; do
+  case "$line" in
+    "export "*) name=${line#export } ;;
+    "declare -x "*) name=${line#declare -x } ;;
+    *) continue ;;
+  esac
+  name=${name%%[!A-Za-z0-9_]*}
+  case "$name" in '' | [0-9]*) continue ;; esac
+  case ",$names," in *",$name,"*) continue ;; esac
+  names="$names${names:+,}$name"
+  words="$words $name"
+done <<EOF
+$(export -p 2>/dev/null)
+EOF
 fact env_names "${names:-unknown}"
 leaked=
 hostpaths=
-for name in $(echo "$names" | sed 's/,/ /g'); do
+for name in $words; do
   case "$name" in SLURM_* | SLURMD_*) leaked="$leaked${leaked:+,}$name" ;; esac
   value=
   eval "value=\${$name-}" # a name as export -p printed it: letters, digits and _ only
@@ -220,7 +253,7 @@ else
 fi
 
 # exposures (docs/escapes.md): never a value of the host's, only where it can be read
-uts=$(readlink /proc/self/ns/uts 2>/dev/null)
+uts=$ns_uts
 fact uts_ns "${uts:-unknown}"
 if [ -n "$uts" ] && [ "$uts" = "$out_uts_ns" ]; then
   expose host_name "the host's name: no UTS namespace of its own (\`allow uts ns = no\` in apptainer.conf)"

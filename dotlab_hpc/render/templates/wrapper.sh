@@ -1,7 +1,10 @@
 # dotlab-hpc wrapper: runs INSIDE the container, as its first process (`apptainer exec --no-init`:
 # PID 1), as `/bin/sh -c WRAPPER dotlab-wrapper LIMIT MAX_PROCESSES ENTRYPOINT [PROBE ARGS...]`.
 # One container per run: the probe measures this very container, then the analysis runs in it.
-# 1. The probe (templates/probe.sh, with what the job script measured outside as ARGS), before
+# 0. What Apptainer set from the host goes (templates/hostenv.sh), before the probe measures the
+#    environment the analysis will have; Apptainer's HOME stays known to it as container_home.
+# 1. The probe (templates/probe.sh, with what the job script measured outside as ARGS; in a
+#    subshell of this sh, with its traps reset and its own variables and functions), before
 #    anything of the analysis exists. Its lines go to stdout, which the job script reads through
 #    a pipe and keeps, up to the start marker, as probe.out: the analysis, which starts after the
 #    marker, can neither write before it nor rewind what was read. A property not held, or no
@@ -18,16 +21,18 @@ limit=$1
 max_processes=$2
 entry=$3
 trap 'exit 143' TERM INT
+# @@hostenv: templates/hostenv.sh goes here
+# shellcheck disable=SC2034  # the probe's: it runs in a subshell of this sh
+container_home=${HOME-}
+clear_host_env
 if [ $# -gt 3 ]; then
   probe=$4
   shift 4
-  /bin/sh -c "$probe" dotlab-probe "$@" 2>&1 </dev/null &
+  (eval "$probe") 2>&1 </dev/null &
   wait $!
   rc=$?
   [ "$rc" -eq 0 ] || exit "$rc"
 fi
-# @@hostenv: templates/hostenv.sh goes here
-clear_host_env
 # RLIMIT_NPROC, soft and hard (no capability here can raise it again): bash and busybox call it
 # -u, dash -p. Inside the container's user namespace it bounds this container's processes only.
 # shellcheck disable=SC3045  # not POSIX: both spellings are tried, whichever this sh knows
