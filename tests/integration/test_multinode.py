@@ -446,14 +446,20 @@ def test_slurmctld_down_at_submission_is_retried_and_submits_once(
     assert "retrying" in err
     assert read(run_dir / "record.json")["outcome"] == "reproduced"
     name = read(run_dir / "run.json")["job_name"]
-    acct = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-S", "now-3600", "--name", name, "-o", "JobID"],
-        capture_output=True,
-        text=True,
-        env=controller.env,
-        check=True,
-    ).stdout.split()
-    assert acct == [read(run_dir / "submission.json")["job_id"]]
+
+    def listed() -> list[str]:
+        return subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-S", "now-3600", "--name", name, "-o", "JobID"],
+            capture_output=True,
+            text=True,
+            env=controller.env,
+            check=True,
+        ).stdout.split()
+
+    # the restarted controller tells accounting of the job a moment later (measured: once not
+    # yet when the run had ended, its record written from the job's own status file)
+    wait_for(listed, 60, f"accounting to list {name}")
+    assert listed() == [read(run_dir / "submission.json")["job_id"]]
 
 
 @pytest.mark.parametrize("moment", ["at_start", "mid_run"])
