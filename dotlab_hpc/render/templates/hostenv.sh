@@ -3,8 +3,9 @@
 # bind list (APPTAINER_BIND), APPTAINER_NO_EVAL and the SINGULARITY_* twin of each (userdocs
 # environment_and_metadata.rst, "--cleanenv"); HOME is the host user's home folder's name. Kept:
 # only the names whose values are Apptainer's own (exec, the image's file name, a script in
-# /.singularity.d). Then hide_login. The wrapper runs it before the analysis, the probe before
-# it measures. Only sh builtins, here and in hide_login: no process is started.
+# /.singularity.d). Then hide_login. The wrapper runs it once, before the probe (a subshell of
+# the wrapper) measures and before the analysis. Only sh builtins, here and in hide_login: no
+# process is started.
 clear_host_env() {
   while IFS= read -r _line; do
     case "$_line" in
