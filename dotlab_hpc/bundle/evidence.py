@@ -88,6 +88,7 @@ def derive_evidence(
             "job_ended_at": _text_or_none(st.ended_at if st else None),
             "phase": _text_or_none(st.phase if st else None),
             "image_digest_on_node": _text_or_none(st.image_digest_on_node if st else None),
+            "image_check": _text_or_none(st.image_check if st else None),
             "source": f"{RECORD}, {LOGS}/{STATUS_FILE} (written by the job),"
             f" {LOGS}/{SUBMISSION_FILE}",
         },

@@ -66,6 +66,7 @@ def claim_evidence(record: ClaimRecord, members: Sequence[RunDir]) -> dict[str, 
                 "phase": st.phase if st else None,
                 "exit_code": st.exit_code if st else None,
                 "image_digest_on_node": st.image_digest_on_node if st else None,
+                "image_check": (st.image_check or None) if st else None,
             }
         )
     return {

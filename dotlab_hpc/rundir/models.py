@@ -204,6 +204,10 @@ class JobStatus(_Frozen):
     container_started: bool
     signal: str
     image_digest_on_node: str
+    # how the node checked it: "sha256", or "unchanged since task N hashed it" (an array's later
+    # task on a node: the very file an earlier one hashed there, untouched since); empty in a
+    # status file from before, or when the job ended before its check
+    image_check: str = ""
     job_started_at: str
     ended_at: str
     node: str
