@@ -344,11 +344,13 @@ def collect_all(
     record: PathLike | None = None,
     log_file: PathLike | None = None,
     lost: dict[Path, OperatorError] | None = None,
+    defer_lagging: bool = False,
 ) -> list[Collected]:
     """``dotlab-hpc collect``: each run's record (written once; a second collect reads it) or
     why there is none, with one Slurm query for all of them. ``record``: also written there
     (one run only); ``lost``: runs the follower concluded without a record (lost, or ended
-    without a status file), each with its operator error."""
+    without a status file), each with its operator error; ``defer_lagging``: a run whose job
+    accounting does not show ended yet is left for later, not waited for (``collect_runs``)."""
     if record is not None and len(run_dirs) > 1:
         raise UsageError("--record takes one run directory")
     from ..clock import SystemClock
@@ -371,6 +373,7 @@ def collect_all(
             log=log,
             lost=lost,
             lost_s=Knobs.from_env().lost_s,
+            defer_lagging=defer_lagging,
         )
 
     claims = {i: RunDir(Path(p).absolute()) for i, p in enumerate(run_dirs)}

@@ -8,7 +8,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, Unpack
 
-from ..errors import DotlabError, OperatorError, Preempted, UsageError
+from ..errors import DotlabError, NotFinished, OperatorError, Preempted, UsageError
 from ..values import frozen
 from .arguments import checked
 from .where import SiteInputs, site_settings
@@ -446,8 +446,11 @@ def _follow_collecting(
     """The final states of ``dirs``, each claim of ``shown`` collected as it ended."""
     from .runs import collect_all, follow_calling
 
-    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> object:
-        return collect_all(ready, log_file=log_file, lost=lost)
+    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> Sequence[Collected]:
+        # while others still run: a claim whose end Slurm's accounting has not heard of yet is
+        # collected at a later cycle (or at the end), never waited for here, where it would
+        # keep the follower from noticing the next ends
+        return collect_all(ready, log_file=log_file, lost=lost, defer_lagging=True)
 
     runs = [d.absolute() for d in dirs]  # as the follower names them
     claims = {s: {d for d in runs if s in (d, d.parent)} for s in map(Path.absolute, shown or dirs)}
@@ -473,17 +476,19 @@ def wait_collecting(
 
 def collect_as_they_end(
     claims: Mapping[Path, set[Path]],
-    collect: Callable[[list[Path], dict[Path, OperatorError]], object],
+    collect: Callable[[list[Path], dict[Path, OperatorError]], Sequence[Collected]],
 ) -> Callable[[list[RunState]], None]:
     """The follower's ``on_final`` for ``run`` and ``submit --wait``: each claim (its run
     directory, or the folder of a claim over many runs: by its runs) is collected by
     ``collect``, with the follower's lost runs, in the cycle its last run ended, so that its
-    record exists while the other claims still run and a stopped ``run`` keeps it. Best
-    effort: a collect that fails here is done again, and reported, at the end."""
+    record exists while the other claims still run and a stopped ``run`` keeps it. A claim
+    not finished yet for Slurm (its accounting behind the job's own end) is tried again at the
+    next cycle. Best effort: a collect that fails here is done again, and reported, at the end."""
     from ..follow.lost import lost_runs
 
     left = {claim: set(runs) for claim, runs in claims.items() if runs}
     ended: list[RunState] = []
+    again: list[Path] = []  # claims ended whose collect was not finished yet
 
     def on_final(states: list[RunState]) -> None:
         ended.extend(states)
@@ -492,9 +497,12 @@ def collect_as_they_end(
         ready = [claim for claim, runs in left.items() if not runs]
         for claim in ready:
             del left[claim]
+        ready = [*again, *ready]
+        again.clear()
         if ready:
             with contextlib.suppress(DotlabError):
-                collect(ready, lost_runs(ended))
+                got = collect(ready, lost_runs(ended))
+                again.extend(c.run_dir for c in got if isinstance(c.error, NotFinished))
 
     return on_final
 

@@ -230,7 +230,34 @@ def test_collect_waits_for_slurm_to_agree_that_an_ended_job_has_ended(tmp_path: 
     (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append)
     assert c.record is not None and c.record.slurm.state == "COMPLETED"
     assert [a[0] for a in runner.calls] == ["sacct", "squeue", "sacct", "sacct"]
-    assert naps == [0.25, 0.375]
+    assert naps == pytest.approx([0.1, 0.15])
+
+
+def test_collect_as_claims_end_leaves_a_lagging_job_for_later_and_never_waits(
+    tmp_path: Path,
+) -> None:
+    # While other claims still run (the follower's collect), accounting still saying RUNNING
+    # leaves the run without a record: no pause, no question to the controller, NotFinished;
+    # the next collect, once accounting agrees, writes the record with Slurm's final state.
+    rd = complete_run_dir(tmp_path / "run", with_record=False)
+    states = iter(["RUNNING", "COMPLETED"])
+
+    def sacct(argv: tuple[str, ...]) -> Completed:
+        assert argv[0] == "sacct", argv
+        line = (
+            f"1000|1000|{JOB_NAME}|{next(states)}|0:0|00:00:01|2026-11-29T07:00:00|Unknown|n1|None"
+        )
+        return Completed(argv, 0, line + "\n", "")
+
+    runner = ScriptedRunner[tuple[str, ...]](sacct)
+    naps: list[float] = []
+    (c,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append, defer_lagging=True)
+    assert isinstance(c.error, NotFinished) and c.record is None, c
+    assert "does not show job 1000 ended yet" in c.error.message
+    assert naps == [] and rd.record() is None
+    (d,) = collect_runs([rd], SlurmClient(runner), now=NOW, sleep=naps.append, defer_lagging=True)
+    assert d.record is not None and d.record.slurm.state == "COMPLETED", d.error
+    assert naps == [] and [a[0] for a in runner.calls] == ["sacct", "sacct"]
 
 
 def _held() -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from dotlab_hpc.api.submitting import collect_as_they_end
-from dotlab_hpc.errors import OperatorError, SlurmError
+from dotlab_hpc.collect.collect import Collected
+from dotlab_hpc.errors import NotFinished, OperatorError, SlurmError
 from dotlab_hpc.follow.follower import follow
 from dotlab_hpc.follow.knobs import Knobs
 from dotlab_hpc.follow.nodes import node_note, rows_with_nodes
@@ -118,10 +119,11 @@ def test_the_claim_that_ends_first_is_collected_before_the_other_ends(tmp_path: 
 
     clock.hooks.append(ends)
 
-    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> None:
+    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> list[Collected]:
         for d in ready:
             (d / "record.json").write_text("{}")
             events.append(f"collected {d.name}")
+        return []
 
     claims = {rd.path: {rd.path} for rd in runs}
     on_final = collect_as_they_end(claims, collect)
@@ -133,11 +135,36 @@ def test_a_claim_over_many_runs_is_collected_once_all_its_runs_ended(tmp_path: P
     claim = tmp_path / "claim"
     members = {claim / "run-0", claim / "run-1"}
     got: list[list[Path]] = []
-    on_final = collect_as_they_end({claim: members}, lambda ready, lost: got.append(ready))
+
+    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> list[Collected]:
+        got.append(ready)
+        return []
+
+    on_final = collect_as_they_end({claim: members}, collect)
     on_final([_final(claim / "run-0")])
     assert got == []
     on_final([_final(claim / "run-1")])
     assert got == [[claim]]
+
+
+def test_a_claim_slurm_has_not_seen_end_is_collected_again_at_the_next_cycle(
+    tmp_path: Path,
+) -> None:
+    # Its job's accounting lags behind its status file: collect leaves it (NotFinished, never
+    # waiting); the next cycle's collect takes it again with the claim that ended then.
+    a, b = tmp_path / "a", tmp_path / "b"
+    got: list[list[Path]] = []
+
+    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> list[Collected]:
+        got.append(ready)
+        late = NotFinished("Slurm's accounting does not show job 1 ended yet")
+        return [Collected(a, "c", None, late, False)] if len(got) == 1 else []
+
+    on_final = collect_as_they_end({a: {a}, b: {b}}, collect)
+    on_final([_final(a)])
+    on_final([_final(b)])
+    on_final([])
+    assert got == [[a], [a, b]]
 
 
 def _final(run_dir: Path) -> RunState:
@@ -157,9 +184,10 @@ def test_a_keyboard_interrupt_after_the_first_end_leaves_its_record(tmp_path: Pa
 
     clock.hooks.append(ends_then_ctrl_c)
 
-    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> None:
+    def collect(ready: list[Path], lost: dict[Path, OperatorError]) -> list[Collected]:
         for d in ready:
             (d / "record.json").write_text("{}")
+        return []
 
     on_final = collect_as_they_end({rd.path: {rd.path} for rd in runs}, collect)
     with pytest.raises(KeyboardInterrupt):

@@ -33,13 +33,15 @@ check() {
     esac
   fi
 }
-# try_write DIR: whether a new file can be made in DIR, in $wrote: accepted or refused (a file
-# made is removed again at once). No subshell: `true` is no special builtin, so a redirection it
-# cannot make fails the command and never ends this shell.
+# try_write DIR: whether a new file can be made in DIR, in $wrote: accepted or refused (the files
+# made, listed in $made, are removed together by one rm once all were tried). No subshell: `true`
+# is no special builtin, so a redirection it cannot make fails the command and never ends this
+# shell.
+made=
 try_write() {
   _f="$1/.dotlab-probe-$$"
   if { true >"$_f"; } 2>/dev/null; then
-    rm -f -- "$_f" 2>/dev/null
+    made="$made $_f"
     wrote=accepted
   else
     wrote=refused
@@ -87,6 +89,8 @@ try_write /work/out
 out_w=$wrote
 try_write /
 root_w=$wrote
+# shellcheck disable=SC2086  # the probe's own paths, no space in them: one word each
+[ -n "$made" ] && rm -f -- $made 2>/dev/null
 fact code_write "$code_w"
 fact data_write "$data_w"
 fact out_write "$out_w"
@@ -288,8 +292,22 @@ case "$max_userns" in '' | 0 | *[!0-9]*) ;; *)
   ;;
 esac
 
-# sizes: /tmp, and the writable overlay (Apptainer's session tmpfs, `sessiondir max size`)
-tmp_kib=$(size_kib /tmp)
+# sizes: /tmp, and the writable overlay (Apptainer's session tmpfs, `sessiondir max size`): one df
+# for both (a line each, in order, after its header); where it did not give both, each alone
+tmp_kib=
+overlay_kib=
+n=0
+while read -r _fs _size _rest; do
+  n=$((n + 1))
+  case "$_size" in '' | *[!0-9]*) continue ;; esac
+  case "$n" in 2) tmp_kib=$_size ;; 3) overlay_kib=$_size ;; esac
+done <<EOF
+$(df -Pk -- /tmp / 2>/dev/null)
+EOF
+if [ "$n" -ne 3 ]; then
+  tmp_kib=$(size_kib /tmp)
+  overlay_kib=$(size_kib /)
+fi
 fact tmp_kib "${tmp_kib:-unknown}"
 if [ -z "$tmp_kib" ]; then
   check tmp_size unknown "df could not measure /tmp"
@@ -299,7 +317,6 @@ else
   check tmp_size not_held "/tmp $((tmp_kib / 1024)) MiB, less than $min_tmp_mib MiB"
 fi
 if [ "$writable" = 1 ]; then
-  overlay_kib=$(size_kib /)
   fact overlay_kib "${overlay_kib:-unknown}"
   if [ -z "$overlay_kib" ]; then
     check overlay_size unknown "df could not measure /"
