@@ -153,8 +153,11 @@ def test_many_claims_share_one_small_script_and_each_run_holds_only_its_own_fact
         assert "--array=0-299" in sub["sbatch_argv"]
         scripts = {os.stat(d / "job.sbatch").st_ino for d in dirs}
         assert len(scripts) == 1  # one file, hard-linked into every run directory
-        size = (dirs[0] / "job.sbatch").stat().st_size
-        assert size < 29_500  # the probe script (about 11 KB) is in it once
+        text = (dirs[0] / "job.sbatch").read_text()
+        assert text.count(str(runs_root)) == 2  # RUN_DIR and ENDS_DIR: the array's, not the runs'
+        # the probe script (about 11 KB) is in it once; the runs root's path (as long as the
+        # test's temporary folder) is not counted
+        assert len(text.replace(str(runs_root), "")) < 29_500
         assert len({os.stat(d / "task.facts").st_ino for d in dirs}) == 1  # one, linked
         for i, d in enumerate(dirs):
             facts = parse_facts_file((d / "task.facts").read_bytes(), i)
