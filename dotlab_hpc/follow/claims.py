@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import DotlabError, RunDirError, one_line
-from ..rundir.directory import RunDir
-from ..rundir.names import CLAIM_FILE
+from ..rundir.directory import RunDir, is_claim_folder
 from ..values import frozen
 from .lost import LOST
 from .states import BadRun, Row, RunState
@@ -40,8 +39,7 @@ def expand(
     out: list[str | os.PathLike[str]] = []
     groups: list[Group | None] = []
     for p in paths:
-        # one lstat on a string: status looks at tens of thousands of plain run directories
-        if not os.path.lexists(os.path.join(p, CLAIM_FILE)):  # noqa: PTH118
+        if not is_claim_folder(p):
             groups.append(None)
             out.append(p)
             continue

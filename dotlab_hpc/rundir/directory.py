@@ -57,6 +57,15 @@ _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NO
 
 
 # --------------------------------------------------------------------------- the directory
+def is_claim_folder(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` is the folder of a claim over many runs: its ``claim.json`` exists.
+
+    One lstat on a string, nothing read: ``status`` asks it of tens of thousands of run
+    directories, which need no Path or RunDir for it.
+    """
+    return os.path.lexists(f"{os.fspath(folder)}/{CLAIM_FILE}")
+
+
 @frozen
 class RunDir:
     """A run directory on disk: the one place its files are named, read and written."""
@@ -155,7 +164,7 @@ class RunDir:
 
     def is_claim(self) -> bool:
         """Whether this is the folder of a claim over many runs (one stat; nothing is read)."""
-        return os.path.lexists(self._prefix + CLAIM_FILE)
+        return is_claim_folder(self.path)
 
     def members(self, claim: ClaimRuns) -> list[RunDir]:
         """The run directories of a claim over many runs (``claim`` is its ``claim_runs``)."""
